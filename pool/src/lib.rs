@@ -1,0 +1,1 @@
+//! Per-core budgeted memory (SPEC §5). Being written.
