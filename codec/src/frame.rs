@@ -229,6 +229,15 @@ impl RequestType {
             _ => return None,
         })
     }
+
+    /// The spec's name of the request type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Collection => "collection",
+            Self::Injection => "injection",
+            Self::Adjustment => "adjustment",
+        }
+    }
 }
 
 /// SPEC AGR-1: a Request_Frame.

@@ -106,8 +106,7 @@ pub fn from_json(value: Value) -> Result<LogicalFrame, JsonError> {
             ciphertext: s.ciphertext_hex,
         }),
         (Some(v), None) => {
-            let b =
-                |e: serde_json::Error| JsonError(format!("body of a {} frame: {e}", f.kind.name()));
+            let b = |e: serde_json::Error| JsonError(format!("{} frame body: {e}", f.kind.name()));
             match f.kind {
                 FrameKind::Request => Body::Request(serde_json::from_value(v).map_err(b)?),
                 FrameKind::Response => Body::Response(serde_json::from_value(v).map_err(b)?),

@@ -43,7 +43,7 @@ impl Display for LogicalFrame {
         match &self.body {
             Body::Request(q) => {
                 field(f, "request_id", q.request_id)?;
-                field(f, "request_type", format_args!("{:?}", q.request_type))?;
+                field(f, "request_type", q.request_type.name())?;
                 if let Some(id) = q.agreement_id {
                     field(f, "agreement_id", id)?;
                 }
@@ -121,7 +121,7 @@ fn beats(f: &mut Formatter<'_>, beats: &[Beat]) -> fmt::Result {
 }
 
 fn control(f: &mut Formatter<'_>, c: &ControlMessage) -> fmt::Result {
-    field(f, "message", c.name())?;
+    field(f, "type", c.name())?;
     match c {
         ControlMessage::AuthRequest(a) => {
             field(f, "request_id", a.request_id)?;
