@@ -38,6 +38,7 @@ mod decode;
 mod encode;
 mod error;
 mod frame;
+mod inherit;
 #[cfg(feature = "json")]
 pub mod json;
 mod limits;
@@ -57,5 +58,6 @@ pub use frame::{
     FrameKind, HEADER_LEN, LogicalFrame, MAGIC, Relation, RelationType, RequestFrame, RequestType,
     ResponseFrame, ResumeFrame, SEAL_COUNTER_LEN, Sealed, SessionId, TAG_LEN, Terms, VERSION,
 };
+pub use inherit::{AgreementContext, InheritError};
 pub use limits::Limits;
 pub use sample::samples;
