@@ -1,0 +1,563 @@
+//! Asynchronous requests: admission, submission, cancel and reclaim
+//! (SPEC MEM-7, MEM-8).
+//!
+//! Owns the request table and the lifecycle
+//!
+//! ```text
+//! prepare (RequestSpec) → admit ─┬─ refused: error, no ticket, no state change
+//!                                └─ admitted: Ticket ─→ submit ─→ completion posted ─→ reclaim
+//!                                        └─ cancel (a request; races completion) ─┘
+//! ```
+//!
+//! Admission reserves, together, one request slot, one completion slot and one
+//! lease per buffer (a read lease on the input, the exclusive write lease on
+//! the output). They are all given back in exactly one place: [`Region::reclaim`]
+//! of the request's one accepted completion. Nothing else frees them — not a
+//! cancel, not a timeout — because a backend may still access the memory until
+//! it posts.
+
+use crate::backing::RawSpan;
+use crate::completion::{Completion, Diagnostic, DiagnosticCounts, Status};
+use crate::error::{BusyReason, HandleKind, PoolError, Resource};
+use crate::handle::{BufferHandle, ContextHandle, Key, ModuleHandle, Ticket};
+use crate::lease::{Holder, LeaseMode};
+use crate::range::{Range, check_range};
+use crate::region::{Principal, Region};
+
+/// SPEC MEM-7: a prepared request, before admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestSpec {
+    /// The module (backend) that will serve it.
+    pub module: ModuleHandle,
+    /// The stream context it belongs to, if any (one call in flight each).
+    pub context: Option<ContextHandle>,
+    /// Bytes the backend reads: within the input buffer's valid length.
+    pub input: Option<Range>,
+    /// Where the backend writes: offset 0 of an empty buffer, within capacity.
+    pub output: Option<Range>,
+}
+
+impl RequestSpec {
+    /// A request to `module` with no context, input or output yet.
+    pub const fn new(module: ModuleHandle) -> Self {
+        Self {
+            module,
+            context: None,
+            input: None,
+            output: None,
+        }
+    }
+
+    /// Sets the stream context.
+    pub const fn context(mut self, context: ContextHandle) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// Sets the input range.
+    pub const fn input(mut self, input: Range) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// Sets the output range (offset must be 0).
+    pub const fn output(mut self, output: Range) -> Self {
+        self.output = Some(output);
+        self
+    }
+}
+
+/// SPEC MEM-7: where an admitted request is in its lifecycle, as the owner
+/// sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestState {
+    /// Admitted with a ticket, not yet handed to the backend.
+    Admitted,
+    /// Handed to the backend by [`Region::submit`].
+    Submitted,
+    /// The region itself posted the completion (cancel before submission, or
+    /// a refused submission); it waits to be reclaimed.
+    Completing,
+}
+
+/// A snapshot of one admitted request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// Lifecycle state.
+    pub state: RequestState,
+    /// Whether the owner asked to cancel it.
+    pub cancel_requested: bool,
+    /// Whether a completion was posted and waits in the queue.
+    pub completion_posted: bool,
+}
+
+/// What [`Region::submit`] gives the backend: the raw spans it may access
+/// until it posts the completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Submission {
+    /// The request's ticket (put it in io_uring `user_data` via
+    /// [`Ticket::to_u64`]).
+    pub ticket: Ticket,
+    /// The input span, read-only.
+    pub input: Option<RawSpan>,
+    /// The output span, write-only until the completion is posted.
+    pub output: Option<RawSpan>,
+}
+
+/// SPEC MEM-7: the result of a cancel request. Cancel never frees anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Not submitted yet: a cancelled completion was posted through the queue;
+    /// reclaim it as usual.
+    CancelledBeforeSubmit,
+    /// Submitted: the cancel is recorded; forward it to the backend (e.g.
+    /// `IORING_OP_ASYNC_CANCEL`) and wait for whichever completion wins.
+    Requested,
+    /// A cancel was already requested.
+    AlreadyRequested,
+    /// The completion is already posted or being posted; nothing to cancel.
+    AlreadyCompleted,
+}
+
+/// SPEC MEM-7: the outcome of reclaiming one completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// The request's ticket (now stale).
+    pub ticket: Ticket,
+    /// How it ended.
+    pub status: Status,
+    /// The output's new valid length: the verified `produced` (0 after an
+    /// authentication failure or an invalid length).
+    pub published: u32,
+    /// The input buffer, whose read lease ended.
+    pub input: Option<BufferHandle>,
+    /// The output buffer, whose write lease ended.
+    pub output: Option<BufferHandle>,
+    /// The stream context, free for its next call.
+    pub context: Option<ContextHandle>,
+    /// Whether the owner had asked to cancel.
+    pub cancel_requested: bool,
+    /// What was wrong with the completion, if anything.
+    pub diagnostic: Option<Diagnostic>,
+}
+
+/// A buffer a request holds a lease on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    pub(crate) buffer: Key,
+    pub(crate) offset: u32,
+    pub(crate) length: u32,
+    pub(crate) lease: Key,
+}
+
+/// One admitted request.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) owner: Principal,
+    pub(crate) module: ModuleHandle,
+    pub(crate) context: Option<Key>,
+    pub(crate) input: Option<Held>,
+    pub(crate) output: Option<Held>,
+    pub(crate) state: RequestState,
+    pub(crate) cancel_requested: bool,
+}
+
+impl Region {
+    /// SPEC MEM-7/MEM-8: admits a prepared request for `who`, which must own
+    /// the input, the output and the context.
+    ///
+    /// Reserves a request slot, a completion slot and the leases first
+    /// ([`PoolError::WouldBlock`] when one is exhausted now,
+    /// [`PoolError::Limit`] when the budget can never hold it), then checks
+    /// every handle, owner, lease state, range and alignment. Any failure
+    /// leaves the region exactly as it was and issues no ticket. On success
+    /// the input is read-leased, the output write-leased and the context busy
+    /// until the completion is reclaimed.
+    pub fn admit(&mut self, who: Principal, spec: RequestSpec) -> Result<Ticket, PoolError> {
+        // 1. Reservations (checked, not yet taken).
+        self.requests
+            .check_issue()
+            .map_err(|e| e.into_pool_error(HandleKind::Ticket, Resource::RequestSlots, 1))?;
+        if self.config.completion_slots == 0 {
+            return Err(PoolError::Limit {
+                resource: Resource::CompletionSlots,
+                requested: 1,
+                limit: 0,
+            });
+        }
+        if self.completions_in_use >= self.config.completion_slots {
+            return Err(PoolError::WouldBlock {
+                resource: Resource::CompletionSlots,
+            });
+        }
+        let leases_needed = u32::from(spec.input.is_some()) + u32::from(spec.output.is_some());
+        if self.leases.available() < leases_needed {
+            let usable = self.leases.capacity() - self.leases.retired();
+            return Err(if self.leases.capacity() < leases_needed {
+                PoolError::Limit {
+                    resource: Resource::LeaseSlots,
+                    requested: u64::from(leases_needed),
+                    limit: u64::from(self.leases.capacity()),
+                }
+            } else if usable < leases_needed {
+                PoolError::GenerationExhausted {
+                    kind: HandleKind::Lease,
+                }
+            } else {
+                PoolError::WouldBlock {
+                    resource: Resource::LeaseSlots,
+                }
+            });
+        }
+
+        // 2. Validation (read-only).
+        let align = self.module(spec.module)?.alignment;
+        if let Some(c) = spec.context {
+            let ctx = self.context(c)?;
+            if ctx.owner != who {
+                return Err(PoolError::NotOwner {
+                    kind: HandleKind::Context,
+                });
+            }
+            if ctx.module != spec.module {
+                return Err(PoolError::InvalidRequest {
+                    reason: "the stream context belongs to another module",
+                });
+            }
+            if ctx.in_flight.is_some() {
+                return Err(PoolError::Busy {
+                    reason: BusyReason::ContextInFlight,
+                });
+            }
+        }
+        if let Some(input) = spec.input {
+            let b = self.owned(input.handle, who)?;
+            if b.write_leased {
+                return Err(PoolError::Busy {
+                    reason: BusyReason::WriteLeased,
+                });
+            }
+            check_range(input.offset, input.length, b.valid, align)?;
+        }
+        if let Some(output) = spec.output {
+            if spec.input.is_some_and(|i| i.handle == output.handle) {
+                return Err(PoolError::InvalidRequest {
+                    reason: "input and output are the same buffer",
+                });
+            }
+            let b = self.owned(output.handle, who)?;
+            b.require_unleased()?;
+            if output.offset != 0 || b.valid != 0 {
+                return Err(PoolError::OutputNotEmpty {
+                    valid: b.valid,
+                    offset: output.offset,
+                });
+            }
+            check_range(0, output.length, b.capacity, align)?;
+        }
+
+        // 3. Commit. Every step below was proven possible above.
+        let input = match spec.input {
+            Some(r) => Some(self.hold(r, LeaseMode::Read)?),
+            None => None,
+        };
+        let output = match spec.output {
+            Some(r) => match self.hold(r, LeaseMode::Write) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    self.unhold(input);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let request = Request {
+            owner: who,
+            module: spec.module,
+            context: spec.context.map(ContextHandle::key),
+            input,
+            output,
+            state: RequestState::Admitted,
+            cancel_requested: false,
+        };
+        let key = match self.requests.insert(request) {
+            Ok(key) => key,
+            Err(e) => {
+                self.unhold(input);
+                self.unhold(output);
+                return Err(e.into_pool_error(HandleKind::Ticket, Resource::RequestSlots, 1));
+            }
+        };
+        if let Some(c) = spec.context
+            && let Some(ctx) = self.contexts.get_mut(c.key())
+        {
+            ctx.in_flight = Some(key);
+        }
+        if let Some(m) = self.modules.get_mut_by_slot(spec.module.slot()) {
+            m.in_flight += 1;
+        }
+        self.completions_in_use += 1;
+        self.shared.arm(key.slot, key.generation);
+        self.touch();
+        Ok(Ticket::from_parts(self.id, key.slot, key.generation))
+    }
+
+    /// A snapshot of an admitted request.
+    pub fn request_info(&self, ticket: Ticket) -> Result<RequestInfo, PoolError> {
+        let r = self.request(ticket)?;
+        Ok(RequestInfo {
+            state: r.state,
+            cancel_requested: r.cancel_requested,
+            completion_posted: self.shared.is_posted(ticket.slot(), ticket.generation()),
+        })
+    }
+
+    /// SPEC MEM-7: hands an admitted request to its backend and returns the
+    /// raw spans the backend may access until it posts the completion
+    /// (reading the input, writing the output from offset 0).
+    pub fn submit(&mut self, ticket: Ticket) -> Result<Submission, PoolError> {
+        let r = self.request(ticket)?;
+        if r.state != RequestState::Admitted {
+            return Err(PoolError::InvalidRequest {
+                reason: "the request is already submitted or completing",
+            });
+        }
+        let (input, output) = (r.input, r.output);
+        let input = match input {
+            Some(h) => Some(self.span(h)?),
+            None => None,
+        };
+        let output = match output {
+            Some(h) => Some(self.span(h)?),
+            None => None,
+        };
+        if let Some(r) = self.requests.get_mut(ticket.key()) {
+            r.state = RequestState::Submitted;
+        }
+        Ok(Submission {
+            ticket,
+            input,
+            output,
+        })
+    }
+
+    /// SPEC MEM-7: the backend refused the submission (for example a full
+    /// submission queue). This is a failed completion of the existing ticket,
+    /// posted through the queue, not a ticketless rejection.
+    pub fn refuse_submit(&mut self, ticket: Ticket, code: u32) -> Result<(), PoolError> {
+        let r = self.request(ticket)?;
+        if r.state == RequestState::Completing {
+            return Err(PoolError::InvalidRequest {
+                reason: "a completion was already posted",
+            });
+        }
+        self.shared
+            .post(Completion::failed(ticket, code, 0))
+            .map_err(|_| PoolError::InvalidRequest {
+                reason: "a completion was already posted",
+            })?;
+        if let Some(r) = self.requests.get_mut(ticket.key()) {
+            r.state = RequestState::Completing;
+        }
+        Ok(())
+    }
+
+    /// SPEC MEM-7: asks to cancel. A cancel is a request that races normal
+    /// completion; it never frees or releases anything, and the request keeps
+    /// its leases and slots until its one completion is reclaimed.
+    pub fn cancel(&mut self, who: Principal, ticket: Ticket) -> Result<CancelOutcome, PoolError> {
+        let r = self.request(ticket)?;
+        if r.owner != who {
+            return Err(PoolError::NotOwner {
+                kind: HandleKind::Ticket,
+            });
+        }
+        if r.state == RequestState::Completing
+            || self.shared.is_posted(ticket.slot(), ticket.generation())
+        {
+            return Ok(CancelOutcome::AlreadyCompleted);
+        }
+        let (state, already) = (r.state, r.cancel_requested);
+        let outcome = match state {
+            RequestState::Admitted => {
+                // No backend has it: complete it as cancelled through the queue.
+                if self.shared.post(Completion::cancelled(ticket, 0)).is_err() {
+                    return Ok(CancelOutcome::AlreadyCompleted);
+                }
+                CancelOutcome::CancelledBeforeSubmit
+            }
+            _ if already => CancelOutcome::AlreadyRequested,
+            _ => CancelOutcome::Requested,
+        };
+        if let Some(r) = self.requests.get_mut(ticket.key()) {
+            r.cancel_requested = true;
+            if outcome == CancelOutcome::CancelledBeforeSubmit {
+                r.state = RequestState::Completing;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// SPEC MEM-7: reclaims the next posted completion, if any.
+    ///
+    /// Validates the ticket and its generation, the module generation, the
+    /// length and the status; publishes the verified `produced` as the
+    /// output's valid length (also on failure and cancel; 0 after an
+    /// authentication failure or an out-of-range length, so no unverified
+    /// tail is ever published); then ends the request's leases and frees its
+    /// request and completion slots and its context — exactly once.
+    pub fn reclaim(&mut self) -> Option<Reclaimed> {
+        loop {
+            let c = self.shared.pop(&mut self.queue_head)?;
+            if let Some(done) = self.apply(c) {
+                return Some(done);
+            }
+        }
+    }
+
+    /// Diagnostic counters: post side (duplicates, stale, foreign, full) and
+    /// reclaim side (lengths, statuses, module generations).
+    pub fn diagnostics(&self) -> DiagnosticCounts {
+        let mut counts = self.ledger.diagnostics;
+        self.shared.counts(&mut counts);
+        counts
+    }
+
+    fn apply(&mut self, c: Completion) -> Option<Reclaimed> {
+        let ticket = c.ticket;
+        let Some(r) = self.requests.remove(ticket.key()) else {
+            // Unreachable: the post state admits one completion per armed
+            // generation, and only a reclaim removes a request. Counted, not
+            // applied.
+            self.ledger
+                .diagnostics
+                .count(Diagnostic::StaleCompletion { ticket });
+            return None;
+        };
+        self.shared.disarm(ticket.slot(), ticket.generation());
+        let mut diagnostic = None;
+        if self.modules.get(r.module.key()).is_none() {
+            diagnostic = Some(Diagnostic::ModuleGenerationChanged { ticket });
+        }
+        let limit = r.output.map_or(0, |o| o.length);
+        let published = match c.status {
+            Status::AuthenticationFailed => {
+                if c.produced != 0 {
+                    diagnostic = Some(Diagnostic::AuthenticationFailureOutput {
+                        ticket,
+                        produced: c.produced,
+                    });
+                }
+                0
+            }
+            _ if r.output.is_none() && c.produced != 0 => {
+                diagnostic = Some(Diagnostic::ProducedWithoutOutput {
+                    ticket,
+                    produced: c.produced,
+                });
+                0
+            }
+            _ if c.produced > limit => {
+                diagnostic = Some(Diagnostic::LengthOutOfRange {
+                    ticket,
+                    produced: c.produced,
+                    limit,
+                });
+                0
+            }
+            _ => c.produced,
+        };
+        if let Some(d) = diagnostic {
+            self.ledger.diagnostics.count(d);
+        }
+        if let Some(o) = r.output
+            && let Some(b) = self.buffers.get_mut(o.buffer)
+        {
+            // Admission required valid == 0, and the write lease kept it so.
+            b.valid = published;
+            b.filled = published;
+            self.ledger.live_data += u64::from(published);
+        }
+        self.unhold(r.input);
+        self.unhold(r.output);
+        if let Some(m) = self.modules.get_mut_by_slot(r.module.slot()) {
+            m.in_flight = m.in_flight.saturating_sub(1);
+        }
+        let context = r.context.and_then(|k| {
+            let ctx = self.contexts.get_mut(k)?;
+            ctx.in_flight = None;
+            Some(ContextHandle::from_parts(self.id, k.slot, k.generation))
+        });
+        self.completions_in_use -= 1;
+        self.touch();
+        Some(Reclaimed {
+            ticket,
+            status: c.status,
+            published,
+            input: r.input.map(|h| self.buffer_handle(h.buffer)),
+            output: r.output.map(|h| self.buffer_handle(h.buffer)),
+            context,
+            cancel_requested: r.cancel_requested,
+            diagnostic,
+        })
+    }
+
+    /// Whether some backend may still access region memory (drop leaks then).
+    pub(crate) fn backend_holds_memory(&self) -> bool {
+        self.requests.iter().any(|(key, r)| {
+            r.state == RequestState::Submitted && !self.shared.is_posted(key.slot, key.generation)
+        })
+    }
+
+    fn request(&self, ticket: Ticket) -> Result<&Request, PoolError> {
+        self.check_region(ticket.region(), Ticket::KIND)?;
+        self.requests
+            .get(ticket.key())
+            .ok_or(PoolError::StaleHandle { kind: Ticket::KIND })
+    }
+
+    fn span(&self, h: Held) -> Result<RawSpan, PoolError> {
+        let b = self.buffers.get(h.buffer).ok_or(PoolError::StaleHandle {
+            kind: HandleKind::Buffer,
+        })?;
+        self.backing
+            .span(b.chunk, h.offset, h.length)
+            .ok_or(PoolError::OutOfRange {
+                offset: h.offset,
+                length: h.length,
+                bound: b.capacity,
+            })
+    }
+
+    /// Takes a request lease on `range` and counts the buffer as pending work
+    /// (once per buffer).
+    fn hold(&mut self, range: Range, mode: LeaseMode) -> Result<Held, PoolError> {
+        let buffer = range.handle.key();
+        let lease = self.attach_lease(buffer, mode, Holder::Request)?;
+        let chunk_size = u64::from(self.backing.chunk_size());
+        if let Some(b) = self.buffers.get_mut(buffer) {
+            if b.request_refs == 0 {
+                self.ledger.pending_bytes += chunk_size;
+            }
+            b.request_refs += 1;
+        }
+        Ok(Held {
+            buffer,
+            offset: range.offset,
+            length: range.length,
+            lease,
+        })
+    }
+
+    fn unhold(&mut self, held: Option<Held>) {
+        let Some(h) = held else { return };
+        self.detach_lease(h.lease);
+        let chunk_size = u64::from(self.backing.chunk_size());
+        if let Some(b) = self.buffers.get_mut(h.buffer) {
+            b.request_refs = b.request_refs.saturating_sub(1);
+            if b.request_refs == 0 {
+                self.ledger.pending_bytes -= chunk_size;
+            }
+        }
+    }
+}
