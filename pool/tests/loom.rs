@@ -1,0 +1,148 @@
+//! Model-checked tests of the cross-thread part of a region: completion posts
+//! racing each other, the owner's reclaim and the reissue of a ticket slot.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p dtp-pool --release loom`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed setup step should fail the test loudly"
+)]
+#![cfg(loom)]
+
+use dtp_pool::{
+    BufferSpec, Class, Completion, Diagnostic, ModuleSpec, Principal, Range, Region, RegionConfig,
+    RequestSpec,
+};
+use loom::thread;
+
+const APP: Principal = Principal::new(1);
+
+fn region(slots: u32) -> Region {
+    Region::new(RegionConfig {
+        request_slots: slots,
+        completion_slots: slots,
+        context_slots: 0,
+        module_slots: 1,
+        ..RegionConfig::new(8, slots)
+    })
+    .unwrap()
+}
+
+/// Two workers post two tickets while the owner reclaims: both completions
+/// arrive, each exactly once, with their own payload.
+#[test]
+fn loom_two_workers_post_while_owner_reclaims() {
+    loom::model(|| {
+        let mut r = region(2);
+        let m = r.register_module(ModuleSpec::new(0)).unwrap();
+        let a = r.admit(APP, RequestSpec::new(m)).unwrap();
+        let b = r.admit(APP, RequestSpec::new(m)).unwrap();
+        r.submit(a).unwrap();
+        r.submit(b).unwrap();
+        let handles: Vec<_> = [a, b]
+            .into_iter()
+            .map(|t| {
+                let p = r.poster();
+                thread::spawn(move || p.post(Completion::failed(t, t.slot(), 0)).unwrap())
+            })
+            .collect();
+        let mut got = Vec::new();
+        if let Some(done) = r.reclaim() {
+            got.push(done);
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        while let Some(done) = r.reclaim() {
+            got.push(done);
+        }
+        assert_eq!(got.len(), 2);
+        for done in &got {
+            assert_eq!(
+                done.status,
+                dtp_pool::Status::Failed {
+                    code: done.ticket.slot()
+                }
+            );
+        }
+        assert_ne!(got[0].ticket, got[1].ticket);
+        assert_eq!(r.report().pending_requests, 0);
+    });
+}
+
+/// A duplicate post races the first post, the owner's reclaim and the
+/// reissue of the same ticket slot: exactly one completion is applied, and
+/// the loser never reaches the reissued request.
+#[test]
+fn loom_duplicate_post_never_reaches_the_reissued_ticket() {
+    loom::model(|| {
+        let mut r = region(1);
+        let m = r.register_module(ModuleSpec::new(0)).unwrap();
+        let out = r.acquire(APP, BufferSpec::new(Class::Scratch, 8)).unwrap();
+        let t1 = r
+            .admit(APP, RequestSpec::new(m).output(Range::new(out, 0, 8)))
+            .unwrap();
+        r.submit(t1).unwrap();
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let p = r.poster();
+                thread::spawn(move || p.post(Completion::success(t1, 0)))
+            })
+            .collect();
+        let first = loop {
+            if let Some(done) = r.reclaim() {
+                break done;
+            }
+            thread::yield_now();
+        };
+        assert_eq!(first.ticket, t1);
+        // Reissue the slot while the loser may still be posting.
+        let t2 = r.admit(APP, RequestSpec::new(m)).unwrap();
+        assert_eq!(t2.slot(), t1.slot());
+        let results: Vec<_> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
+        assert!(results.iter().any(|r| matches!(
+            r,
+            Err(Diagnostic::DuplicateCompletion { .. } | Diagnostic::StaleCompletion { .. })
+        )));
+        assert!(
+            r.reclaim().is_none(),
+            "the loser must not complete the new ticket"
+        );
+        assert!(!r.request_info(t2).unwrap().completion_posted);
+        assert_eq!(r.buffer_info(out).unwrap().valid, 0);
+        r.post(Completion::success(t2, 0)).unwrap();
+        assert_eq!(r.reclaim().unwrap().ticket, t2);
+    });
+}
+
+/// With one completion slot the ring has one cell: a worker's second post
+/// (for the next ticket) reuses the cell the owner just drained.
+#[test]
+fn loom_single_cell_ring_is_reused_after_reclaim() {
+    loom::model(|| {
+        let mut r = region(1);
+        let m = r.register_module(ModuleSpec::new(0)).unwrap();
+        let t1 = r.admit(APP, RequestSpec::new(m)).unwrap();
+        let (tx, rx) = loom::sync::mpsc::channel();
+        let p = r.poster();
+        let worker = thread::spawn(move || {
+            p.post(Completion::success(t1, 0)).unwrap();
+            let t2 = rx.recv().unwrap();
+            p.post(Completion::success(t2, 0)).unwrap();
+        });
+        let done = loop {
+            if let Some(done) = r.reclaim() {
+                break done;
+            }
+            thread::yield_now();
+        };
+        assert_eq!(done.ticket, t1);
+        let t2 = r.admit(APP, RequestSpec::new(m)).unwrap();
+        tx.send(t2).unwrap();
+        worker.join().unwrap();
+        assert_eq!(r.reclaim().unwrap().ticket, t2);
+        assert!(r.reclaim().is_none());
+        assert_eq!(r.diagnostics().queue_full, 0);
+    });
+}
