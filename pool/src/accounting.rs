@@ -292,3 +292,28 @@ impl Region {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{BufferSpec, Class, Principal, Region, RegionConfig};
+
+    #[test]
+    fn backing_report_separates_waste_and_free_chunks() {
+        // 3 chunks of 1000 bytes: 3000 bytes rounded up to one 4096-byte page.
+        let mut r = Region::new(RegionConfig::new(1000, 3)).unwrap();
+        let h = r
+            .acquire(Principal::new(1), BufferSpec::new(Class::LongLived, 600))
+            .unwrap();
+        let rep = r.report();
+        assert_eq!(rep.backing_reserved, 4096);
+        assert_eq!(rep.alignment_waste, 1096);
+        assert_eq!((rep.chunks_used, rep.chunks_free), (1000, 2000));
+        assert_eq!(rep.fragmentation_waste, 400);
+        assert_eq!(rep.class_bytes.long_lived, 1000);
+        assert!(rep.metadata.total() > 0);
+        assert_eq!(rep.high_water.in_use, 1000 + rep.metadata.total());
+        r.release(Principal::new(1), h).unwrap();
+        assert_eq!(r.report().fragmentation_waste, 0);
+        r.audit().unwrap();
+    }
+}

@@ -242,8 +242,9 @@ impl<T> SlotTable<T> {
 
     /// Stores `value` in a free slot under the slot's next generation.
     pub(crate) fn insert(&mut self, value: T) -> Result<Key, IssueError> {
-        self.check_issue()?;
-        let slot = self.free.pop().ok_or(IssueError::Full)?;
+        let Some(slot) = self.free.pop() else {
+            return Err(self.check_issue().err().unwrap_or(IssueError::Full));
+        };
         let entry = self
             .entries
             .get_mut(slot as usize)

@@ -380,3 +380,125 @@ impl Region {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::{Class, RegionConfig};
+    use crate::region::BufferSpec;
+
+    const APP: Principal = Principal::new(1);
+
+    fn region(internal: u64) -> Region {
+        Region::new(RegionConfig {
+            module_internal_bytes: internal,
+            ..RegionConfig::new(64, 2)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn internal_reservations_respect_the_budget() {
+        let mut r = region(100);
+        assert!(matches!(
+            r.register_module(ModuleSpec::new(101)),
+            Err(PoolError::Limit {
+                resource: Resource::ModuleInternalBytes,
+                ..
+            })
+        ));
+        let a = r.register_module(ModuleSpec::new(60)).unwrap();
+        assert_eq!(
+            r.register_module(ModuleSpec::new(41)),
+            Err(PoolError::WouldBlock {
+                resource: Resource::ModuleInternalBytes
+            })
+        );
+        assert_eq!(
+            r.stage_swap(a, 41),
+            Err(PoolError::WouldBlock {
+                resource: Resource::ModuleInternalBytes
+            })
+        );
+        r.unregister_module(a).unwrap();
+        r.register_module(ModuleSpec::new(100)).unwrap();
+    }
+
+    #[test]
+    fn swap_makes_old_handle_stale_and_moves_reservation() {
+        let mut r = region(100);
+        let a = r.register_module(ModuleSpec::new(30)).unwrap();
+        r.set_module_internal(a, 20).unwrap();
+        assert!(matches!(
+            r.commit_swap(a),
+            Err(PoolError::InvalidRequest { .. })
+        ));
+        r.stage_swap(a, 50).unwrap();
+        assert_eq!(
+            r.stage_swap(a, 1),
+            Err(PoolError::Busy {
+                reason: BusyReason::SwapStaged
+            })
+        );
+        assert_eq!(r.report().swap_in, 50);
+        let b = r.commit_swap(a).unwrap();
+        assert_eq!((b.slot(), b.generation()), (a.slot(), a.generation() + 1));
+        assert!(matches!(
+            r.module_report(a),
+            Err(PoolError::StaleHandle { .. })
+        ));
+        let rep = r.module_report(b).unwrap();
+        assert_eq!(
+            (rep.internal_reserved, rep.internal_used, rep.swap_in),
+            (50, 0, 0)
+        );
+        assert_eq!(r.report().module_internal_reserved, 50);
+        r.register_module(ModuleSpec::new(50)).unwrap();
+    }
+
+    #[test]
+    fn open_contexts_and_attributed_buffers_keep_a_module_busy() {
+        let mut r = region(0);
+        let m = r.register_module(ModuleSpec::new(0)).unwrap();
+        let ctx = r.open_context(APP, m).unwrap();
+        assert_eq!(
+            r.unregister_module(m),
+            Err(PoolError::Busy {
+                reason: BusyReason::OpenContexts
+            })
+        );
+        assert!(matches!(
+            r.close_context(Principal::new(2), ctx),
+            Err(PoolError::NotOwner { .. })
+        ));
+        r.close_context(APP, ctx).unwrap();
+        let h = r
+            .acquire(APP, BufferSpec::new(Class::StreamContext, 64).for_module(m))
+            .unwrap();
+        assert_eq!(r.module_report(m).unwrap().pool_bytes, 64);
+        assert_eq!(r.report().module_pool_bytes, 64);
+        assert_eq!(
+            r.unregister_module(m),
+            Err(PoolError::Busy {
+                reason: BusyReason::ModuleBuffers
+            })
+        );
+        let l = r.grant_lease(APP, h, APP, crate::LeaseMode::Read).unwrap();
+        r.stage_swap(m, 0).unwrap();
+        assert_eq!(
+            r.commit_swap(m),
+            Err(PoolError::Busy {
+                reason: BusyReason::ModuleBuffers
+            })
+        );
+        r.end_lease(l, APP).unwrap();
+        let m2 = r.commit_swap(m).unwrap();
+        r.release(APP, h).unwrap();
+        assert_eq!(r.module_report(m2).unwrap().pool_bytes, 0);
+        r.unregister_module(m2).unwrap();
+        assert!(matches!(
+            r.register_module(ModuleSpec::new(0).alignment(3)),
+            Err(PoolError::InvalidRequest { .. })
+        ));
+    }
+}

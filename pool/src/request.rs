@@ -238,6 +238,7 @@ impl Region {
                 });
             }
             check_range(input.offset, input.length, b.valid, align)?;
+            self.check_address_alignment(b.chunk, input.offset, align)?;
         }
         if let Some(output) = spec.output {
             if spec.input.is_some_and(|i| i.handle == output.handle) {
@@ -254,6 +255,7 @@ impl Region {
                 });
             }
             check_range(0, output.length, b.capacity, align)?;
+            self.check_address_alignment(b.chunk, 0, align)?;
         }
 
         // 3. Commit. Every step below was proven possible above.
@@ -317,7 +319,11 @@ impl Region {
     /// (reading the input, writing the output from offset 0).
     pub fn submit(&mut self, ticket: Ticket) -> Result<Submission, PoolError> {
         let r = self.request(ticket)?;
-        if r.state != RequestState::Admitted {
+        if r.state != RequestState::Admitted
+            || self.shared.is_posted(ticket.slot(), ticket.generation())
+        {
+            // A posted completion may be reclaimed at any moment; a backend
+            // must never get spans the region is about to give back.
             return Err(PoolError::InvalidRequest {
                 reason: "the request is already submitted or completing",
             });
@@ -509,6 +515,24 @@ impl Region {
         })
     }
 
+    /// SPEC MEM-5: a module's alignment applies to addresses, not only to
+    /// offsets: the backing is page-aligned, so the offset from its start
+    /// decides (a chunk size that is not a multiple of the alignment shifts
+    /// chunk starts).
+    fn check_address_alignment(
+        &self,
+        chunk: u32,
+        offset: u32,
+        align: u32,
+    ) -> Result<(), PoolError> {
+        let from_base = u64::from(chunk) * u64::from(self.backing.chunk_size()) + u64::from(offset);
+        if from_base % u64::from(align) == 0 {
+            Ok(())
+        } else {
+            Err(PoolError::Misaligned { offset, align })
+        }
+    }
+
     fn request(&self, ticket: Ticket) -> Result<&Request, PoolError> {
         self.check_region(ticket.region(), Ticket::KIND)?;
         self.requests
@@ -559,5 +583,129 @@ impl Region {
                 self.ledger.pending_bytes -= chunk_size;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::{Class, RegionConfig};
+    use crate::module::ModuleSpec;
+    use crate::region::BufferSpec;
+
+    const APP: Principal = Principal::new(1);
+
+    fn setup(chunk: u32, align: u32) -> (Region, ModuleHandle) {
+        let mut r = Region::new(RegionConfig::new(chunk, 4)).unwrap();
+        let m = r
+            .register_module(ModuleSpec::new(0).alignment(align))
+            .unwrap();
+        (r, m)
+    }
+
+    #[test]
+    fn owner_posted_completion_blocks_submission() {
+        let (mut r, m) = setup(64, 1);
+        let out = r.acquire(APP, BufferSpec::new(Class::Scratch, 64)).unwrap();
+        let t = r
+            .admit(APP, RequestSpec::new(m).output(Range::new(out, 0, 8)))
+            .unwrap();
+        r.post(Completion::success(t, 0)).unwrap();
+        assert!(r.request_info(t).unwrap().completion_posted);
+        assert!(
+            r.submit(t).is_err(),
+            "no spans for a request about to be reclaimed"
+        );
+        assert_eq!(r.cancel(APP, t), Ok(CancelOutcome::AlreadyCompleted));
+        assert!(r.reclaim().is_some());
+        assert!(matches!(r.submit(t), Err(PoolError::StaleHandle { .. })));
+    }
+
+    #[test]
+    fn module_alignment_applies_to_addresses() {
+        // Chunks of 6 bytes: chunk 1 starts 6 bytes into the page.
+        let (mut r, m) = setup(6, 4);
+        let a = r.acquire(APP, BufferSpec::new(Class::Scratch, 6)).unwrap();
+        let b = r.acquire(APP, BufferSpec::new(Class::Scratch, 6)).unwrap();
+        assert_eq!(
+            (r.chunk_index(a).unwrap(), r.chunk_index(b).unwrap()),
+            (0, 1)
+        );
+        r.admit(APP, RequestSpec::new(m).output(Range::new(a, 0, 4)))
+            .unwrap();
+        assert_eq!(
+            r.admit(APP, RequestSpec::new(m).output(Range::new(b, 0, 4))),
+            Err(PoolError::Misaligned {
+                offset: 0,
+                align: 4
+            })
+        );
+    }
+
+    #[test]
+    fn submission_spans_point_into_the_registered_region() {
+        let (mut r, m) = setup(4096, 1);
+        let inp = r
+            .acquire(APP, BufferSpec::new(Class::Scratch, 4096))
+            .unwrap();
+        r.write(APP, inp, 0, b"0123456789").unwrap();
+        r.commit(APP, inp, 10).unwrap();
+        let out = r
+            .acquire(APP, BufferSpec::new(Class::Scratch, 4096))
+            .unwrap();
+        let spec = RequestSpec::new(m)
+            .input(Range::new(inp, 2, 5))
+            .output(Range::new(out, 0, 100));
+        let t = r.admit(APP, spec).unwrap();
+        let sub = r.submit(t).unwrap();
+        let raw = r.raw_region();
+        let (i, o) = (sub.input.unwrap(), sub.output.unwrap());
+        assert_eq!(
+            (i.len(), i.offset_in_chunk(), i.chunk_index()),
+            (5, 2, r.chunk_index(inp).unwrap())
+        );
+        assert_eq!(
+            i.as_ptr() as usize,
+            raw.chunk_ptr(i.chunk_index()).unwrap().as_ptr() as usize + 2
+        );
+        assert_eq!(
+            (o.len(), o.chunk_index()),
+            (100, r.chunk_index(out).unwrap())
+        );
+        assert!(r.submit(t).is_err(), "submitted once");
+        assert_eq!(
+            r.cancel(Principal::new(9), t),
+            Err(PoolError::NotOwner {
+                kind: HandleKind::Ticket
+            })
+        );
+    }
+
+    #[test]
+    fn context_and_module_must_match_and_be_owned() {
+        let (mut r, m) = setup(64, 1);
+        let other = r.register_module(ModuleSpec::new(0)).unwrap();
+        let ctx = r.open_context(APP, m).unwrap();
+        assert_eq!(
+            r.admit(Principal::new(2), RequestSpec::new(m).context(ctx)),
+            Err(PoolError::NotOwner {
+                kind: HandleKind::Context
+            })
+        );
+        assert!(matches!(
+            r.admit(APP, RequestSpec::new(other).context(ctx)),
+            Err(PoolError::InvalidRequest { .. })
+        ));
+        let buf = r.acquire(APP, BufferSpec::new(Class::Scratch, 64)).unwrap();
+        assert!(matches!(
+            r.admit(
+                APP,
+                RequestSpec::new(m)
+                    .input(Range::new(buf, 0, 0))
+                    .output(Range::new(buf, 0, 1))
+            ),
+            Err(PoolError::InvalidRequest { .. })
+        ));
+        r.audit().unwrap();
     }
 }
