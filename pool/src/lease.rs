@@ -99,7 +99,7 @@ impl Region {
         })
     }
 
-    /// SPEC MEM-5/MEM-6: the lessee `who` reads `range` of the leased buffer,
+    /// SPEC MEM-5/MEM-6: the lessee `who` reads `length` bytes at `offset` of the leased buffer,
     /// within its valid length. Both lease modes may read.
     pub fn read_leased(
         &self,
