@@ -116,33 +116,42 @@ fn loom_duplicate_post_never_reaches_the_reissued_ticket() {
     });
 }
 
-/// With one completion slot the ring has one cell: a worker's second post
-/// (for the next ticket) reuses the cell the owner just drained.
+/// Two workers post into a ring whose positions have already wrapped (the
+/// owner ran a cycle first), while the owner reclaims concurrently.
 #[test]
-fn loom_single_cell_ring_is_reused_after_reclaim() {
+fn loom_concurrent_posts_into_a_wrapped_ring() {
     loom::model(|| {
-        let mut r = region(1);
+        let mut r = region(2);
         let m = r.register_module(ModuleSpec::new(0)).unwrap();
-        let t1 = r.admit(APP, RequestSpec::new(m)).unwrap();
-        let (tx, rx) = loom::sync::mpsc::channel();
-        let p = r.poster();
-        let worker = thread::spawn(move || {
-            p.post(Completion::success(t1, 0)).unwrap();
-            let t2 = rx.recv().unwrap();
-            p.post(Completion::success(t2, 0)).unwrap();
-        });
-        let done = loop {
-            if let Some(done) = r.reclaim() {
-                break done;
-            }
-            thread::yield_now();
-        };
-        assert_eq!(done.ticket, t1);
-        let t2 = r.admit(APP, RequestSpec::new(m)).unwrap();
-        tx.send(t2).unwrap();
-        worker.join().unwrap();
-        assert_eq!(r.reclaim().unwrap().ticket, t2);
-        assert!(r.reclaim().is_none());
+        // One sequential cycle: queue positions now start at cell 1 of 2.
+        let t0 = r.admit(APP, RequestSpec::new(m)).unwrap();
+        r.post(Completion::success(t0, 0)).unwrap();
+        assert_eq!(r.reclaim().unwrap().ticket, t0);
+
+        let a = r.admit(APP, RequestSpec::new(m)).unwrap();
+        let b = r.admit(APP, RequestSpec::new(m)).unwrap();
+        let workers: Vec<_> = [a, b]
+            .into_iter()
+            .map(|t| {
+                let p = r.poster();
+                thread::spawn(move || p.post(Completion::success(t, 0)).unwrap())
+            })
+            .collect();
+        let mut got = Vec::new();
+        if let Some(done) = r.reclaim() {
+            got.push(done.ticket);
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        while let Some(done) = r.reclaim() {
+            got.push(done.ticket);
+        }
+        got.sort_by_key(|t| t.slot());
+        let mut want = vec![a, b];
+        want.sort_by_key(|t| t.slot());
+        assert_eq!(got, want);
         assert_eq!(r.diagnostics().queue_full, 0);
+        assert_eq!(r.report().pending_requests, 0);
     });
 }
