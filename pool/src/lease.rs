@@ -51,8 +51,9 @@ pub struct LeaseInfo {
     pub buffer: BufferHandle,
     /// Read or write.
     pub mode: LeaseMode,
-    /// The lessee.
-    pub holder: Principal,
+    /// The lessee; `None` for a lease an admitted request holds on its input
+    /// or output (ended only by reclaiming the request).
+    pub holder: Option<Principal>,
 }
 
 impl Region {
@@ -92,9 +93,8 @@ impl Region {
             buffer: self.buffer_handle(l.buffer),
             mode: l.mode,
             holder: match l.holder {
-                Holder::Principal(p) => p,
-                // Request leases are never handed out as `LeaseHandle`s.
-                Holder::Request => Principal::new(u64::MAX),
+                Holder::Principal(p) => Some(p),
+                Holder::Request => None,
             },
         })
     }
