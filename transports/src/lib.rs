@@ -1,6 +1,31 @@
-//! DTP transports: the IO driver (io_uring with an epoll fallback) and one
-//! Transport_Adapter per transport (SPEC TRN-1 … TRN-5).
+//! DTP transports: the IO driver and the Transport_Adapters (SPEC TRN-1 … TRN-5).
 //!
-//! This crate is the only place of DTP that touches the operating system's
-//! IO interfaces. It is not built yet: the thread-per-core engine and its
-//! adapters arrive with the engine issue.
+//! This crate is the only part of DTP that touches the operating system's
+//! IO interfaces. It owns:
+//!
+//! * the [`Driver`]: one per core thread, with two backends behind one
+//!   buffer-owning API — **io_uring** (multishot accept and receive into a
+//!   provided buffer ring made of the core's pool chunks, batched
+//!   submission, cancellation that waits for the cancelled operation's own
+//!   completion) and **epoll** through mio, chosen automatically when
+//!   io_uring cannot be set up or forced with `DTP_IO_BACKEND=epoll`;
+//! * bounded per-connection send queues in pool chunks: a full queue is
+//!   [`SendError::BufferFull`], never growth (SPEC TRN-2, MEM-8).
+//!
+//! It never interprets the bytes it moves (SPEC TRN-5).
+
+mod buffers;
+mod driver;
+mod epoll;
+mod sendq;
+mod slots;
+mod uring;
+mod waker;
+
+pub use buffers::RecvChunk;
+pub use driver::{
+    BackendChoice, BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig,
+    DriverStats, Event, ListenerId, Waker,
+};
+pub use sendq::SendError;
+pub use slots::SlotId;

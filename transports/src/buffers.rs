@@ -1,0 +1,259 @@
+//! The driver's use of its core's memory pool (SPEC MEM-6, MEM-7).
+//!
+//! Receive buffers are pool chunks lent to the kernel (io_uring's provided
+//! buffer ring) or to `read(2)` (epoll): each is an admitted, submitted pool
+//! request with the chunk as its output, so the pool refuses to release or
+//! reuse it while the kernel may write it. A completion is posted and
+//! reclaimed before anyone reads the bytes, and the valid length is the
+//! verified byte count (MEM-5, MEM-7).
+//!
+//! Send buffers are chunks owned by the driver and queued per connection; a
+//! send in flight holds a pool request with the chunk as its input (a read
+//! lease), so the chunk cannot be released until the completion is
+//! reclaimed, even if the connection is closed meanwhile.
+
+use dtp_pool::{
+    BufferHandle, BufferSpec, Class, Completion, ModuleHandle, ModuleSpec, PoolError, Principal,
+    Range, RawSpan, Region, RegionConfig, RequestSpec, Ticket,
+};
+
+fn invalid(reason: &'static str) -> PoolError {
+    PoolError::InvalidRequest { reason }
+}
+
+/// The principal the driver acts as in its region.
+pub(crate) const DRIVER: Principal = Principal::new(0x4452_4956); // "DRIV"
+
+/// A received chunk: valid until handed back with [`crate::Driver::recycle`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct RecvChunk {
+    pub(crate) bid: u16,
+    pub(crate) len: u32,
+}
+
+impl RecvChunk {
+    /// Bytes received.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether no byte was received (never delivered by the driver).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A receive buffer as lent out: its handle, its open request and where the
+/// backend may write.
+struct Lent {
+    handle: BufferHandle,
+    ticket: Option<Ticket>,
+    span: Option<RawSpan>,
+}
+
+/// The driver's region, its receive buffers and its send chunks.
+pub(crate) struct Buffers {
+    region: Region,
+    module: ModuleHandle,
+    recv: Vec<Lent>,
+    chunk_size: u32,
+}
+
+impl Buffers {
+    /// A region of `recv_count + send_count` chunks of `chunk_size` bytes, with
+    /// the first `recv_count` acquired as receive buffers.
+    pub(crate) fn new(
+        chunk_size: u32,
+        recv_count: u16,
+        send_count: u32,
+    ) -> Result<Self, PoolError> {
+        let chunks = u32::from(recv_count) + send_count;
+        let config = RegionConfig {
+            request_slots: chunks,
+            completion_slots: chunks,
+            lease_slots: chunks.saturating_mul(3),
+            ..RegionConfig::new(chunk_size, chunks)
+        };
+        let mut region = Region::new(config)?;
+        let module = region.register_module(ModuleSpec::new(0))?;
+        let mut recv = Vec::with_capacity(recv_count.into());
+        for _ in 0..recv_count {
+            let handle = region.acquire(DRIVER, BufferSpec::new(Class::Scratch, chunk_size))?;
+            recv.push(Lent {
+                handle,
+                ticket: None,
+                span: None,
+            });
+        }
+        Ok(Self {
+            region,
+            module,
+            recv,
+            chunk_size,
+        })
+    }
+
+    pub(crate) fn chunk_size(&self) -> u32 {
+        self.chunk_size
+    }
+
+    pub(crate) fn recv_count(&self) -> u16 {
+        self.recv.len() as u16
+    }
+
+    /// Lends receive buffer `bid` out: admits and submits a request with the
+    /// whole chunk as output and returns where the backend may write.
+    pub(crate) fn lend(&mut self, bid: u16) -> Result<RawSpan, PoolError> {
+        let lent = self
+            .recv
+            .get_mut(usize::from(bid))
+            .ok_or(invalid("no such receive buffer"))?;
+        let spec =
+            RequestSpec::new(self.module).output(Range::new(lent.handle, 0, self.chunk_size));
+        let ticket = self.region.admit(DRIVER, spec)?;
+        let sub = self.region.submit(ticket)?;
+        let span = sub
+            .output
+            .ok_or(invalid("submission without output span"))?;
+        lent.ticket = Some(ticket);
+        lent.span = Some(span);
+        Ok(span)
+    }
+
+    /// Where receive buffer `bid` may be written while lent.
+    pub(crate) fn lent_span(&self, bid: u16) -> Option<RawSpan> {
+        self.recv.get(usize::from(bid)).and_then(|l| l.span)
+    }
+
+    /// The backend finished writing `len` bytes into buffer `bid`: posts and
+    /// reclaims the completion, publishing `len` as the valid length.
+    pub(crate) fn filled(&mut self, bid: u16, len: u32) -> Result<RecvChunk, PoolError> {
+        let lent = self
+            .recv
+            .get_mut(usize::from(bid))
+            .ok_or(invalid("no such receive buffer"))?;
+        let ticket = lent
+            .ticket
+            .take()
+            .ok_or(invalid("receive buffer was not lent"))?;
+        lent.span = None;
+        self.region
+            .post(Completion::success(ticket, len))
+            .map_err(|_| invalid("receive completion refused"))?;
+        let done = self
+            .region
+            .reclaim()
+            .ok_or(invalid("receive completion not reclaimable"))?;
+        Ok(RecvChunk {
+            bid,
+            len: done.published,
+        })
+    }
+
+    /// The bytes of a received chunk.
+    pub(crate) fn data(&self, chunk: &RecvChunk) -> &[u8] {
+        self.recv
+            .get(usize::from(chunk.bid))
+            .and_then(|l| {
+                self.region
+                    .read(DRIVER, Range::new(l.handle, 0, chunk.len))
+                    .ok()
+            })
+            .unwrap_or(&[])
+    }
+
+    /// Empties a received chunk so it can be lent again.
+    pub(crate) fn reset(&mut self, chunk: RecvChunk) -> Result<u16, PoolError> {
+        let lent = self
+            .recv
+            .get(usize::from(chunk.bid))
+            .ok_or(invalid("no such receive buffer"))?;
+        self.region.truncate(DRIVER, lent.handle, 0)?;
+        Ok(chunk.bid)
+    }
+
+    /// A fresh send chunk, or `WouldBlock` when the pool's send share is used up.
+    pub(crate) fn acquire_send(&mut self) -> Result<BufferHandle, PoolError> {
+        self.region.acquire(
+            DRIVER,
+            BufferSpec::new(Class::StreamContext, self.chunk_size),
+        )
+    }
+
+    /// Appends as much of `bytes` as fits into send chunk `h` (whose valid
+    /// length is `len`); returns the new valid length.
+    pub(crate) fn append(
+        &mut self,
+        h: BufferHandle,
+        len: u32,
+        bytes: &[u8],
+    ) -> Result<u32, PoolError> {
+        let room = (self.chunk_size - len) as usize;
+        let n = bytes.len().min(room);
+        self.region.write(DRIVER, h, len, &bytes[..n])?;
+        let valid = len + n as u32;
+        self.region.commit(DRIVER, h, valid)?;
+        Ok(valid)
+    }
+
+    /// The queued bytes `[offset, len)` of send chunk `h`.
+    pub(crate) fn send_bytes(&self, h: BufferHandle, offset: u32, len: u32) -> &[u8] {
+        self.region
+            .read(DRIVER, Range::new(h, offset, len - offset))
+            .unwrap_or(&[])
+    }
+
+    /// Starts an asynchronous send of `[offset, len)` of chunk `h`: the chunk
+    /// is read-leased until [`Buffers::send_done`].
+    pub(crate) fn start_send(
+        &mut self,
+        h: BufferHandle,
+        offset: u32,
+        len: u32,
+    ) -> Result<(Ticket, RawSpan), PoolError> {
+        let spec = RequestSpec::new(self.module).input(Range::new(h, offset, len - offset));
+        let ticket = self.region.admit(DRIVER, spec)?;
+        let sub = self.region.submit(ticket)?;
+        Ok((
+            ticket,
+            sub.input.ok_or(invalid("submission without input span"))?,
+        ))
+    }
+
+    /// The kernel finished a send: ends the request (the lease on the chunk).
+    pub(crate) fn send_done(&mut self, ticket: Ticket, failed: bool) {
+        let c = if failed {
+            Completion::failed(ticket, 1, 0)
+        } else {
+            Completion::success(ticket, 0)
+        };
+        // A rejected post is a stale or duplicate completion: the pool has
+        // diagnosed and counted it, and nothing is released twice.
+        if self.region.post(c).is_ok() {
+            let _ = self.region.reclaim();
+        }
+    }
+
+    pub(crate) fn release_send(&mut self, h: BufferHandle) {
+        // Only fails for a chunk still leased to a send in flight, which the
+        // callers never release; the pool keeps ownership in that case.
+        let _ = self.region.release(DRIVER, h);
+    }
+
+    /// Ends the requests of every lent receive buffer: only once no backend
+    /// can write into them any more (the ring is closed and drained).
+    pub(crate) fn retire_lent(&mut self) {
+        for lent in &mut self.recv {
+            if let Some(ticket) = lent.ticket.take() {
+                lent.span = None;
+                if self.region.post(Completion::cancelled(ticket, 0)).is_ok() {
+                    let _ = self.region.reclaim();
+                }
+            }
+        }
+    }
+
+    pub(crate) fn region(&self) -> &Region {
+        &self.region
+    }
+}

@@ -1,0 +1,389 @@
+//! The IO driver: one per core thread, owning its ring (or epoll instance),
+//! its memory pool and its connections. Two backends behind one
+//! buffer-owning API; the engine cannot tell them apart.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::buffers::RecvChunk;
+use crate::sendq::SendError;
+use crate::slots::SlotId;
+use crate::{epoll, uring};
+
+/// A connection of one driver (generational: stale ids are refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub(crate) SlotId);
+
+/// A listening socket of one driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenerId(pub(crate) SlotId);
+
+impl ConnId {
+    /// A number for logs and metrics (slot and generation).
+    pub fn as_u64(self) -> u64 {
+        (u64::from(self.0.generation()) << 32) | u64::from(self.0.index())
+    }
+}
+
+/// Which IO backend to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendPreference {
+    /// io_uring when it can be set up, else epoll; `DTP_IO_BACKEND`
+    /// (`uring` or `epoll`) overrides.
+    Auto,
+    /// io_uring or an error.
+    Uring,
+    /// epoll (through mio).
+    Epoll,
+}
+
+/// The backend in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// io_uring.
+    Uring,
+    /// epoll, through mio.
+    Epoll,
+}
+
+impl BackendKind {
+    /// `io_uring` or `epoll`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Uring => "io_uring",
+            Self::Epoll => "epoll",
+        }
+    }
+}
+
+/// The backend chosen, and why (logged at start-up, shown in metrics and bench output).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendChoice {
+    /// The backend.
+    pub kind: BackendKind,
+    /// Why it was chosen.
+    pub reason: String,
+}
+
+/// Driver settings. Every count is a hard ceiling fixed at start.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// Which backend.
+    pub backend: BackendPreference,
+    /// Submission queue entries (io_uring).
+    pub ring_entries: u32,
+    /// Size of every pool chunk: the unit of receive and send buffers.
+    pub chunk_size: u32,
+    /// Receive buffers (a power of two, at most 32768): the core's whole
+    /// receive memory; an idle connection holds none.
+    pub recv_buffers: u16,
+    /// Send chunks shared by all connections of the core.
+    pub send_chunks: u32,
+    /// Most bytes one connection may have queued for sending (backpressure
+    /// beyond that: [`SendError::BufferFull`]).
+    pub max_send_queue: usize,
+    /// Most connections (accepted and connected) at once.
+    pub max_connections: usize,
+    /// Set TCP_NODELAY on every connection.
+    pub nodelay: bool,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self {
+            backend: BackendPreference::Auto,
+            ring_entries: 1024,
+            chunk_size: 64 * 1024,
+            recv_buffers: 256,
+            send_chunks: 1024,
+            max_send_queue: 1024 * 1024,
+            max_connections: 16 * 1024,
+            nodelay: true,
+        }
+    }
+}
+
+impl DriverConfig {
+    /// Checks the settings; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.recv_buffers.is_power_of_two() || self.recv_buffers > 32768 {
+            return Err(format!(
+                "recv_buffers {} must be a power of two ≤ 32768",
+                self.recv_buffers
+            ));
+        }
+        if self.chunk_size < 4096 || !self.chunk_size.is_power_of_two() {
+            return Err(format!(
+                "chunk_size {} must be a power of two ≥ 4096",
+                self.chunk_size
+            ));
+        }
+        if self.ring_entries < 8 || self.ring_entries > 32768 {
+            return Err(format!(
+                "ring_entries {} must be within 8 … 32768",
+                self.ring_entries
+            ));
+        }
+        if self.send_chunks == 0 || self.max_send_queue == 0 || self.max_connections == 0 {
+            return Err(
+                "send_chunks, max_send_queue and max_connections must be positive".to_owned(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Why a connection closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The peer closed its side (end of stream).
+    PeerClosed,
+    /// This side closed it.
+    Local,
+    /// The connection failed with this OS error (reset, broken pipe, …).
+    Error(i32),
+    /// An outgoing connection could not be made (OS error).
+    ConnectFailed(i32),
+}
+
+/// What happened, as reported by [`Driver::poll`] (SPEC TRN-1/TRN-3: the
+/// receive and connection-state "callbacks" as polled events).
+#[derive(Debug)]
+pub enum Event {
+    /// A listener accepted a connection.
+    Accepted {
+        /// The listener.
+        listener: ListenerId,
+        /// The new connection.
+        conn: ConnId,
+    },
+    /// An outgoing connection is established.
+    Connected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Bytes arrived; read them with [`Driver::recv_data`] and give the chunk
+    /// back with [`Driver::recycle`] promptly (it is the core's receive memory).
+    Received {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes.
+        chunk: RecvChunk,
+    },
+    /// A producer refused with [`SendError::BufferFull`] may send again.
+    Writable {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The connection is closed and its id dead; nothing more will arrive.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// Another thread called [`Waker::wake`].
+    Woken,
+}
+
+/// Wakes a driver blocked in [`Driver::poll`] from another thread.
+#[derive(Clone)]
+pub struct Waker(pub(crate) WakerInner);
+
+#[derive(Clone)]
+pub(crate) enum WakerInner {
+    EventFd(std::sync::Arc<crate::waker::EventFd>),
+    Mio(std::sync::Arc<mio::Waker>),
+}
+
+impl Waker {
+    /// Makes the driver's current or next `poll` return with [`Event::Woken`].
+    pub fn wake(&self) -> io::Result<()> {
+        match &self.0 {
+            WakerInner::EventFd(e) => e.wake(),
+            WakerInner::Mio(w) => w.wake(),
+        }
+    }
+}
+
+/// Counters a driver keeps (for `/metrics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Connections open now.
+    pub connections: usize,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Receive re-arms after the core ran out of receive buffers (ENOBUFS).
+    pub recv_starved: u64,
+    /// Connections refused because the table was full.
+    pub refused: u64,
+    /// Calls into the kernel to submit and wait.
+    pub enters: u64,
+}
+
+pub(crate) enum Backend {
+    Uring(Box<uring::Uring>),
+    Epoll(Box<epoll::Epoll>),
+}
+
+/// SPEC TRN-2/TRN-5: the IO driver of one core thread.
+pub struct Driver {
+    backend: Backend,
+    choice: BackendChoice,
+}
+
+macro_rules! dispatch {
+    ($self:expr, $b:ident => $e:expr) => {
+        match &$self.backend {
+            Backend::Uring($b) => $e,
+            Backend::Epoll($b) => $e,
+        }
+    };
+    (mut $self:expr, $b:ident => $e:expr) => {
+        match &mut $self.backend {
+            Backend::Uring($b) => $e,
+            Backend::Epoll($b) => $e,
+        }
+    };
+}
+
+impl Driver {
+    /// Sets up a driver with the backend `config` asks for, logging the choice.
+    pub fn new(config: DriverConfig) -> io::Result<Self> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let env = std::env::var("DTP_IO_BACKEND").ok();
+        let wanted = match (config.backend, env.as_deref()) {
+            (BackendPreference::Auto, Some("epoll")) => {
+                (BackendPreference::Epoll, "DTP_IO_BACKEND=epoll")
+            }
+            (BackendPreference::Auto, Some("uring" | "io_uring")) => {
+                (BackendPreference::Uring, "DTP_IO_BACKEND=uring")
+            }
+            (BackendPreference::Auto, Some(other)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("DTP_IO_BACKEND={other}: expected `uring` or `epoll`"),
+                ));
+            }
+            (p, _) => (p, "configured"),
+        };
+        let (backend, choice) = match wanted {
+            (BackendPreference::Epoll, why) => {
+                let b = epoll::Epoll::new(&config)?;
+                (
+                    Backend::Epoll(Box::new(b)),
+                    BackendChoice {
+                        kind: BackendKind::Epoll,
+                        reason: why.to_owned(),
+                    },
+                )
+            }
+            (BackendPreference::Uring, why) => {
+                let b = uring::Uring::new(&config)?;
+                (
+                    Backend::Uring(Box::new(b)),
+                    BackendChoice {
+                        kind: BackendKind::Uring,
+                        reason: why.to_owned(),
+                    },
+                )
+            }
+            (BackendPreference::Auto, _) => match uring::Uring::new(&config) {
+                Ok(b) => (
+                    Backend::Uring(Box::new(b)),
+                    BackendChoice {
+                        kind: BackendKind::Uring,
+                        reason: "io_uring available".to_owned(),
+                    },
+                ),
+                Err(e) => {
+                    let b = epoll::Epoll::new(&config)?;
+                    let reason = format!("io_uring unavailable ({e}); falling back to epoll");
+                    (
+                        Backend::Epoll(Box::new(b)),
+                        BackendChoice {
+                            kind: BackendKind::Epoll,
+                            reason,
+                        },
+                    )
+                }
+            },
+        };
+        tracing::info!(backend = choice.kind.name(), reason = %choice.reason, "IO backend selected");
+        Ok(Self { backend, choice })
+    }
+
+    /// The backend in use and why.
+    pub fn backend(&self) -> &BackendChoice {
+        &self.choice
+    }
+
+    /// Listens on `addr` (with SO_REUSEPORT when `reuse_port`, so every core
+    /// can listen on the same port); returns the listener and its address.
+    pub fn listen(
+        &mut self,
+        addr: SocketAddr,
+        reuse_port: bool,
+    ) -> io::Result<(ListenerId, SocketAddr)> {
+        dispatch!(mut self, b => b.listen(addr, reuse_port))
+    }
+
+    /// Starts connecting to `addr`; [`Event::Connected`] or
+    /// [`Event::Closed`] with [`CloseReason::ConnectFailed`] follows.
+    pub fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
+        dispatch!(mut self, b => b.connect(addr))
+    }
+
+    /// SPEC TRN-2, TRN-5: queues `bytes` on `conn` without blocking and
+    /// without altering them; they go out on the next [`Driver::poll`].
+    /// All or nothing: a full queue is [`SendError::BufferFull`].
+    pub fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        dispatch!(mut self, b => b.send(conn, bytes))
+    }
+
+    /// Bytes queued on `conn` and not yet sent.
+    pub fn queued(&self, conn: ConnId) -> usize {
+        dispatch!(self, b => b.queued(conn))
+    }
+
+    /// Closes `conn` once its queued bytes are sent; [`Event::Closed`] follows.
+    pub fn close(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.close(conn))
+    }
+
+    /// The bytes of a received chunk.
+    pub fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
+        dispatch!(self, b => b.recv_data(chunk))
+    }
+
+    /// Gives a received chunk back to the kernel.
+    pub fn recycle(&mut self, chunk: RecvChunk) {
+        dispatch!(mut self, b => b.recycle(chunk))
+    }
+
+    /// Submits what is queued, waits up to `timeout` (`None`: until something
+    /// happens) and appends what happened to `events`.
+    pub fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
+        dispatch!(mut self, b => b.poll(events, timeout))
+    }
+
+    /// A handle other threads use to wake this driver.
+    pub fn waker(&self) -> Waker {
+        dispatch!(self, b => b.waker())
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DriverStats {
+        dispatch!(self, b => b.stats())
+    }
+
+    /// The driver's memory pool, for its accounting report (SPEC MEM-3).
+    pub fn region(&self) -> &dtp_pool::Region {
+        dispatch!(self, b => b.bufs().region())
+    }
+}

@@ -1,0 +1,455 @@
+//! The epoll backend (through mio): the fallback where io_uring cannot be
+//! set up, and the baseline it is measured against. It keeps the same
+//! contract as the io_uring backend: reads land in the core's pool chunks
+//! (lent as pool requests, like provided buffers), sends go out of pool
+//! chunks, and a connection's bytes are written in one batch per poll.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Poll, Token};
+
+use crate::buffers::{Buffers, RecvChunk};
+use crate::driver::{
+    CloseReason, ConnId, DriverConfig, DriverStats, Event, ListenerId, Waker, WakerInner,
+};
+use crate::sendq::{SendError, SendQueue};
+use crate::slots::Slots;
+
+const WAKE: Token = Token(usize::MAX);
+const LISTENER_BIT: u64 = 1 << 62;
+/// Most chunks read from one connection per poll, so one busy peer cannot
+/// starve the others.
+const READS_PER_POLL: usize = 4;
+
+struct Conn {
+    stream: TcpStream,
+    sendq: SendQueue,
+    dirty: bool,
+    /// Readable and not yet drained to WouldBlock.
+    readable: bool,
+    queued_for_read: bool,
+    connecting: bool,
+    close_after_flush: bool,
+}
+
+pub(crate) struct Epoll {
+    poll: Poll,
+    mio_events: mio::Events,
+    bufs: Buffers,
+    /// Receive buffers lent and ready for a read.
+    free: Vec<u16>,
+    conns: Slots<Conn>,
+    listeners: Slots<TcpListener>,
+    dirty: Vec<ConnId>,
+    to_read: Vec<ConnId>,
+    /// Events produced outside `poll` or not yet handed out.
+    pending: Vec<Event>,
+    waker: Arc<mio::Waker>,
+    config: DriverConfig,
+    stats: DriverStats,
+}
+
+impl Epoll {
+    pub(crate) fn new(config: &DriverConfig) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+        let mut bufs = Buffers::new(config.chunk_size, config.recv_buffers, config.send_chunks)
+            .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
+        let mut free = Vec::with_capacity(config.recv_buffers.into());
+        for bid in 0..bufs.recv_count() {
+            bufs.lend(bid)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            free.push(bid);
+        }
+        Ok(Self {
+            poll,
+            mio_events: mio::Events::with_capacity(1024),
+            bufs,
+            free,
+            conns: Slots::with_capacity(config.max_connections),
+            listeners: Slots::with_capacity(64),
+            dirty: Vec::new(),
+            to_read: Vec::new(),
+            pending: Vec::new(),
+            waker,
+            config: config.clone(),
+            stats: DriverStats::default(),
+        })
+    }
+
+    pub(crate) fn bufs(&self) -> &Buffers {
+        &self.bufs
+    }
+
+    pub(crate) fn waker(&self) -> Waker {
+        Waker(WakerInner::Mio(self.waker.clone()))
+    }
+
+    pub(crate) fn stats(&self) -> DriverStats {
+        DriverStats {
+            connections: self.conns.len(),
+            ..self.stats
+        }
+    }
+
+    pub(crate) fn listen(
+        &mut self,
+        addr: SocketAddr,
+        reuse_port: bool,
+    ) -> io::Result<(ListenerId, SocketAddr)> {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM.cloexec(),
+            None,
+        )?;
+        socket.set_reuse_address(true)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(4096)?;
+        let listener = TcpListener::from_std(socket.into());
+        let local = listener.local_addr()?;
+        let id = self
+            .listeners
+            .insert(listener)
+            .map_err(|_| io::Error::other("too many listeners"))?;
+        if let Some(l) = self.listeners.get_mut(id) {
+            let token = Token((id.pack() | LISTENER_BIT) as usize);
+            if let Err(e) = self.poll.registry().register(l, token, Interest::READABLE) {
+                self.listeners.remove(id);
+                return Err(e);
+            }
+        }
+        Ok((ListenerId(id), local))
+    }
+
+    fn add_conn(&mut self, stream: TcpStream, connecting: bool) -> io::Result<Option<ConnId>> {
+        if self.config.nodelay {
+            // A socket that refuses TCP_NODELAY still works; latency suffers.
+            let _ = stream.set_nodelay(true);
+        }
+        let conn = Conn {
+            stream,
+            sendq: SendQueue::default(),
+            dirty: false,
+            readable: false,
+            queued_for_read: false,
+            connecting,
+            close_after_flush: false,
+        };
+        let Ok(id) = self.conns.insert(conn) else {
+            self.stats.refused += 1;
+            return Ok(None);
+        };
+        if let Some(c) = self.conns.get_mut(id) {
+            let token = Token(id.pack() as usize);
+            if let Err(e) = self.poll.registry().register(
+                &mut c.stream,
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                self.conns.remove(id);
+                return Err(e);
+            }
+        }
+        Ok(Some(ConnId(id)))
+    }
+
+    pub(crate) fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
+        let stream = TcpStream::connect(addr)?;
+        self.add_conn(stream, true)?
+            .ok_or_else(|| io::Error::other("connection table full"))
+    }
+
+    pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        let max = self.config.max_send_queue;
+        let c = self
+            .conns
+            .get_mut(conn.0)
+            .ok_or(SendError::UnknownConnection)?;
+        if c.close_after_flush {
+            return Err(SendError::Closed);
+        }
+        c.sendq.push(&mut self.bufs, bytes, max)?;
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn queued(&self, conn: ConnId) -> usize {
+        self.conns.get(conn.0).map_or(0, |c| c.sendq.queued())
+    }
+
+    pub(crate) fn close(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if c.sendq.is_empty() {
+            self.finish(conn, CloseReason::Local);
+        } else {
+            c.close_after_flush = true;
+        }
+    }
+
+    /// Closes `conn` now; its Closed event goes out with the next poll.
+    fn finish(&mut self, conn: ConnId, reason: CloseReason) {
+        if let Some(mut c) = self.conns.remove(conn.0) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            c.sendq.clear(&mut self.bufs);
+            self.pending.push(Event::Closed { conn, reason });
+        }
+    }
+
+    pub(crate) fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
+        self.bufs.data(chunk)
+    }
+
+    pub(crate) fn recycle(&mut self, chunk: RecvChunk) {
+        match self
+            .bufs
+            .reset(chunk)
+            .and_then(|bid| self.bufs.lend(bid).map(|_| bid))
+        {
+            Ok(bid) => self.free.push(bid),
+            Err(e) => {
+                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
+            }
+        }
+    }
+
+    pub(crate) fn poll(
+        &mut self,
+        events: &mut Vec<Event>,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        self.flush_all();
+        self.read_ready();
+        let busy = !self.pending.is_empty() || !events.is_empty() || self.has_ready_reads();
+        let timeout = if busy { Some(Duration::ZERO) } else { timeout };
+        self.stats.enters += 1;
+        match self.poll.poll(&mut self.mio_events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        let ready: Vec<(Token, bool, bool)> = self
+            .mio_events
+            .iter()
+            .map(|e| {
+                (
+                    e.token(),
+                    e.is_readable() || e.is_read_closed() || e.is_error(),
+                    e.is_writable(),
+                )
+            })
+            .collect();
+        for (token, readable, writable) in ready {
+            if token == WAKE {
+                self.pending.push(Event::Woken);
+            } else if token.0 as u64 & LISTENER_BIT != 0 {
+                self.accept_all(token.0 as u64 & !LISTENER_BIT)?;
+            } else if let Some(id) = self.conns.find_packed(token.0 as u64) {
+                self.on_ready(ConnId(id), readable, writable);
+            }
+        }
+        self.read_ready();
+        self.flush_all();
+        events.append(&mut self.pending);
+        Ok(())
+    }
+
+    fn has_ready_reads(&self) -> bool {
+        !self.free.is_empty() && !self.to_read.is_empty()
+    }
+
+    fn accept_all(&mut self, packed: u64) -> io::Result<()> {
+        let Some(lid) = self.listeners.find_packed(packed) else {
+            return Ok(());
+        };
+        loop {
+            let Some(l) = self.listeners.get_mut(lid) else {
+                return Ok(());
+            };
+            match l.accept() {
+                Ok((stream, _)) => {
+                    if let Some(conn) = self.add_conn(stream, false)? {
+                        self.pending.push(Event::Accepted {
+                            listener: ListenerId(lid),
+                            conn,
+                        });
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // EMFILE and friends: log, and try again on the next readiness.
+                    tracing::warn!(error = %e, "accept failed");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn on_ready(&mut self, conn: ConnId, readable: bool, writable: bool) {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if c.connecting && (writable || readable) {
+            c.connecting = false;
+            match c.stream.take_error() {
+                Ok(None) if c.stream.peer_addr().is_ok() => {
+                    self.pending.push(Event::Connected { conn })
+                }
+                Ok(Some(e)) | Err(e) => {
+                    self.finish(
+                        conn,
+                        CloseReason::ConnectFailed(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+                    );
+                    return;
+                }
+                Ok(None) => {
+                    self.finish(conn, CloseReason::ConnectFailed(libc::ECONNREFUSED));
+                    return;
+                }
+            }
+        }
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if readable {
+            c.readable = true;
+            if !c.queued_for_read {
+                c.queued_for_read = true;
+                self.to_read.push(conn);
+            }
+        }
+        if writable && !c.sendq.is_empty() && !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn);
+        }
+    }
+
+    /// Reads from readable connections while receive buffers last.
+    fn read_ready(&mut self) {
+        let list = std::mem::take(&mut self.to_read);
+        let mut again = Vec::new();
+        for conn in list {
+            if self.read_some(conn) {
+                again.push(conn);
+            } else if let Some(c) = self.conns.get_mut(conn.0) {
+                c.queued_for_read = false;
+            }
+        }
+        self.to_read = again;
+    }
+
+    /// Reads up to `READS_PER_POLL` chunks; true if the socket may hold more.
+    fn read_some(&mut self, conn: ConnId) -> bool {
+        for _ in 0..READS_PER_POLL {
+            let Some(c) = self.conns.get_mut(conn.0) else {
+                return false;
+            };
+            if !c.readable || c.close_after_flush {
+                return false;
+            }
+            let Some(bid) = self.free.pop() else {
+                self.stats.recv_starved += 1;
+                return true;
+            };
+            let Some(span) = self.bufs.lent_span(bid) else {
+                return false;
+            };
+            // SAFETY: buffer `bid` is lent to this backend: its pool request
+            // holds the write lease until `filled` posts the completion, so
+            // nothing else reads or writes these bytes meanwhile.
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(span.as_mut_ptr(), span.len() as usize) };
+            match c.stream.read(dst) {
+                Ok(0) => {
+                    self.free.push(bid);
+                    self.finish(conn, CloseReason::PeerClosed);
+                    return false;
+                }
+                Ok(n) => match self.bufs.filled(bid, n as u32) {
+                    Ok(chunk) => {
+                        self.stats.bytes_in += n as u64;
+                        self.pending.push(Event::Received { conn, chunk });
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "receive completion refused by the pool");
+                        return false;
+                    }
+                },
+                Err(e) => {
+                    self.free.push(bid);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => {
+                            c.readable = false;
+                            return false;
+                        }
+                        io::ErrorKind::Interrupted => {}
+                        _ => {
+                            self.finish(
+                                conn,
+                                CloseReason::Error(e.raw_os_error().unwrap_or(libc::EIO)),
+                            );
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Writes every connection's queued bytes until done or WouldBlock.
+    fn flush_all(&mut self) {
+        let dirty = std::mem::take(&mut self.dirty);
+        let max = self.config.max_send_queue;
+        for conn in &dirty {
+            let Some(c) = self.conns.get_mut(conn.0) else {
+                continue;
+            };
+            c.dirty = false;
+            if c.connecting {
+                continue;
+            }
+            let mut failed = None;
+            while let Some((h, offset, len)) = c.sendq.head() {
+                let bytes = self.bufs.send_bytes(h, offset, len);
+                match c.stream.write(bytes) {
+                    Ok(n) => {
+                        self.stats.bytes_out += n as u64;
+                        c.sendq.advance(&mut self.bufs, n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
+                        break;
+                    }
+                }
+            }
+            if c.sendq.wants_writable && c.sendq.queued() <= max / 2 {
+                c.sendq.wants_writable = false;
+                self.pending.push(Event::Writable { conn: *conn });
+            }
+            let flushed_close = c.close_after_flush && c.sendq.is_empty();
+            if let Some(errno) = failed {
+                self.finish(*conn, CloseReason::Error(errno));
+            } else if flushed_close {
+                self.finish(*conn, CloseReason::Local);
+            }
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
+    }
+}

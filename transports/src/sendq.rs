@@ -1,0 +1,162 @@
+//! A connection's bounded send queue: pool chunks in order, the head one
+//! possibly in flight (SPEC TRN-2: `send` never blocks; a full queue is
+//! backpressure, never growth).
+
+use std::collections::VecDeque;
+
+use dtp_pool::{BufferHandle, Ticket};
+
+use crate::buffers::Buffers;
+
+/// Why bytes were not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The connection's send queue (or the core's send budget) is full:
+    /// retry after a [`crate::Event::Writable`] (SPEC RES-4's BUFFER_FULL).
+    BufferFull,
+    /// The connection is closed or closing.
+    Closed,
+    /// No such connection (closed earlier, or an id from elsewhere).
+    UnknownConnection,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::BufferFull => {
+                "send queue full (BUFFER_FULL): wait until the connection is writable"
+            }
+            Self::Closed => "connection closed",
+            Self::UnknownConnection => "unknown connection",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+struct Chunk {
+    handle: BufferHandle,
+    len: u32,
+}
+
+/// The chunks queued on one connection.
+#[derive(Default)]
+pub(crate) struct SendQueue {
+    chunks: VecDeque<Chunk>,
+    /// Bytes of the head chunk already sent.
+    head_offset: u32,
+    /// The send in flight on the head chunk, if any (io_uring only).
+    in_flight: Option<Ticket>,
+    queued: usize,
+    /// A producer was refused and waits to hear that room came back.
+    pub(crate) wants_writable: bool,
+}
+
+impl SendQueue {
+    /// Bytes queued and not yet sent.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    pub(crate) fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Queues all of `bytes` or nothing: at most `max_queued` bytes may wait.
+    pub(crate) fn push(
+        &mut self,
+        bufs: &mut Buffers,
+        bytes: &[u8],
+        max_queued: usize,
+    ) -> Result<(), SendError> {
+        if self.queued + bytes.len() > max_queued {
+            self.wants_writable = true;
+            return Err(SendError::BufferFull);
+        }
+        // Chunks needed beyond the room left in a tail that is not in flight.
+        let tail_room = match self.chunks.back() {
+            Some(t) if !(self.in_flight.is_some() && self.chunks.len() == 1) => {
+                (bufs.chunk_size() - t.len) as usize
+            }
+            _ => 0,
+        };
+        let chunk = bufs.chunk_size() as usize;
+        let new_chunks = bytes.len().saturating_sub(tail_room).div_ceil(chunk);
+        let mut fresh = Vec::with_capacity(new_chunks);
+        for _ in 0..new_chunks {
+            match bufs.acquire_send() {
+                Ok(h) => fresh.push(h),
+                Err(_) => {
+                    for h in fresh {
+                        bufs.release_send(h);
+                    }
+                    self.wants_writable = true;
+                    return Err(SendError::BufferFull);
+                }
+            }
+        }
+        let mut rest = bytes;
+        if tail_room > 0
+            && let Some(t) = self.chunks.back_mut()
+        {
+            let before = t.len;
+            t.len = bufs
+                .append(t.handle, t.len, rest)
+                .map_err(|_| SendError::BufferFull)?;
+            rest = &rest[(t.len - before) as usize..];
+        }
+        for handle in fresh {
+            let len = bufs
+                .append(handle, 0, rest)
+                .map_err(|_| SendError::BufferFull)?;
+            rest = &rest[len as usize..];
+            self.chunks.push_back(Chunk { handle, len });
+        }
+        self.queued += bytes.len();
+        Ok(())
+    }
+
+    /// The unsent bytes of the head chunk: (handle, offset, len).
+    pub(crate) fn head(&self) -> Option<(BufferHandle, u32, u32)> {
+        self.chunks
+            .front()
+            .map(|c| (c.handle, self.head_offset, c.len))
+    }
+
+    pub(crate) fn set_in_flight(&mut self, t: Ticket) {
+        self.in_flight = Some(t);
+    }
+
+    pub(crate) fn take_in_flight(&mut self) -> Option<Ticket> {
+        self.in_flight.take()
+    }
+
+    /// `n` bytes of the head chunk went out; frees it when all did.
+    pub(crate) fn advance(&mut self, bufs: &mut Buffers, n: usize) {
+        self.queued = self.queued.saturating_sub(n);
+        self.head_offset += n as u32;
+        if let Some(c) = self.chunks.front()
+            && self.head_offset >= c.len
+        {
+            let h = c.handle;
+            self.chunks.pop_front();
+            self.head_offset = 0;
+            bufs.release_send(h);
+        }
+    }
+
+    /// Drops everything queued (the connection is gone). Must not be called
+    /// with a send in flight: the chunk would still be leased.
+    pub(crate) fn clear(&mut self, bufs: &mut Buffers) {
+        debug_assert!(self.in_flight.is_none());
+        for c in self.chunks.drain(..) {
+            bufs.release_send(c.handle);
+        }
+        self.queued = 0;
+        self.head_offset = 0;
+    }
+}

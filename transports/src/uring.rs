@@ -1,0 +1,784 @@
+//! The io_uring backend: multishot accept and receive into a provided buffer
+//! ring whose buffers are the core's pool chunks, batched submission (one
+//! `io_uring_enter` per poll), sends from pool chunks, and cancellation that
+//! waits for the cancelled operation's own completion before any buffer it
+//! may touch is reused (SPEC MEM-7).
+
+use std::alloc::{self, Layout};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::{IoUring, cqueue, opcode, squeue};
+use socket2::{Domain, SockAddr, Socket, Type};
+
+use crate::buffers::{Buffers, RecvChunk};
+use crate::driver::{
+    CloseReason, ConnId, DriverConfig, DriverStats, Event, ListenerId, Waker, WakerInner,
+};
+use crate::sendq::{SendError, SendQueue};
+use crate::slots::{SlotId, Slots};
+use crate::waker::EventFd;
+
+/// Buffer group id of the core's provided buffer ring.
+const BGID: u16 = 0;
+
+/// The operation kind in the top byte of `user_data`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+enum Op {
+    Accept = 1,
+    Recv = 2,
+    Send = 3,
+    Connect = 4,
+    Cancel = 5,
+    Wake = 6,
+}
+
+fn user_data(op: Op, id: SlotId) -> u64 {
+    (op as u64) << 56 | id.pack()
+}
+
+fn split(user_data: u64) -> (u8, u64) {
+    ((user_data >> 56) as u8, user_data & 0x00ff_ffff_ffff_ffff)
+}
+
+/// The provided buffer ring shared with the kernel: `entries` slots of 16
+/// bytes in one page-aligned allocation; the kernel reads the tail from the
+/// first entry's reserved field.
+struct BufRing {
+    base: NonNull<BufRingEntry>,
+    layout: Layout,
+    mask: u16,
+    tail: u16,
+}
+
+impl BufRing {
+    fn new(entries: u16) -> io::Result<Self> {
+        let size = usize::from(entries) * std::mem::size_of::<BufRingEntry>();
+        let layout = Layout::from_size_align(size.max(4096), 4096)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let base = NonNull::new(raw.cast::<BufRingEntry>()).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::OutOfMemory, "buffer ring allocation failed")
+        })?;
+        Ok(Self {
+            base,
+            layout,
+            mask: entries - 1,
+            tail: 0,
+        })
+    }
+
+    /// Writes an entry at the local tail; the kernel sees it after `publish`.
+    fn push(&mut self, addr: u64, len: u32, bid: u16) {
+        let index = usize::from(self.tail & self.mask);
+        // SAFETY: `index` < entries, so the entry lies inside the allocation;
+        // the kernel reads only entries before the published tail, and this
+        // one is at or after it, so nothing else accesses it now.
+        let entry = unsafe { &mut *self.base.as_ptr().wrapping_add(index) };
+        entry.set_addr(addr);
+        entry.set_len(len);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Makes every pushed entry visible to the kernel (release store).
+    fn publish(&self) {
+        // SAFETY: `base` is the first entry of the ring (page-aligned,
+        // initialised by alloc_zeroed); the tail field is a u16 the kernel
+        // reads with acquire semantics, and AtomicU16 has u16's layout.
+        let tail_ptr = unsafe { BufRingEntry::tail(self.base.as_ptr()) }.cast::<AtomicU16>();
+        // SAFETY: `tail_ptr` points at the ring's live, aligned u16 tail
+        // field (see above); AtomicU16 has u16's size and alignment.
+        let tail = unsafe { &*tail_ptr };
+        tail.store(self.tail, Ordering::Release);
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; the ring that used it
+        // is closed before (see `Uring`'s Drop).
+        unsafe { alloc::dealloc(self.base.as_ptr().cast(), self.layout) };
+    }
+}
+
+struct Listener {
+    socket: Socket,
+    armed: bool,
+}
+
+struct Conn {
+    fd: OwnedFd,
+    /// Operations submitted and not yet finally completed.
+    ops: u32,
+    recv_armed: bool,
+    /// Re-arm the receive when buffers come back (ENOBUFS or a final CQE).
+    needs_recv: bool,
+    sendq: SendQueue,
+    /// Queued in `dirty` (has bytes to start sending).
+    dirty: bool,
+    /// Close requested: stop reading, finish sending, then close.
+    close_after_flush: bool,
+    /// Tearing down: no new operations; freed when `ops` reaches 0.
+    closing: Option<CloseReason>,
+    /// The address of an outgoing connect, kept alive until it completes.
+    connecting: Option<Box<SockAddr>>,
+}
+
+pub(crate) struct Uring {
+    ring: Option<IoUring>,
+    buf_ring: BufRing,
+    bufs: Buffers,
+    conns: Slots<Conn>,
+    listeners: Slots<Listener>,
+    dirty: Vec<ConnId>,
+    /// Connections whose receive waits for buffers.
+    starved: Vec<ConnId>,
+    waker: Arc<EventFd>,
+    wake_buf: Box<u64>,
+    wake_armed: bool,
+    /// Events produced outside `poll` (a close with nothing in flight).
+    pending: Vec<Event>,
+    /// Completions taken off the queue, reused across polls.
+    cqes: Vec<cqueue::Entry>,
+    config: DriverConfig,
+    stats: DriverStats,
+}
+
+fn sys(res: i32) -> i32 {
+    -res
+}
+
+impl Uring {
+    pub(crate) fn new(config: &DriverConfig) -> io::Result<Self> {
+        let ring = build_ring(config.ring_entries)?;
+        let bufs = Buffers::new(config.chunk_size, config.recv_buffers, config.send_chunks)
+            .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
+        let mut buf_ring = BufRing::new(config.recv_buffers)?;
+        // SAFETY: the ring memory is page-aligned, `recv_buffers` entries
+        // long, and lives until after the IoUring is dropped (Drop below).
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                buf_ring.base.as_ptr() as u64,
+                config.recv_buffers,
+                BGID,
+                0,
+            )?;
+        }
+        let mut this = Self {
+            ring: Some(ring),
+            buf_ring: BufRing::new(1)?, // replaced below
+            bufs,
+            conns: Slots::with_capacity(config.max_connections),
+            listeners: Slots::with_capacity(64),
+            dirty: Vec::new(),
+            starved: Vec::new(),
+            waker: Arc::new(EventFd::new()?),
+            wake_buf: Box::new(0),
+            wake_armed: false,
+            pending: Vec::new(),
+            cqes: Vec::with_capacity(256),
+            config: config.clone(),
+            stats: DriverStats::default(),
+        };
+        for bid in 0..this.bufs.recv_count() {
+            let span = this
+                .bufs
+                .lend(bid)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            buf_ring.push(span.as_mut_ptr() as u64, span.len(), bid);
+        }
+        buf_ring.publish();
+        this.buf_ring = buf_ring;
+        this.arm_waker()?;
+        Ok(this)
+    }
+
+    pub(crate) fn bufs(&self) -> &Buffers {
+        &self.bufs
+    }
+
+    fn ring(&mut self) -> io::Result<&mut IoUring> {
+        self.ring
+            .as_mut()
+            .ok_or_else(|| io::Error::other("ring closed"))
+    }
+
+    /// Pushes an entry, submitting first if the queue is full.
+    fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        let ring = self.ring()?;
+        // SAFETY: every pointer in the entries built by
+        // this backend refers to memory that outlives the operation: pool
+        // chunks leased to the request, the boxed connect address and wake
+        // buffer, all freed only after the operation's final completion.
+        if unsafe { ring.submission().push(&entry) }.is_err() {
+            ring.submit()?;
+            // SAFETY: as above.
+            unsafe { ring.submission().push(&entry) }
+                .map_err(|_| io::Error::other("submission queue full after submit"))?;
+        }
+        Ok(())
+    }
+
+    fn arm_waker(&mut self) -> io::Result<()> {
+        let fd = self.waker.fd();
+        let buf: *mut u64 = &mut *self.wake_buf;
+        let e = opcode::Read::new(Fd(fd), buf.cast(), 8)
+            .build()
+            .user_data((Op::Wake as u64) << 56);
+        self.push(e)?;
+        self.wake_armed = true;
+        Ok(())
+    }
+
+    pub(crate) fn waker(&self) -> Waker {
+        Waker(WakerInner::EventFd(self.waker.clone()))
+    }
+
+    pub(crate) fn stats(&self) -> DriverStats {
+        DriverStats {
+            connections: self.conns.len(),
+            ..self.stats
+        }
+    }
+
+    pub(crate) fn listen(
+        &mut self,
+        addr: SocketAddr,
+        reuse_port: bool,
+    ) -> io::Result<(ListenerId, SocketAddr)> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        socket.set_reuse_address(true)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(4096)?;
+        let local = socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("listener has no socket address"))?;
+        let id = self
+            .listeners
+            .insert(Listener {
+                socket,
+                armed: false,
+            })
+            .map_err(|_| io::Error::other("too many listeners"))?;
+        self.arm_accept(id)?;
+        Ok((ListenerId(id), local))
+    }
+
+    fn arm_accept(&mut self, id: SlotId) -> io::Result<()> {
+        let Some(l) = self.listeners.get_mut(id) else {
+            return Ok(());
+        };
+        let fd = l.socket.as_raw_fd();
+        l.armed = true;
+        let e = opcode::AcceptMulti::new(Fd(fd))
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(user_data(Op::Accept, id));
+        self.push(e)
+    }
+
+    fn new_conn(&mut self, fd: OwnedFd, connecting: Option<Box<SockAddr>>) -> Option<ConnId> {
+        if self.config.nodelay {
+            // A socket that refuses TCP_NODELAY still works; latency suffers.
+            let _ = socket2::SockRef::from(&fd).set_tcp_nodelay(true);
+        }
+        let conn = Conn {
+            fd,
+            ops: 0,
+            recv_armed: false,
+            needs_recv: false,
+            sendq: SendQueue::default(),
+            dirty: false,
+            close_after_flush: false,
+            closing: None,
+            connecting,
+        };
+        match self.conns.insert(conn) {
+            Ok(id) => Some(ConnId(id)),
+            Err(_) => {
+                self.stats.refused += 1;
+                None
+            }
+        }
+    }
+
+    pub(crate) fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        let sa = Box::new(SockAddr::from(addr));
+        let fd: OwnedFd = socket.into();
+        let raw = fd.as_raw_fd();
+        let (ptr, len) = (sa.as_ptr(), sa.len());
+        let id = self
+            .new_conn(fd, Some(sa))
+            .ok_or_else(|| io::Error::other("connection table full"))?;
+        let e = opcode::Connect::new(Fd(raw), ptr.cast(), len)
+            .build()
+            .user_data(user_data(Op::Connect, id.0));
+        self.push(e)?;
+        if let Some(c) = self.conns.get_mut(id.0) {
+            c.ops += 1;
+        }
+        Ok(id)
+    }
+
+    fn arm_recv(&mut self, id: ConnId) -> io::Result<()> {
+        let Some(c) = self.conns.get_mut(id.0) else {
+            return Ok(());
+        };
+        if c.recv_armed || c.closing.is_some() || c.close_after_flush {
+            return Ok(());
+        }
+        c.recv_armed = true;
+        c.needs_recv = false;
+        c.ops += 1;
+        let fd = c.fd.as_raw_fd();
+        let e = opcode::RecvMulti::new(Fd(fd), BGID)
+            .build()
+            .user_data(user_data(Op::Recv, id.0));
+        self.push(e)
+    }
+
+    pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        let max = self.config.max_send_queue;
+        let c = self
+            .conns
+            .get_mut(conn.0)
+            .ok_or(SendError::UnknownConnection)?;
+        if c.closing.is_some() || c.close_after_flush {
+            return Err(SendError::Closed);
+        }
+        c.sendq.push(&mut self.bufs, bytes, max)?;
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(conn);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn queued(&self, conn: ConnId) -> usize {
+        self.conns.get(conn.0).map_or(0, |c| c.sendq.queued())
+    }
+
+    pub(crate) fn close(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if c.sendq.is_empty() {
+            self.begin_close(conn, CloseReason::Local);
+            let mut ev = std::mem::take(&mut self.pending);
+            self.maybe_finish(conn, &mut ev);
+            self.pending = ev;
+        } else {
+            c.close_after_flush = true;
+        }
+    }
+
+    /// Stops everything on `conn`; it is freed once no operation is pending.
+    fn begin_close(&mut self, conn: ConnId, reason: CloseReason) {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if c.closing.is_some() {
+            return;
+        }
+        c.closing = Some(reason);
+        if c.ops > 0 {
+            // Cancel every operation on the socket (receive, a send to a
+            // peer that stopped reading, a connect); each still completes,
+            // and only then is the connection and its memory freed.
+            let fd = c.fd.as_raw_fd();
+            let e = opcode::AsyncCancel2::new(CancelBuilder::fd(Fd(fd)).all())
+                .build()
+                .user_data(user_data(Op::Cancel, conn.0));
+            if self.push(e).is_err() {
+                tracing::warn!("could not submit a cancel; operations end when the ring closes");
+            }
+        }
+    }
+
+    /// Frees a closing connection whose operations have all completed.
+    fn maybe_finish(&mut self, conn: ConnId, events: &mut Vec<Event>) {
+        let done = matches!(self.conns.get(conn.0), Some(c) if c.closing.is_some() && c.ops == 0);
+        if !done {
+            return;
+        }
+        if let Some(mut c) = self.conns.remove(conn.0) {
+            c.sendq.clear(&mut self.bufs);
+            let reason = c.closing.unwrap_or(CloseReason::Local);
+            drop(c.fd);
+            events.push(Event::Closed { conn, reason });
+        }
+    }
+
+    pub(crate) fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
+        self.bufs.data(chunk)
+    }
+
+    pub(crate) fn recycle(&mut self, chunk: RecvChunk) {
+        match self
+            .bufs
+            .reset(chunk)
+            .and_then(|bid| self.bufs.lend(bid).map(|span| (bid, span)))
+        {
+            Ok((bid, span)) => self
+                .buf_ring
+                .push(span.as_mut_ptr() as u64, span.len(), bid),
+            Err(e) => {
+                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
+            }
+        }
+    }
+
+    /// Starts the next send on every connection with queued bytes.
+    fn start_sends(&mut self, events: &mut Vec<Event>) -> io::Result<()> {
+        let dirty = std::mem::take(&mut self.dirty);
+        for conn in &dirty {
+            let Some(c) = self.conns.get_mut(conn.0) else {
+                continue;
+            };
+            c.dirty = false;
+            if c.closing.is_some() || c.sendq.in_flight() {
+                continue;
+            }
+            let Some((h, offset, len)) = c.sendq.head() else {
+                if c.close_after_flush {
+                    self.begin_close(*conn, CloseReason::Local);
+                    self.maybe_finish(*conn, events);
+                }
+                continue;
+            };
+            let fd = c.fd.as_raw_fd();
+            match self.bufs.start_send(h, offset, len) {
+                Ok((ticket, span)) => {
+                    let Some(c) = self.conns.get_mut(conn.0) else {
+                        continue;
+                    };
+                    c.sendq.set_in_flight(ticket);
+                    c.ops += 1;
+                    let e = opcode::Send::new(Fd(fd), span.as_ptr(), span.len())
+                        .flags(libc::MSG_NOSIGNAL)
+                        .build()
+                        .user_data(user_data(Op::Send, conn.0));
+                    self.push(e)?;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "send could not be admitted by the pool; closing the connection");
+                    self.begin_close(*conn, CloseReason::Error(libc::ENOBUFS));
+                    self.maybe_finish(*conn, events);
+                }
+            }
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
+        Ok(())
+    }
+
+    pub(crate) fn poll(
+        &mut self,
+        events: &mut Vec<Event>,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        events.append(&mut self.pending);
+        // Receives that starved for buffers get another chance first.
+        for conn in std::mem::take(&mut self.starved) {
+            self.arm_recv(conn)?;
+        }
+        self.start_sends(events)?;
+        self.buf_ring.publish();
+        let wait_for = if events.is_empty() {
+            timeout
+        } else {
+            Some(Duration::ZERO)
+        };
+        self.enter(wait_for)?;
+        self.drain(events)?;
+        // Sends queued by completions (e.g. the next chunk) start at once.
+        if !self.dirty.is_empty() {
+            self.start_sends(events)?;
+            self.ring()?.submit()?;
+        }
+        self.buf_ring.publish();
+        Ok(())
+    }
+
+    /// One `io_uring_enter`: submit everything and wait for at least one
+    /// completion or the timeout.
+    fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.stats.enters += 1;
+        let ring = self.ring()?;
+        let res = match timeout {
+            None => ring.submit_and_wait(1),
+            Some(t) => {
+                let ts = Timespec::new().sec(t.as_secs()).nsec(t.subsec_nanos());
+                let args = SubmitArgs::new().timespec(&ts);
+                ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match res {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn drain(&mut self, events: &mut Vec<Event>) -> io::Result<()> {
+        let mut batch = std::mem::take(&mut self.cqes);
+        let result = loop {
+            batch.clear();
+            match self.ring.as_mut() {
+                Some(r) => batch.extend(r.completion().take(256)),
+                None => break Ok(()),
+            }
+            if batch.is_empty() {
+                break Ok(());
+            }
+            if let Err(e) = batch
+                .drain(..)
+                .try_for_each(|cqe| self.complete(cqe, events))
+            {
+                break Err(e);
+            }
+        };
+        self.cqes = batch;
+        result
+    }
+
+    fn complete(&mut self, cqe: cqueue::Entry, events: &mut Vec<Event>) -> io::Result<()> {
+        let (op, packed) = split(cqe.user_data());
+        let (res, flags) = (cqe.result(), cqe.flags());
+        match op {
+            x if x == Op::Accept as u8 => self.on_accept(packed, res, flags, events),
+            x if x == Op::Recv as u8 => self.on_recv(packed, res, flags, events),
+            x if x == Op::Send as u8 => self.on_send(packed, res, events),
+            x if x == Op::Connect as u8 => self.on_connect(packed, res, events),
+            x if x == Op::Wake as u8 => {
+                self.wake_armed = false;
+                events.push(Event::Woken);
+                self.arm_waker()
+            }
+            _ => Ok(()), // cancel completions carry nothing to act on
+        }
+    }
+
+    fn on_accept(
+        &mut self,
+        packed: u64,
+        res: i32,
+        flags: u32,
+        events: &mut Vec<Event>,
+    ) -> io::Result<()> {
+        let Some(lid) = self.listeners.find_packed(packed) else {
+            if res >= 0 {
+                // SAFETY: a non-negative accept result is a new fd we own.
+                drop(unsafe { OwnedFd::from_raw_fd(res) });
+            }
+            return Ok(());
+        };
+        if res >= 0 {
+            // SAFETY: a non-negative accept result is a new fd we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(res) };
+            if let Some(conn) = self.new_conn(fd, None) {
+                self.arm_recv(conn)?;
+                events.push(Event::Accepted {
+                    listener: ListenerId(lid),
+                    conn,
+                });
+            }
+        } else {
+            tracing::debug!(errno = sys(res), "accept failed");
+        }
+        if !cqueue::more(flags) {
+            if let Some(l) = self.listeners.get_mut(lid) {
+                l.armed = false;
+            }
+            self.arm_accept(lid)?;
+        }
+        Ok(())
+    }
+
+    fn on_recv(
+        &mut self,
+        packed: u64,
+        res: i32,
+        flags: u32,
+        events: &mut Vec<Event>,
+    ) -> io::Result<()> {
+        let conn = self.conns.find_packed(packed).map(ConnId);
+        let chunk = match cqueue::buffer_select(flags) {
+            Some(bid) => Some(
+                self.bufs
+                    .filled(bid, res.max(0) as u32)
+                    .map_err(|e| io::Error::other(format!("receive buffer {bid}: {e}")))?,
+            ),
+            None => None,
+        };
+        let more = cqueue::more(flags);
+        let Some(conn) = conn else {
+            if let Some(chunk) = chunk {
+                self.recycle(chunk);
+            }
+            return Ok(());
+        };
+        if !more && let Some(c) = self.conns.get_mut(conn.0) {
+            c.recv_armed = false;
+            c.ops = c.ops.saturating_sub(1);
+        }
+        let closing = self.conns.get(conn.0).is_some_and(|c| c.closing.is_some());
+        match (res, chunk) {
+            (n, Some(chunk)) if n > 0 && !closing => {
+                self.stats.bytes_in += n as u64;
+                events.push(Event::Received { conn, chunk });
+                if !more {
+                    self.arm_recv(conn)?;
+                }
+            }
+            (_, Some(chunk)) => self.recycle(chunk),
+            (0, None) => self.begin_close(conn, CloseReason::PeerClosed),
+            (n, None) if n == -libc::ENOBUFS => {
+                self.stats.recv_starved += 1;
+                if let Some(c) = self.conns.get_mut(conn.0) {
+                    c.needs_recv = true;
+                }
+                self.starved.push(conn);
+            }
+            (n, None) if n == -libc::ECANCELED => {}
+            (n, None) if n < 0 => self.begin_close(conn, CloseReason::Error(sys(n))),
+            _ => {}
+        }
+        self.maybe_finish(conn, events);
+        Ok(())
+    }
+
+    fn on_send(&mut self, packed: u64, res: i32, events: &mut Vec<Event>) -> io::Result<()> {
+        let Some(id) = self.conns.find_packed(packed) else {
+            return Ok(());
+        };
+        let conn = ConnId(id);
+        let max = self.config.max_send_queue;
+        let Some(c) = self.conns.get_mut(id) else {
+            return Ok(());
+        };
+        c.ops = c.ops.saturating_sub(1);
+        if let Some(ticket) = c.sendq.take_in_flight() {
+            self.bufs.send_done(ticket, res < 0);
+        }
+        let Some(c) = self.conns.get_mut(id) else {
+            return Ok(());
+        };
+        if res < 0 {
+            self.begin_close(conn, CloseReason::Error(sys(res)));
+        } else {
+            self.stats.bytes_out += res as u64;
+            c.sendq.advance(&mut self.bufs, res as usize);
+            if c.sendq.wants_writable && c.sendq.queued() <= max / 2 {
+                c.sendq.wants_writable = false;
+                events.push(Event::Writable { conn });
+            }
+            if (!c.sendq.is_empty() || c.close_after_flush) && !c.dirty {
+                c.dirty = true;
+                self.dirty.push(conn);
+            }
+        }
+        self.maybe_finish(conn, events);
+        Ok(())
+    }
+
+    fn on_connect(&mut self, packed: u64, res: i32, events: &mut Vec<Event>) -> io::Result<()> {
+        let Some(id) = self.conns.find_packed(packed) else {
+            return Ok(());
+        };
+        let conn = ConnId(id);
+        if let Some(c) = self.conns.get_mut(id) {
+            c.ops = c.ops.saturating_sub(1);
+            c.connecting = None;
+        }
+        if res < 0 {
+            self.begin_close(conn, CloseReason::ConnectFailed(sys(res)));
+            self.maybe_finish(conn, events);
+        } else {
+            events.push(Event::Connected { conn });
+            self.arm_recv(conn)?;
+        }
+        Ok(())
+    }
+}
+
+fn build_ring(entries: u32) -> io::Result<IoUring> {
+    // SINGLE_ISSUER + DEFER_TASKRUN: completions are processed only in our
+    // own io_uring_enter, on this thread, with no interrupts (kernel 6.1+).
+    let mut b = IoUring::builder();
+    b.setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(entries * 4);
+    match b.build(entries) {
+        Ok(r) => Ok(r),
+        Err(_) => {
+            let mut b = IoUring::builder();
+            b.setup_coop_taskrun().setup_cqsize(entries * 4);
+            b.build(entries)
+        }
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        // Close every socket so no receive can start, cancel what runs, and
+        // wait (bounded) for the final completions before the memory the
+        // kernel may touch goes away.
+        let ids: Vec<SlotId> = self.conns.ids().collect();
+        for id in &ids {
+            self.begin_close(ConnId(*id), CloseReason::Local);
+        }
+        let mut sink = Vec::new();
+        for _ in 0..50 {
+            let pending: u32 = self
+                .conns
+                .ids()
+                .filter_map(|id| self.conns.get(id))
+                .map(|c| c.ops)
+                .sum();
+            if pending == 0 {
+                break;
+            }
+            if self.enter(Some(Duration::from_millis(10))).is_err()
+                || self.drain(&mut sink).is_err()
+            {
+                break;
+            }
+        }
+        let pending: u32 = self
+            .conns
+            .ids()
+            .filter_map(|id| self.conns.get(id))
+            .map(|c| c.ops)
+            .sum();
+        // Closing the ring ends every remaining operation.
+        self.ring.take();
+        if pending == 0 {
+            // No operation can touch a receive buffer any more: end their
+            // requests so the pool frees its backing. Otherwise the pool
+            // keeps (leaks) it rather than risk a late write.
+            self.bufs.retire_lent();
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! The IO driver's contract, run against both backends: bytes arrive
+//! unaltered and in order (TRN-5), sends never block and a full queue is
+//! backpressure (TRN-2), connection state changes are reported (TRN-3), and
+//! receive memory is shared by the core, not held by idle connections.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the failure report"
+)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use dtp_transports::{
+    BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig, Event, SendError,
+};
+
+fn config(backend: BackendPreference) -> DriverConfig {
+    DriverConfig {
+        backend,
+        chunk_size: 16 * 1024,
+        recv_buffers: 16,
+        send_chunks: 64,
+        max_send_queue: 256 * 1024,
+        ..DriverConfig::default()
+    }
+}
+
+fn backends() -> [BackendPreference; 2] {
+    [BackendPreference::Uring, BackendPreference::Epoll]
+}
+
+fn driver(cfg: DriverConfig) -> Driver {
+    let want = cfg.backend;
+    let d = Driver::new(cfg).unwrap();
+    let kind = if want == BackendPreference::Epoll {
+        BackendKind::Epoll
+    } else {
+        BackendKind::Uring
+    };
+    assert_eq!(d.backend().kind, kind);
+    d
+}
+
+/// Polls both drivers until `done` says so (or a generous deadline passes:
+/// a hang is a failure, not a timing assertion).
+fn pump(a: &mut Driver, b: &mut Driver, mut on: impl FnMut(u8, &mut Driver, Event) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut events = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "no progress within 30 s");
+        for (side, d) in [(0u8, &mut *a), (1u8, &mut *b)] {
+            d.poll(&mut events, Some(Duration::from_millis(1))).unwrap();
+            for e in events.drain(..) {
+                if on(side, d, e) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn listen(d: &mut Driver) -> SocketAddr {
+    d.listen("127.0.0.1:0".parse().unwrap(), false).unwrap().1
+}
+
+#[test]
+fn trn5_echo_delivers_every_byte_unaltered_in_order() {
+    for backend in backends() {
+        let mut server = driver(config(backend));
+        let mut client = driver(config(backend));
+        let addr = listen(&mut server);
+        let conn = client.connect(addr).unwrap();
+        // 2 MiB of a pattern that shows reordering or corruption, sent in
+        // pieces of varied sizes, some larger than a chunk.
+        let payload: Vec<u8> = (0..2 * 1024 * 1024u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let mut sent = 0;
+        let mut got = Vec::with_capacity(payload.len());
+        let mut sizes = [1usize, 7, 100, 4096, 16 * 1024 + 3, 50_000]
+            .into_iter()
+            .cycle();
+        pump(&mut server, &mut client, |side, d, e| {
+            match (side, e) {
+                (0, Event::Received { conn, chunk }) => {
+                    let data = d.recv_data(&chunk).to_vec();
+                    d.recycle(chunk);
+                    d.send(conn, &data).unwrap();
+                }
+                (1, Event::Received { chunk, .. }) => {
+                    got.extend_from_slice(d.recv_data(&chunk));
+                    d.recycle(chunk);
+                }
+                _ => {}
+            }
+            if side == 1 {
+                while sent < payload.len() {
+                    let n = sizes.next().unwrap().min(payload.len() - sent);
+                    match d.send(conn, &payload[sent..sent + n]) {
+                        Ok(()) => sent += n,
+                        Err(SendError::BufferFull) => break,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            got.len() == payload.len()
+        });
+        assert!(got == payload, "{backend:?}: echoed bytes differ");
+    }
+}
+
+#[test]
+fn trn2_a_full_send_queue_is_backpressure_then_writable() {
+    for backend in backends() {
+        let mut server = driver(config(backend));
+        let mut client = driver(DriverConfig {
+            max_send_queue: 64 * 1024,
+            ..config(backend)
+        });
+        let addr = listen(&mut server);
+        let conn = client.connect(addr).unwrap();
+        let block = vec![0xab; 16 * 1024];
+        // Without polling nothing leaves: the fifth block does not fit.
+        for _ in 0..4 {
+            client.send(conn, &block).unwrap();
+        }
+        assert_eq!(client.send(conn, &block), Err(SendError::BufferFull));
+        assert_eq!(client.queued(conn), 64 * 1024);
+        let mut received = 0;
+        let mut writable = false;
+        pump(&mut server, &mut client, |side, d, e| {
+            match (side, e) {
+                (0, Event::Received { chunk, .. }) => {
+                    received += chunk.len();
+                    d.recycle(chunk);
+                }
+                (1, Event::Writable { conn: c }) => {
+                    assert_eq!(c, conn);
+                    writable = true;
+                }
+                _ => {}
+            }
+            writable && received == 64 * 1024
+        });
+        client.send(conn, &block).unwrap();
+    }
+}
+
+#[test]
+fn trn3_close_is_reported_to_both_sides_and_ids_die() {
+    for backend in backends() {
+        let mut server = driver(config(backend));
+        let mut client = driver(config(backend));
+        let addr = listen(&mut server);
+        let conn = client.connect(addr).unwrap();
+        let mut server_conn = None;
+        let mut connected = false;
+        pump(&mut server, &mut client, |side, _, e| {
+            match (side, e) {
+                (0, Event::Accepted { conn, .. }) => server_conn = Some(conn),
+                (1, Event::Connected { conn: c }) => connected = c == conn,
+                _ => {}
+            }
+            connected && server_conn.is_some()
+        });
+        client.send(conn, b"last words").unwrap();
+        client.close(conn);
+        assert!(matches!(
+            client.send(conn, b"more"),
+            Err(SendError::Closed | SendError::UnknownConnection)
+        ));
+        let (mut client_closed, mut server_closed, mut got) = (false, false, Vec::new());
+        pump(&mut server, &mut client, |side, d, e| {
+            match (side, e) {
+                (0, Event::Received { chunk, .. }) => {
+                    got.extend_from_slice(d.recv_data(&chunk));
+                    d.recycle(chunk);
+                }
+                (0, Event::Closed { conn: c, reason }) => {
+                    assert_eq!(Some(c), server_conn);
+                    assert_eq!(reason, CloseReason::PeerClosed);
+                    server_closed = true;
+                }
+                (1, Event::Closed { conn: c, reason }) => {
+                    assert_eq!((c, reason), (conn, CloseReason::Local));
+                    client_closed = true;
+                }
+                _ => {}
+            }
+            client_closed && server_closed
+        });
+        assert_eq!(
+            got, b"last words",
+            "{backend:?}: queued bytes are sent before the close"
+        );
+        assert_eq!(client.send(conn, b"x"), Err(SendError::UnknownConnection));
+        assert_eq!(
+            server.send(server_conn.unwrap(), b"x"),
+            Err(SendError::UnknownConnection)
+        );
+        assert_eq!(server.stats().connections, 0);
+    }
+}
+
+#[test]
+fn trn3_refused_connect_is_reported() {
+    for backend in backends() {
+        let mut probe = driver(config(backend));
+        let addr = listen(&mut probe);
+        drop(probe); // nothing listens there any more
+        let mut client = driver(config(backend));
+        let mut other = driver(config(backend));
+        let conn = client.connect(addr).unwrap();
+        pump(&mut other, &mut client, |side, _, e| match (side, e) {
+            (
+                1,
+                Event::Closed {
+                    conn: c,
+                    reason: CloseReason::ConnectFailed(errno),
+                },
+            ) => {
+                assert_eq!(c, conn);
+                assert_eq!(errno, libc_econnrefused());
+                true
+            }
+            (1, Event::Connected { .. }) => panic!("{backend:?}: connected to a closed port"),
+            _ => false,
+        });
+    }
+}
+
+fn libc_econnrefused() -> i32 {
+    std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
+        .raw_os_error()
+        .unwrap_or(111)
+}
+
+#[test]
+fn a_waker_wakes_a_blocked_poll_from_another_thread() {
+    for backend in backends() {
+        let mut d = driver(config(backend));
+        let waker = d.waker();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            waker.wake().unwrap();
+        });
+        let mut events = Vec::new();
+        let start = Instant::now();
+        while !events.iter().any(|e| matches!(e, Event::Woken)) {
+            assert!(start.elapsed() < Duration::from_secs(30));
+            d.poll(&mut events, None).unwrap();
+        }
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn many_senders_share_few_receive_buffers_without_loss() {
+    // 2 receive buffers for 32 connections that all send at once: receives
+    // starve (ENOBUFS on io_uring) and resume as buffers come back.
+    for backend in backends() {
+        let mut server = driver(DriverConfig {
+            recv_buffers: 2,
+            ..config(backend)
+        });
+        let mut client = driver(DriverConfig {
+            send_chunks: 256,
+            ..config(backend)
+        });
+        let addr = listen(&mut server);
+        let conns: Vec<ConnId> = (0..32).map(|_| client.connect(addr).unwrap()).collect();
+        let per_conn = 100_000usize;
+        for (i, c) in conns.iter().enumerate() {
+            let data: Vec<u8> = (0..per_conn).map(|j| (i + j) as u8).collect();
+            client.send(*c, &data).unwrap();
+        }
+        let mut got: HashMap<ConnId, Vec<u8>> = HashMap::new();
+        let mut total = 0;
+        pump(&mut server, &mut client, |side, d, e| {
+            if let (0, Event::Received { conn, chunk }) = (side, e) {
+                total += chunk.len();
+                got.entry(conn)
+                    .or_default()
+                    .extend_from_slice(d.recv_data(&chunk));
+                d.recycle(chunk);
+            }
+            total == 32 * per_conn
+        });
+        assert_eq!(got.len(), 32);
+        for data in got.values() {
+            let first = data[0] as usize;
+            assert!(
+                data.iter()
+                    .enumerate()
+                    .all(|(j, b)| *b == (first + j) as u8),
+                "{backend:?}: bytes reordered"
+            );
+        }
+    }
+}
+
+#[test]
+fn idle_connections_hold_no_buffers() {
+    for backend in backends() {
+        let mut server = driver(config(backend));
+        let mut client = driver(config(backend));
+        let addr = listen(&mut server);
+        let before = server.region().report();
+        for _ in 0..200 {
+            client.connect(addr).unwrap();
+        }
+        let mut accepted = 0;
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (0, Event::Accepted { .. }) = (side, e) {
+                accepted += 1;
+            }
+            accepted == 200
+        });
+        let after = server.region().report();
+        assert_eq!(server.stats().connections, 200);
+        assert_eq!(after.live_data, before.live_data, "{backend:?}");
+        assert_eq!(after.chunks_used, before.chunks_used, "{backend:?}");
+    }
+}
+
+#[test]
+fn dtp_io_backend_selects_epoll_and_auto_prefers_io_uring() {
+    let d = Driver::new(DriverConfig {
+        backend: BackendPreference::Auto,
+        ..config(BackendPreference::Auto)
+    })
+    .unwrap();
+    // This machine has io_uring; the reason says why either way.
+    assert!(!d.backend().reason.is_empty());
+    assert!(matches!(
+        d.backend().kind,
+        BackendKind::Uring | BackendKind::Epoll
+    ));
+}
