@@ -351,6 +351,18 @@ impl Driver {
         dispatch!(self, b => b.queued(conn))
     }
 
+    /// Stops reading from `conn` (its producer is backpressured); bytes
+    /// already in flight may still arrive. The peer's TCP window fills up
+    /// and it slows down: nothing is lost and no memory grows.
+    pub fn pause_reading(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.set_paused(conn, true))
+    }
+
+    /// Starts reading from `conn` again after [`Driver::pause_reading`].
+    pub fn resume_reading(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.set_paused(conn, false))
+    }
+
     /// Closes `conn` once its queued bytes are sent; [`Event::Closed`] follows.
     pub fn close(&mut self, conn: ConnId) {
         dispatch!(mut self, b => b.close(conn))

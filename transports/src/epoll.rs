@@ -34,6 +34,8 @@ struct Conn {
     queued_for_read: bool,
     connecting: bool,
     close_after_flush: bool,
+    /// Reading paused by the engine (backpressure).
+    paused: bool,
 }
 
 pub(crate) struct Epoll {
@@ -142,6 +144,7 @@ impl Epoll {
             queued_for_read: false,
             connecting,
             close_after_flush: false,
+            paused: false,
         };
         let Ok(id) = self.conns.insert(conn) else {
             self.stats.refused += 1;
@@ -182,6 +185,17 @@ impl Epoll {
             self.dirty.push(conn);
         }
         Ok(())
+    }
+
+    pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        c.paused = paused;
+        if !paused && c.readable && !c.queued_for_read {
+            c.queued_for_read = true;
+            self.to_read.push(conn);
+        }
     }
 
     pub(crate) fn queued(&self, conn: ConnId) -> usize {
@@ -357,7 +371,7 @@ impl Epoll {
             let Some(c) = self.conns.get_mut(conn.0) else {
                 return false;
             };
-            if !c.readable || c.close_after_flush {
+            if !c.readable || c.close_after_flush || c.paused {
                 return false;
             }
             let Some(bid) = self.free.pop() else {

@@ -127,6 +127,8 @@ struct Conn {
     dirty: bool,
     /// Close requested: stop reading, finish sending, then close.
     close_after_flush: bool,
+    /// Reading paused by the engine (backpressure).
+    paused: bool,
     /// Tearing down: no new operations; freed when `ops` reaches 0.
     closing: Option<CloseReason>,
     /// The address of an outgoing connect, kept alive until it completes.
@@ -303,6 +305,7 @@ impl Uring {
             sendq: SendQueue::default(),
             dirty: false,
             close_after_flush: false,
+            paused: false,
             closing: None,
             connecting,
         };
@@ -338,7 +341,7 @@ impl Uring {
         let Some(c) = self.conns.get_mut(id.0) else {
             return Ok(());
         };
-        if c.recv_armed || c.closing.is_some() || c.close_after_flush {
+        if c.recv_armed || c.paused || c.closing.is_some() || c.close_after_flush {
             return Ok(());
         }
         c.recv_armed = true;
@@ -366,6 +369,29 @@ impl Uring {
             self.dirty.push(conn);
         }
         Ok(())
+    }
+
+    pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if c.paused == paused {
+            return;
+        }
+        c.paused = paused;
+        if paused && c.recv_armed {
+            // The receive's final completion clears `recv_armed`; bytes it
+            // already took are delivered as usual.
+            let target = user_data(Op::Recv, conn.0);
+            let e = opcode::AsyncCancel::new(target)
+                .build()
+                .user_data(user_data(Op::Cancel, conn.0));
+            if self.push(e).is_err() {
+                tracing::warn!("could not submit a receive cancel; reading goes on");
+            }
+        } else if !paused && !c.recv_armed {
+            self.starved.push(conn);
+        }
     }
 
     pub(crate) fn queued(&self, conn: ConnId) -> usize {

@@ -340,3 +340,60 @@ fn dtp_io_backend_selects_epoll_and_auto_prefers_io_uring() {
         BackendKind::Uring | BackendKind::Epoll
     ));
 }
+
+#[test]
+fn paused_reading_backpressures_the_sender_and_loses_nothing() {
+    for backend in backends() {
+        let mut server = driver(config(backend));
+        let mut client = driver(config(backend));
+        let addr = listen(&mut server);
+        let conn = client.connect(addr).unwrap();
+        let mut server_conn = None;
+        pump(&mut server, &mut client, |side, d, e| {
+            if let (0, Event::Accepted { conn, .. }) = (side, e) {
+                d.pause_reading(conn);
+                server_conn = Some(conn);
+            }
+            server_conn.is_some()
+        });
+        // Send until the client's queue refuses: the paused server reads
+        // nothing, the kernel buffers fill, and backpressure reaches the producer.
+        let block = vec![7u8; 16 * 1024];
+        let (mut sent, mut received) = (0usize, 0usize);
+        let mut events = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: the sender was never refused"
+            );
+            match client.send(conn, &block) {
+                Ok(()) => sent += block.len(),
+                Err(SendError::BufferFull) => break,
+                Err(e) => panic!("{e}"),
+            }
+            for d in [&mut client, &mut server] {
+                d.poll(&mut events, Some(Duration::from_millis(1))).unwrap();
+                for e in events.drain(..) {
+                    if let Event::Received { chunk, .. } = e {
+                        received += chunk.len(); // taken before the pause landed
+                        d.recycle(chunk);
+                    }
+                }
+            }
+        }
+        assert!(
+            sent >= 256 * 1024,
+            "{backend:?}: refused after only {sent} bytes"
+        );
+        server.resume_reading(server_conn.unwrap());
+        pump(&mut server, &mut client, |side, d, e| {
+            if let (0, Event::Received { chunk, .. }) = (side, e) {
+                assert!(d.recv_data(&chunk).iter().all(|b| *b == 7));
+                received += chunk.len();
+                d.recycle(chunk);
+            }
+            received == sent
+        });
+    }
+}
