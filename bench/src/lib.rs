@@ -1,4 +1,22 @@
-//! Shared helpers for DTP's benchmarks. The criterion benchmarks are in
-//! `benches/`; the side-by-side workload harness (`dtp bench`) arrives with
-//! the engine.
+//! The side-by-side workload harness of `dtp bench`, minus the engine and the
+//! load generator (which live in `engine/` and `tools/`), plus shared helpers
+//! for the criterion benchmarks in `benches/`.
+//!
+//! - [`workload`]: the application protocol every benchmarked server speaks,
+//!   and the sans-IO [`workload::Responder`] that *is* their server logic.
+//! - [`peer_tokio`]: the peer server, the same protocol on tokio.
+//! - [`loopback`]: the machine's loopback limit for `stream`.
+//! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
+//! - [`latency`]: the latency histogram, with coordinated-omission correction.
+//! - [`report`]: the JSON report, the median of several runs, the table.
+//!
+//! The schema and the measuring rules are written down in
+//! `perf/bench-harness.md`.
 #![forbid(unsafe_code)]
+
+pub mod latency;
+pub mod loopback;
+pub mod peer_tokio;
+pub mod procstat;
+pub mod report;
+pub mod workload;
