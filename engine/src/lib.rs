@@ -1,6 +1,21 @@
-//! DTP engine: per-core shards, the control thread and its rings, and the
-//! sans-IO protocol state machines (DTP FSM, agreements, DAG, resume, CAP and
-//! encryption, terminal sessions, liveness, handover, realtime streams).
+//! DTP engine: thread-per-core shards over the IO driver, the frame pipeline
+//! of every connection, and (growing) the sans-IO protocol machines.
 //!
-//! Not built yet: it arrives with the engine and protocol issues.
+//! A connection lives on one shard for its whole life. Bytes arrive in the
+//! core's pool chunks, are decoded into frames (zero-copy slices of one
+//! assembly buffer), handed to the shard's [`Service`], and the frames it
+//! answers with are encoded and queued in one batch per connection per
+//! poll. Between decode and service, and between service and encode, sit
+//! the slots where the DTP protocol (decrypt / encrypt, sessions, resume)
+//! plugs in.
+//!
+//! Nothing here uses `unsafe`; nothing here blocks except the driver's poll.
 #![forbid(unsafe_code)]
+
+mod runtime;
+mod service;
+mod shard;
+
+pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
+pub use service::{Ctl, Origin, Outbox, Service};
+pub use shard::Shard;

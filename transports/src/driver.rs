@@ -20,6 +20,12 @@ pub struct ConnId(pub(crate) SlotId);
 pub struct ListenerId(pub(crate) SlotId);
 
 impl ConnId {
+    /// The slot the connection occupies: stable while it is open, so the
+    /// engine can index a table with [`SlotId::index`].
+    pub fn slot(self) -> SlotId {
+        self.0
+    }
+
     /// A number for logs and metrics (slot and generation).
     pub fn as_u64(self) -> u64 {
         (u64::from(self.0.generation()) << 32) | u64::from(self.0.index())
@@ -356,6 +362,13 @@ impl Driver {
     /// and it slows down: nothing is lost and no memory grows.
     pub fn pause_reading(&mut self, conn: ConnId) {
         dispatch!(mut self, b => b.set_paused(conn, true))
+    }
+
+    /// Asks for an [`Event::Writable`] once `conn`'s send queue is at most
+    /// half full (as after a refused send), e.g. for a producer that held
+    /// back on its own.
+    pub fn want_writable(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.want_writable(conn))
     }
 
     /// Starts reading from `conn` again after [`Driver::pause_reading`].

@@ -394,6 +394,18 @@ impl Uring {
         }
     }
 
+    pub(crate) fn want_writable(&mut self, conn: ConnId) {
+        let max = self.config.max_send_queue;
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return;
+        };
+        if c.sendq.queued() <= max / 2 {
+            self.pending.push(Event::Writable { conn });
+        } else {
+            c.sendq.wants_writable = true;
+        }
+    }
+
     pub(crate) fn queued(&self, conn: ConnId) -> usize {
         self.conns.get(conn.0).map_or(0, |c| c.sendq.queued())
     }

@@ -1,0 +1,420 @@
+//! One core's loop: the driver's events in, the service's frames out.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use dtp_transports::{ConnId, Driver, Event, SendError};
+
+use crate::runtime::ShardMetrics;
+use crate::service::{Ctl, Origin, Outbox, Service};
+
+/// A connection's place on the shard.
+struct Slot<C> {
+    id: ConnId,
+    app: C,
+    /// Bytes received and not yet decoded: empty (and unallocated) whenever
+    /// the connection is between frames, so idle connections hold nothing.
+    rx: BytesMut,
+    /// Encoded frames the driver refused (backpressure); sent first on Writable.
+    pending: BytesMut,
+    paused: bool,
+    closing: bool,
+}
+
+/// The shard's connection table, indexed by the driver's slot index.
+struct Table<C> {
+    slots: Vec<Option<Slot<C>>>,
+    len: usize,
+}
+
+impl<C> Table<C> {
+    fn get_mut(&mut self, id: ConnId) -> Option<&mut Slot<C>> {
+        match self.slots.get_mut(id.slot().index() as usize) {
+            Some(Some(s)) if s.id == id => Some(s),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, slot: Slot<C>) {
+        let i = slot.id.slot().index() as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace(slot).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, id: ConnId) -> Option<Slot<C>> {
+        let cell = self.slots.get_mut(id.slot().index() as usize)?;
+        if cell.as_ref().is_some_and(|s| s.id == id) {
+            self.len -= 1;
+            cell.take()
+        } else {
+            None
+        }
+    }
+
+    fn ids(&self) -> Vec<ConnId> {
+        self.slots.iter().flatten().map(|s| s.id).collect()
+    }
+}
+
+/// A core shard: owns a driver, a service and the connections between them.
+pub struct Shard<S: Service> {
+    driver: Driver,
+    service: S,
+    conns: Table<S::Conn>,
+    decoder: FrameDecoder,
+    limits: Limits,
+    /// Decode buffer for connections with nothing pending (most of them).
+    scratch: BytesMut,
+    /// The current connection's outgoing batch.
+    out: BytesMut,
+    events: Vec<Event>,
+    max_send_queue: usize,
+    metrics: Arc<ShardMetrics>,
+    stopping: bool,
+}
+
+impl<S: Service> Shard<S> {
+    /// A shard over `driver` running `service`.
+    pub fn new(
+        driver: Driver,
+        service: S,
+        limits: Limits,
+        max_send_queue: usize,
+        metrics: Arc<ShardMetrics>,
+    ) -> Self {
+        Self {
+            driver,
+            service,
+            conns: Table {
+                slots: Vec::new(),
+                len: 0,
+            },
+            decoder: FrameDecoder::new(limits),
+            limits,
+            scratch: BytesMut::new(),
+            out: BytesMut::new(),
+            events: Vec::new(),
+            max_send_queue,
+            metrics,
+            stopping: false,
+        }
+    }
+
+    /// The shard's driver (to listen or connect before running).
+    pub fn driver(&mut self) -> &mut Driver {
+        &mut self.driver
+    }
+
+    /// The service, e.g. to read its results after [`Shard::run`].
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// Runs until `stop` is set, then closes every connection (sending what
+    /// is queued) and returns once all are closed or `drain` has passed.
+    pub fn run(&mut self, stop: &AtomicBool, drain: Duration) -> io::Result<()> {
+        let mut next_tick = self.tick(Instant::now());
+        let mut drain_deadline = None;
+        loop {
+            let now = Instant::now();
+            let timeout = match (drain_deadline, next_tick) {
+                (Some(_), _) => Some(Duration::from_millis(10)),
+                (None, Some(t)) => Some(t.saturating_duration_since(now)),
+                (None, None) => None,
+            };
+            self.driver.poll(&mut self.events, timeout)?;
+            let mut events = std::mem::take(&mut self.events);
+            for e in events.drain(..) {
+                self.handle(e);
+            }
+            self.events = events;
+            let now = Instant::now();
+            next_tick = self.tick(now);
+            self.publish_metrics();
+            if stop.load(Ordering::Acquire) && drain_deadline.is_none() {
+                self.stopping = true;
+                drain_deadline = Some(now + drain);
+                for id in self.conns.ids() {
+                    self.driver.close(id);
+                }
+            }
+            if let Some(deadline) = drain_deadline
+                && (self.conns.len == 0 || now >= deadline)
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Instant) -> Option<Instant> {
+        let mut ctl = ShardCtl {
+            driver: &mut self.driver,
+            limits: &self.limits,
+            out: &mut self.out,
+            stopping: self.stopping,
+        };
+        self.service.tick(now, &mut ctl)
+    }
+
+    fn publish_metrics(&self) {
+        let s = self.driver.stats();
+        let m = &self.metrics;
+        m.connections
+            .store(self.conns.len as u64, Ordering::Relaxed);
+        m.bytes_in.store(s.bytes_in, Ordering::Relaxed);
+        m.bytes_out.store(s.bytes_out, Ordering::Relaxed);
+        m.polls.store(s.enters, Ordering::Relaxed);
+        let r = self.driver.region().report();
+        m.pool_bytes_used.store(r.chunks_used, Ordering::Relaxed);
+        m.pool_bytes_high_water
+            .fetch_max(r.chunks_used, Ordering::Relaxed);
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Accepted { conn, .. } => {
+                if self.stopping {
+                    self.driver.close(conn);
+                } else {
+                    self.open(conn, Origin::Accepted);
+                }
+            }
+            Event::Connected { conn } => self.open(conn, Origin::Connected),
+            Event::Received { conn, chunk } => {
+                let Some(slot) = self.conns.get_mut(conn) else {
+                    self.driver.recycle(chunk);
+                    return;
+                };
+                let data = self.driver.recv_data(&chunk);
+                let direct = slot.rx.is_empty() && !slot.paused && !slot.closing;
+                if direct {
+                    self.scratch.clear();
+                    self.scratch.extend_from_slice(data);
+                } else if !slot.closing {
+                    slot.rx.extend_from_slice(data);
+                }
+                self.driver.recycle(chunk);
+                if !slot.paused && !slot.closing {
+                    self.process(conn, direct);
+                }
+            }
+            Event::Writable { conn } => self.writable(conn),
+            Event::Closed { conn, reason } => {
+                if let Some(slot) = self.conns.remove(conn) {
+                    self.metrics.closed.fetch_add(1, Ordering::Relaxed);
+                    self.service.close(slot.app, reason);
+                }
+            }
+            Event::Woken => {}
+        }
+    }
+
+    fn open(&mut self, conn: ConnId, origin: Origin) {
+        self.metrics.opened.fetch_add(1, Ordering::Relaxed);
+        self.out.clear();
+        let mut outbox = Outbox {
+            buf: &mut self.out,
+            limits: &self.limits,
+            room: self.max_send_queue,
+        };
+        let app = self.service.open(conn, origin, &mut outbox);
+        let slot = Slot {
+            id: conn,
+            app,
+            rx: BytesMut::new(),
+            pending: BytesMut::new(),
+            paused: false,
+            closing: false,
+        };
+        self.conns.insert(slot);
+        self.flush(conn);
+    }
+
+    /// Decodes and serves every whole frame of the connection's input, until
+    /// the input runs out or the connection's send budget is half used (then
+    /// reading pauses until the driver reports it writable).
+    fn process(&mut self, conn: ConnId, direct: bool) {
+        self.out.clear();
+        let soft_limit = self.max_send_queue / 2;
+        let queued = self.driver.queued(conn);
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        let input = if direct {
+            &mut self.scratch
+        } else {
+            &mut slot.rx
+        };
+        let mut failure = None;
+        let mut held_back = false;
+        loop {
+            if queued + self.out.len() >= soft_limit {
+                slot.paused = true;
+                held_back = true;
+                self.driver.pause_reading(conn);
+                self.metrics.paused.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            match self.decoder.decode(input) {
+                Ok(Some(frame)) => {
+                    self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
+                    let mut outbox = Outbox {
+                        buf: &mut self.out,
+                        limits: &self.limits,
+                        room: self.max_send_queue,
+                    };
+                    if let Err(code) = self.service.frame(&mut slot.app, frame, &mut outbox) {
+                        failure = Some((code, "the service refused a frame"));
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.metrics.decode_errors.fetch_add(1, Ordering::Relaxed);
+                    failure = Some((e.code(), "malformed frame"));
+                    break;
+                }
+            }
+        }
+        if direct && !self.scratch.is_empty() && failure.is_none() {
+            // A partial frame (or input left by a pause) moves to the connection.
+            slot.rx = self.scratch.split();
+        } else if !direct && slot.rx.is_empty() {
+            slot.rx = BytesMut::new(); // free the assembly buffer between frames
+        }
+        self.flush(conn);
+        if held_back {
+            self.driver.want_writable(conn);
+        }
+        if let Some((code, why)) = failure {
+            self.close_with(conn, code, why);
+        }
+    }
+
+    /// Sends the current batch; what the driver refuses waits in `pending`.
+    fn flush(&mut self, conn: ConnId) {
+        if self.out.is_empty() {
+            return;
+        }
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if !slot.pending.is_empty() {
+            slot.pending.extend_from_slice(&self.out);
+        } else {
+            match self.driver.send(conn, &self.out) {
+                Ok(()) => {}
+                Err(SendError::BufferFull) => {
+                    slot.pending.extend_from_slice(&self.out);
+                    if !slot.paused {
+                        slot.paused = true;
+                        self.driver.pause_reading(conn);
+                        self.metrics.paused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        self.out.clear();
+    }
+
+    fn writable(&mut self, conn: ConnId) {
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if !slot.pending.is_empty() {
+            match self.driver.send(conn, &slot.pending) {
+                Ok(()) => slot.pending = BytesMut::new(),
+                Err(_) => return, // still full: the next Writable retries
+            }
+        }
+        if slot.paused && !slot.closing {
+            slot.paused = false;
+            self.driver.resume_reading(conn);
+            if !slot.rx.is_empty() {
+                self.process(conn, false);
+            }
+        }
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        self.out.clear();
+        let mut outbox = Outbox {
+            buf: &mut self.out,
+            limits: &self.limits,
+            room: self.max_send_queue,
+        };
+        self.service.writable(&mut slot.app, &mut outbox);
+        self.flush(conn);
+    }
+
+    /// Tells the peer why (a close frame) and closes after what is queued.
+    fn close_with(&mut self, conn: ConnId, code: ErrorCode, why: &str) {
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if slot.closing {
+            return;
+        }
+        slot.closing = true;
+        slot.rx = BytesMut::new();
+        tracing::debug!(conn = conn.as_u64(), %code, why, "closing connection");
+        let frame = LogicalFrame::plain(
+            0,
+            Body::Close(CloseFrame {
+                code,
+                reason: why.to_owned(),
+            }),
+        );
+        if let Ok(bytes) = frame.to_bytes(&self.limits) {
+            // Best effort: a connection too backed up to take its close frame
+            // is closed without it.
+            let _ = self.driver.send(conn, &bytes);
+        }
+        self.driver.close(conn);
+    }
+}
+
+/// [`Ctl`] over a shard's driver, for [`Service::tick`].
+struct ShardCtl<'a> {
+    driver: &'a mut Driver,
+    limits: &'a Limits,
+    out: &'a mut BytesMut,
+    stopping: bool,
+}
+
+impl Ctl for ShardCtl<'_> {
+    fn connect(&mut self, addr: SocketAddr) -> Result<ConnId, ErrorCode> {
+        self.driver.connect(addr).map_err(|_| ErrorCode::INTERNAL)
+    }
+
+    fn send(&mut self, conn: ConnId, frame: &LogicalFrame) -> Result<(), ErrorCode> {
+        self.out.clear();
+        frame
+            .encode(self.out, self.limits)
+            .map_err(|_| ErrorCode::LIMIT_EXCEEDED)?;
+        let r = self.driver.send(conn, self.out).map_err(|e| match e {
+            SendError::BufferFull => ErrorCode::BUFFER_FULL,
+            SendError::Closed | SendError::UnknownConnection => ErrorCode::E_SESSION_NOT_FOUND,
+        });
+        self.out.clear();
+        r
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        self.driver.close(conn);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping
+    }
+}

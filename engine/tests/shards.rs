@@ -1,0 +1,202 @@
+//! The engine end to end over real sockets, on both IO backends: frames in,
+//! frames out, malformed input answered with a close frame, a graceful stop.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the failure report"
+)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use dtp_codec::{AckFrame, Body, DataFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use dtp_engine::{Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_transports::{BackendPreference, ConnId, DriverConfig};
+
+/// Echoes data frames; counts frames per connection.
+struct Echo;
+
+impl Service for Echo {
+    type Conn = u64;
+
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) -> u64 {
+        0
+    }
+
+    fn frame(
+        &mut self,
+        n: &mut u64,
+        frame: LogicalFrame,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        *n += 1;
+        match frame.body {
+            Body::Data(_) => out.send(&frame),
+            Body::Ack(_) => out.send(&LogicalFrame::plain(
+                0,
+                Body::Ack(AckFrame { cumulative: *n }),
+            )),
+            _ => Err(ErrorCode::UNKNOWN_KIND),
+        }
+    }
+}
+
+fn config(backend: BackendPreference, shards: usize) -> EngineConfig {
+    EngineConfig {
+        shards,
+        pin: false,
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
+        driver: DriverConfig {
+            backend,
+            chunk_size: 16 * 1024,
+            recv_buffers: 32,
+            send_chunks: 128,
+            ..DriverConfig::default()
+        },
+        limits: Limits::default(),
+        drain: Duration::from_secs(2),
+    }
+}
+
+fn data(seq: u64, payload: &[u8]) -> LogicalFrame {
+    LogicalFrame::plain(
+        1,
+        Body::Data(DataFrame {
+            agreement_id: None,
+            fragment_id: seq,
+            sequence: seq,
+            relations: vec![],
+            payload: Bytes::copy_from_slice(payload),
+        }),
+    )
+}
+
+fn read_frames(s: &mut TcpStream, n: usize) -> Vec<LogicalFrame> {
+    let dec = FrameDecoder::default();
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    let mut tmp = [0u8; 65536];
+    while out.len() < n {
+        while let Some(f) = dec.decode(&mut buf).unwrap() {
+            out.push(f);
+        }
+        if out.len() >= n {
+            break;
+        }
+        let k = s.read(&mut tmp).unwrap();
+        assert!(k > 0, "server closed after {} frames", out.len());
+        buf.extend_from_slice(&tmp[..k]);
+    }
+    out
+}
+
+#[test]
+fn frames_round_trip_through_every_shard_on_both_backends() {
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let engine = Engine::start(config(backend, 2), |_| Echo).unwrap();
+        let addr = engine.local_addrs()[0];
+        // Several connections, so SO_REUSEPORT spreads them over both shards.
+        let mut clients: Vec<TcpStream> =
+            (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut wire = BytesMut::new();
+            for seq in 0..200u64 {
+                // Sizes from tiny to larger than a pool chunk.
+                let payload = vec![(i as u8) ^ (seq as u8); (seq as usize * 97) % 40_000];
+                data(seq, &payload)
+                    .encode(&mut wire, &Limits::default())
+                    .unwrap();
+            }
+            c.write_all(&wire).unwrap();
+        }
+        for (i, c) in clients.iter_mut().enumerate() {
+            let frames = read_frames(c, 200);
+            for (seq, f) in frames.iter().enumerate() {
+                let payload = vec![(i as u8) ^ (seq as u8); (seq * 97) % 40_000];
+                assert_eq!(f, &data(seq as u64, &payload), "{backend:?}");
+            }
+        }
+        let frames: u64 = engine.metrics().iter().map(|m| m.frames_in).sum();
+        assert_eq!(frames, 8 * 200);
+        engine.stop();
+        engine.join().unwrap();
+    }
+}
+
+#[test]
+fn malformed_input_gets_a_close_frame_with_its_code() {
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let engine = Engine::start(config(backend, 1), |_| Echo).unwrap();
+        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let frames = read_frames(&mut c, 1);
+        match &frames[0].body {
+            Body::Close(close) => assert_eq!(close.code, ErrorCode::BAD_MAGIC),
+            other => panic!("{other:?}"),
+        }
+        // Then the connection ends.
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap_or(0), 0);
+        assert_eq!(engine.metrics()[0].decode_errors, 1);
+        engine.stop();
+        engine.join().unwrap();
+    }
+}
+
+#[test]
+fn a_reader_that_stops_reading_pauses_the_connection_not_the_memory() {
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let mut cfg = config(backend, 1);
+        cfg.driver.max_send_queue = 128 * 1024;
+        let engine = Engine::start(cfg, |_| Echo).unwrap();
+        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        c.set_write_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        // Write echo requests without reading any answer: the server's send
+        // queue fills, it pauses reading, and our writes eventually block.
+        let mut wire = BytesMut::new();
+        data(1, &[5u8; 60_000])
+            .encode(&mut wire, &Limits::default())
+            .unwrap();
+        let mut written = 0usize;
+        while written < 200 * 1024 * 1024 {
+            match c.write_all(&wire) {
+                Ok(()) => written += wire.len(),
+                Err(_) => break, // the timeout: backpressure reached us
+            }
+        }
+        assert!(
+            written < 200 * 1024 * 1024,
+            "{backend:?}: the server never pushed back"
+        );
+        let m = engine.metrics()[0];
+        assert!(m.paused >= 1, "{backend:?}: {m:?}");
+        // Bounded: the pool never held more than its send chunks and receive buffers.
+        assert!(m.pool_bytes_high_water <= (32 + 128) * 16 * 1024, "{m:?}");
+        engine.stop();
+        engine.join().unwrap();
+    }
+}
+
+#[test]
+fn stop_closes_connections_and_returns() {
+    let engine = Engine::start(config(BackendPreference::Uring, 2), |_| Echo).unwrap();
+    let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let wire = data(1, b"x").to_bytes(&Limits::default()).unwrap();
+    c.write_all(&wire).unwrap();
+    read_frames(&mut c, 1);
+    engine.stop();
+    engine.join().unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(
+        c.read_to_end(&mut rest).unwrap_or(0),
+        0,
+        "the connection was closed by the stop"
+    );
+}
