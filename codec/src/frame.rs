@@ -160,6 +160,7 @@ impl FrameKind {
 #[repr(u8)]
 pub enum AeadAlgorithm {
     /// AES-256-GCM.
+    #[cfg_attr(feature = "json", serde(rename = "aes-256-gcm"))]
     Aes256Gcm = 1,
     /// ChaCha20-Poly1305.
     #[cfg_attr(feature = "json", serde(rename = "chacha20-poly1305"))]

@@ -330,6 +330,20 @@ fn error_codes_have_names_both_ways() {
 }
 
 #[test]
+fn json_algorithm_names_are_the_documented_ones() {
+    use dtp_codec::json::{from_json_str, to_json};
+    // The sealed line of FORMAT.md §9, as documented.
+    let line = r#"{"version":1,"stream_id":1,"kind":"data","sealed":{"aead":"aes-256-gcm","key_version":1,"seal_counter":0,"ciphertext_hex":"a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5"}}"#;
+    let f = from_json_str(line).unwrap();
+    assert!(matches!(&f.body, Body::Sealed(s) if s.aead == AeadAlgorithm::Aes256Gcm));
+    assert_eq!(to_json(&f).to_string(), line);
+    for aead in [AeadAlgorithm::Aes256Gcm, AeadAlgorithm::ChaCha20Poly1305] {
+        let v = serde_json::to_value(aead).unwrap();
+        assert_eq!(v, aead.name(), "the JSON name is the pretty printer's name");
+    }
+}
+
+#[test]
 fn json_is_strict() {
     use dtp_codec::json::from_json_str;
     let ok = r#"{"stream_id":1,"kind":"ack","body":{"cumulative":5}}"#;
