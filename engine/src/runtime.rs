@@ -31,6 +31,28 @@ pub struct EngineConfig {
     pub drain: Duration,
 }
 
+impl EngineConfig {
+    /// Checks the settings against each other; the error names the field.
+    ///
+    /// A connection must be able to queue two of the largest frames: the
+    /// shard stops reading a connection whose queue is half full, and the
+    /// frame being answered then must still fit.
+    pub fn validate(&self) -> Result<(), String> {
+        self.driver.validate()?;
+        self.limits.validate()?;
+        let frame = self.limits.max_frame_len as usize + dtp_codec::HEADER_LEN;
+        if self.driver.max_send_queue < 2 * frame {
+            return Err(format!(
+                "max_send_queue {} must hold two frames of max_frame_len {} plus headers ({} bytes)",
+                self.driver.max_send_queue,
+                self.limits.max_frame_len,
+                2 * frame
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
@@ -147,6 +169,9 @@ impl Engine {
         S: Service + 'static,
         F: Fn(usize) -> S + Send + Sync + 'static,
     {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let n = if config.shards == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -260,6 +285,11 @@ impl EngineHandle {
     /// The IO backend the shards use, and why.
     pub fn backend(&self) -> &BackendChoice {
         &self.backend
+    }
+
+    /// Shared handles on every shard's counters (for an exporter thread).
+    pub fn metrics_handles(&self) -> Vec<Arc<ShardMetrics>> {
+        self.metrics.clone()
     }
 
     /// Every shard's counters.

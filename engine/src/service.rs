@@ -23,9 +23,20 @@ pub struct Outbox<'a> {
     pub(crate) limits: &'a Limits,
     /// Bytes the connection may still queue before backpressure.
     pub(crate) room: usize,
+    /// The service held back for lack of room and wants [`Service::writable`].
+    pub(crate) wants_writable: bool,
 }
 
-impl Outbox<'_> {
+impl<'a> Outbox<'a> {
+    pub(crate) fn new(buf: &'a mut BytesMut, limits: &'a Limits, room: usize) -> Self {
+        Self {
+            buf,
+            limits,
+            room,
+            wants_writable: false,
+        }
+    }
+
     /// Queues `frame` for sending. Fails with `BUFFER_FULL` when the
     /// connection's send budget is used up (try again from
     /// [`Service::writable`]), or with the codec's code when the frame
@@ -46,6 +57,13 @@ impl Outbox<'_> {
     /// Bytes that may still be queued on this connection now.
     pub fn room(&self) -> usize {
         self.room.saturating_sub(self.buf.len())
+    }
+
+    /// Asks for [`Service::writable`] once the connection's queue has
+    /// drained to half: for a producer that stopped because [`Outbox::room`]
+    /// ran out (it is not called otherwise).
+    pub fn want_writable(&mut self) {
+        self.wants_writable = true;
     }
 }
 
@@ -79,9 +97,15 @@ pub trait Service {
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode>;
 
-    /// The connection's send budget has room again after `BUFFER_FULL`.
+    /// The connection's send budget has room again, after `BUFFER_FULL` or
+    /// [`Outbox::want_writable`].
     fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
         let _ = (state, out);
+    }
+
+    /// An outgoing connection could not be made (OS error `errno`).
+    fn connect_failed(&mut self, conn: ConnId, errno: i32) {
+        let _ = (conn, errno);
     }
 
     /// The connection closed; its state is handed back for the last time.

@@ -212,6 +212,8 @@ impl<S: Service> Shard<S> {
                 if let Some(slot) = self.conns.remove(conn) {
                     self.metrics.closed.fetch_add(1, Ordering::Relaxed);
                     self.service.close(slot.app, reason);
+                } else if let dtp_transports::CloseReason::ConnectFailed(errno) = reason {
+                    self.service.connect_failed(conn, errno);
                 }
             }
             Event::Woken => {}
@@ -221,12 +223,9 @@ impl<S: Service> Shard<S> {
     fn open(&mut self, conn: ConnId, origin: Origin) {
         self.metrics.opened.fetch_add(1, Ordering::Relaxed);
         self.out.clear();
-        let mut outbox = Outbox {
-            buf: &mut self.out,
-            limits: &self.limits,
-            room: self.max_send_queue,
-        };
+        let mut outbox = Outbox::new(&mut self.out, &self.limits, self.max_send_queue);
         let app = self.service.open(conn, origin, &mut outbox);
+        let wants = outbox.wants_writable;
         let slot = Slot {
             id: conn,
             app,
@@ -237,6 +236,9 @@ impl<S: Service> Shard<S> {
         };
         self.conns.insert(slot);
         self.flush(conn);
+        if wants {
+            self.driver.want_writable(conn);
+        }
     }
 
     /// Decodes and serves every whole frame of the connection's input, until
@@ -257,7 +259,7 @@ impl<S: Service> Shard<S> {
         let mut failure = None;
         let mut held_back = false;
         loop {
-            if queued + self.out.len() >= soft_limit {
+            if queued + slot.pending.len() + self.out.len() >= soft_limit {
                 slot.paused = true;
                 held_back = true;
                 self.driver.pause_reading(conn);
@@ -267,12 +269,11 @@ impl<S: Service> Shard<S> {
             match self.decoder.decode(input) {
                 Ok(Some(frame)) => {
                     self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
-                    let mut outbox = Outbox {
-                        buf: &mut self.out,
-                        limits: &self.limits,
-                        room: self.max_send_queue,
-                    };
-                    if let Err(code) = self.service.frame(&mut slot.app, frame, &mut outbox) {
+                    let room = self.max_send_queue.saturating_sub(queued);
+                    let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
+                    let result = self.service.frame(&mut slot.app, frame, &mut outbox);
+                    held_back |= outbox.wants_writable;
+                    if let Err(code) = result {
                         failure = Some((code, "the service refused a frame"));
                         break;
                     }
@@ -348,13 +349,14 @@ impl<S: Service> Shard<S> {
             return;
         };
         self.out.clear();
-        let mut outbox = Outbox {
-            buf: &mut self.out,
-            limits: &self.limits,
-            room: self.max_send_queue,
-        };
+        let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+        let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
         self.service.writable(&mut slot.app, &mut outbox);
+        let wants = outbox.wants_writable;
         self.flush(conn);
+        if wants {
+            self.driver.want_writable(conn);
+        }
     }
 
     /// Tells the peer why (a close frame) and closes after what is queued.

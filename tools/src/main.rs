@@ -1,13 +1,17 @@
-//! `dtp`: the DTP data plane's command-line tool.
-//!
-//! Today it inspects and builds frames (`dtp inspect`, `dtp frame`); the
-//! gateway (`serve`), the load generator (`load`) and the side-by-side
-//! benchmark (`bench`) arrive with the engine.
+//! `dtp`: the DTP data plane's command-line tool: the gateway (`serve`),
+//! the load generator (`load`), the side-by-side benchmark (`bench`), and
+//! frame tools (`inspect`, `frame`).
 #![forbid(unsafe_code)]
 
+mod admin;
+mod bench;
 mod cli_error;
+mod config;
 mod frame_cmd;
+mod gateway;
 mod inspect;
+mod load;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,11 +21,12 @@ use dtp_codec::Limits;
 
 use crate::cli_error::CliError;
 
-/// DTP data plane tool: decode, inspect and build DTP frames.
+/// DTP data plane: a thread-per-core io_uring gateway, its load generator,
+/// a side-by-side benchmark against tokio, and frame tools.
 ///
-/// Exit status: 0 on success, 2 on malformed input or bad usage (one line
-/// `error: <code> <what> at byte <offset>` on stderr), 1 when a file cannot be
-/// read or written.
+/// Start with `dtp bench --quick`. Exit status: 0 on success, 2 on malformed
+/// input or bad usage (one line `error: <code> <what> [at byte <offset>]` on
+/// stderr), 1 when something outside the input fails (a file, a socket).
 #[derive(Parser)]
 #[command(name = "dtp", version, about, long_about)]
 struct Cli {
@@ -31,6 +36,38 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the gateway: every core a shard, on io_uring (epoll as fallback).
+    ///
+    /// Runs on embedded defaults (listen 127.0.0.1:7700, /metrics on
+    /// 127.0.0.1:9700); `--config FILE` reads TOML (unknown keys refused;
+    /// `--print-config` shows every key with its default). Prints one
+    /// `listening ADDR` line per address. SIGINT/SIGTERM stop it: no new
+    /// connections, queued bytes sent, connections closed.
+    Serve(ServeCli),
+    /// Drive a gateway with load and print throughput and latency.
+    ///
+    /// Built on the same engine as the gateway. Closed loop by default;
+    /// `--rate` sends at a fixed rate and measures latency from each
+    /// request's intended send time (no coordinated omission).
+    Load(LoadCli),
+    /// Benchmark our gateway against a tokio peer on loopback, with the same
+    /// load generator, and print the ratios.
+    ///
+    /// Workloads: pingpong (100-byte request/response, 64 connections),
+    /// stream (16 KiB frames), connections (10,000 idle connections: memory
+    /// per connection). Reports the server's CPU time per operation (from
+    /// the OS), throughput, latency, and for stream the loopback limit.
+    Bench(BenchCli),
+    /// The tokio peer server used by `dtp bench` (internal).
+    #[command(name = "__peer-tokio", hide = true)]
+    PeerTokio {
+        /// Where to listen.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// Runtime worker threads.
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
     /// Decode one or more concatenated binary frames and print them.
     ///
     /// Reads FILE, or the bytes given with --hex, or standard input when
@@ -40,6 +77,84 @@ enum Command {
     /// Build binary frames from their JSON form, or print sample frames.
     #[command(subcommand)]
     Frame(FrameCommand),
+}
+
+#[derive(Args)]
+struct ServeCli {
+    /// TOML configuration file (default: embedded defaults).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Listen on this address instead of the configured ones.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// IO backend: auto, uring or epoll (also DTP_IO_BACKEND).
+    #[arg(long, value_name = "BACKEND")]
+    backend: Option<String>,
+    /// Core shards (0: one per core).
+    #[arg(long, value_name = "N")]
+    shards: Option<usize>,
+    /// Serve no /metrics endpoint.
+    #[arg(long)]
+    no_admin: bool,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+#[derive(Args)]
+struct LoadCli {
+    /// The gateway to load.
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    target: std::net::SocketAddr,
+    /// pingpong, stream or connections.
+    #[arg(long, default_value = "pingpong")]
+    workload: String,
+    /// Connections in all.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Measured seconds (after the warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Warm-up seconds, not measured.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Open loop: requests per second in all (pingpong only); default closed loop.
+    #[arg(long)]
+    rate: Option<u64>,
+    /// stream: frames in flight per connection (a multiple of 64).
+    #[arg(long, default_value_t = 512)]
+    window: u64,
+    /// Client threads (default: one per core).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Write the result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BenchCli {
+    /// One short run (under a minute) instead of three full ones.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per workload; figures are medians.
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Comma-separated workloads (pingpong,stream,connections).
+    #[arg(long, default_value = "pingpong,stream,connections")]
+    workloads: String,
+    /// Our gateway's IO backend: auto, uring or epoll.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// Measured seconds per workload and side.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Idle connections in the connections workload.
+    #[arg(long)]
+    idle_connections: Option<usize>,
+    /// Write the report as JSON to FILE (schema in perf/bench-harness.md).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -99,7 +214,24 @@ impl LimitArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let result = match cli.command {
+        Command::Serve(a) => serve::run(serve::ServeArgs {
+            config: a.config.as_deref(),
+            listen: a.listen,
+            backend: a.backend.as_deref(),
+            shards: a.shards,
+            no_admin: a.no_admin,
+            print_config: a.print_config,
+        }),
+        Command::Load(a) => run_load(a),
+        Command::Bench(a) => run_bench(a),
+        Command::PeerTokio { listen, workers } => run_peer(listen, workers),
         Command::Inspect(args) => args.limits.limits().and_then(|limits| {
             inspect::run(args.file.as_deref(), args.hex.as_deref(), args.json, limits)
         }),
@@ -112,4 +244,142 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => e.report(),
     }
+}
+
+fn workload(name: &str) -> Result<dtp_bench::workload::Workload, CliError> {
+    dtp_bench::workload::Workload::from_name(name).ok_or_else(|| {
+        CliError::usage(
+            "BAD_ARGUMENT",
+            format!("unknown workload `{name}` (pingpong, stream, connections)"),
+        )
+    })
+}
+
+fn run_load(a: LoadCli) -> Result<(), CliError> {
+    let w = workload(&a.workload)?;
+    if a.window == 0 || !a.window.is_multiple_of(64) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            format!("--window {} must be a positive multiple of 64", a.window),
+        ));
+    }
+    if !(a.duration > 0.0 && a.duration <= 86_400.0 && (0.0..=3600.0).contains(&a.warmup)) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--duration must be in (0, 86400] and --warmup in [0, 3600] seconds",
+        ));
+    }
+    if a.connections == 0 {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--connections must be at least 1",
+        ));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spec = load::LoadSpec {
+        target: a.target,
+        workload: w,
+        connections: a.connections,
+        duration: std::time::Duration::from_secs_f64(a.duration),
+        warmup: std::time::Duration::from_secs_f64(a.warmup),
+        rate: a.rate,
+        window: a.window,
+        shards: a.shards.unwrap_or(cores).max(1),
+        driver: dtp_transports::DriverConfig {
+            max_connections: a.connections + 64,
+            ..Default::default()
+        },
+    };
+    let total = a.warmup + a.duration;
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new((total * 10.0) as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {elapsed}/{duration} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let result = load::run(
+        &spec,
+        |secs, ops| {
+            if let Some(b) = &bar {
+                b.set_position((secs * 10.0) as u64);
+                b.set_message(format!("{ops} ops"));
+            }
+        },
+        |_| {},
+    )
+    .map_err(CliError::Io)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let l = &result.latency;
+    println!(
+        "{} · {} connections · {:.1} s · backend {}",
+        w.name(),
+        result.tally.connected,
+        result.elapsed.as_secs_f64(),
+        result.backend
+    );
+    println!(
+        "throughput  {:.0} ops/s  {:.1} MB/s",
+        result.ops_per_s(),
+        result.bytes_per_s() / 1e6
+    );
+    println!(
+        "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+    );
+    if result.tally.errors + result.tally.failed + result.tally.backlogged > 0 {
+        println!(
+            "problems    {} errors, {} failed connections, {} requests not sent when due",
+            result.tally.errors, result.tally.failed, result.tally.backlogged
+        );
+    }
+    if let Some(path) = a.json {
+        let v = serde_json::json!({
+            "workload": w.name(),
+            "connections": result.tally.connected,
+            "duration_s": result.elapsed.as_secs_f64(),
+            "backend": result.backend,
+            "ops": result.tally.ops,
+            "ops_per_s": result.ops_per_s(),
+            "bytes_per_s": result.bytes_per_s(),
+            "latency_us": {"p50": l.p50_us, "p90": l.p90_us, "p99": l.p99_us, "p999": l.p999_us, "max": l.max_us},
+            "errors": result.tally.errors,
+            "failed_connections": result.tally.failed,
+            "backlogged": result.tally.backlogged,
+        });
+        std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
+    }
+    Ok(())
+}
+
+fn run_bench(a: BenchCli) -> Result<(), CliError> {
+    let workloads = a
+        .workloads
+        .split(',')
+        .map(|w| workload(w.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    bench::run(bench::BenchArgs {
+        quick: a.quick,
+        runs: a.runs,
+        workloads,
+        backend: a.backend,
+        json: a.json,
+        duration: a.duration,
+        idle_connections: a.idle_connections,
+    })
+}
+
+fn run_peer(listen: std::net::SocketAddr, workers: usize) -> Result<(), CliError> {
+    let config = dtp_bench::peer_tokio::PeerConfig::new(listen, workers);
+    dtp_bench::peer_tokio::run(
+        config,
+        |addr| println!("listening {addr}"),
+        std::future::pending::<()>(),
+    )
+    .map_err(|e| CliError::Io(format!("tokio peer: {e}")))
 }

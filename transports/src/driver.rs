@@ -103,7 +103,7 @@ impl Default for DriverConfig {
             chunk_size: 64 * 1024,
             recv_buffers: 256,
             send_chunks: 1024,
-            max_send_queue: 1024 * 1024,
+            max_send_queue: 4 * 1024 * 1024,
             max_connections: 16 * 1024,
             nodelay: true,
         }

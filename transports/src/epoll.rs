@@ -47,6 +47,8 @@ pub(crate) struct Epoll {
     conns: Slots<Conn>,
     listeners: Slots<TcpListener>,
     dirty: Vec<ConnId>,
+    /// Connections refused because the core's send chunks ran out.
+    chunk_waiters: Vec<ConnId>,
     to_read: Vec<ConnId>,
     /// Events produced outside `poll` or not yet handed out.
     pending: Vec<Event>,
@@ -75,6 +77,7 @@ impl Epoll {
             conns: Slots::with_capacity(config.max_connections),
             listeners: Slots::with_capacity(64),
             dirty: Vec::new(),
+            chunk_waiters: Vec::new(),
             to_read: Vec::new(),
             pending: Vec::new(),
             waker,
@@ -179,7 +182,12 @@ impl Epoll {
         if c.close_after_flush {
             return Err(SendError::Closed);
         }
-        c.sendq.push(&mut self.bufs, bytes, max)?;
+        if let Err(e) = c.sendq.push(&mut self.bufs, bytes, max) {
+            if c.sendq.starved_for_chunks {
+                self.chunk_waiters.push(conn);
+            }
+            return Err(e);
+        }
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(conn);
@@ -231,6 +239,21 @@ impl Epoll {
             let _ = self.poll.registry().deregister(&mut c.stream);
             c.sendq.clear(&mut self.bufs);
             self.pending.push(Event::Closed { conn, reason });
+            self.wake_chunk_waiters();
+        }
+    }
+
+    /// Send chunks came back: every connection refused for lack of them may
+    /// try again.
+    fn wake_chunk_waiters(&mut self) {
+        for conn in std::mem::take(&mut self.chunk_waiters) {
+            if let Some(c) = self.conns.get_mut(conn.0)
+                && c.sendq.starved_for_chunks
+            {
+                c.sendq.starved_for_chunks = false;
+                c.sendq.wants_writable = false;
+                self.pending.push(Event::Writable { conn });
+            }
         }
     }
 
@@ -449,12 +472,13 @@ impl Epoll {
                 continue;
             }
             let mut failed = None;
+            let mut freed = false;
             while let Some((h, offset, len)) = c.sendq.head() {
                 let bytes = self.bufs.send_bytes(h, offset, len);
                 match c.stream.write(bytes) {
                     Ok(n) => {
                         self.stats.bytes_out += n as u64;
-                        c.sendq.advance(&mut self.bufs, n);
+                        freed |= c.sendq.advance(&mut self.bufs, n);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -469,6 +493,9 @@ impl Epoll {
                 self.pending.push(Event::Writable { conn: *conn });
             }
             let flushed_close = c.close_after_flush && c.sendq.is_empty();
+            if freed {
+                self.wake_chunk_waiters();
+            }
             if let Some(errno) = failed {
                 self.finish(*conn, CloseReason::Error(errno));
             } else if flushed_close {

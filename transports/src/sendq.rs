@@ -50,6 +50,9 @@ pub(crate) struct SendQueue {
     queued: usize,
     /// A producer was refused and waits to hear that room came back.
     pub(crate) wants_writable: bool,
+    /// The refusal was the core's send chunks running out (not this
+    /// connection's limit): room comes back when any connection frees one.
+    pub(crate) starved_for_chunks: bool,
 }
 
 impl SendQueue {
@@ -95,6 +98,7 @@ impl SendQueue {
                         bufs.release_send(h);
                     }
                     self.wants_writable = true;
+                    self.starved_for_chunks = true;
                     return Err(SendError::BufferFull);
                 }
             }
@@ -135,8 +139,9 @@ impl SendQueue {
         self.in_flight.take()
     }
 
-    /// `n` bytes of the head chunk went out; frees it when all did.
-    pub(crate) fn advance(&mut self, bufs: &mut Buffers, n: usize) {
+    /// `n` bytes of the head chunk went out; frees it when all did (and
+    /// then returns true).
+    pub(crate) fn advance(&mut self, bufs: &mut Buffers, n: usize) -> bool {
         self.queued = self.queued.saturating_sub(n);
         self.head_offset += n as u32;
         if let Some(c) = self.chunks.front()
@@ -146,7 +151,9 @@ impl SendQueue {
             self.chunks.pop_front();
             self.head_offset = 0;
             bufs.release_send(h);
+            return true;
         }
+        false
     }
 
     /// Drops everything queued (the connection is gone). Must not be called

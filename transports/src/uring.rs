@@ -142,6 +142,8 @@ pub(crate) struct Uring {
     conns: Slots<Conn>,
     listeners: Slots<Listener>,
     dirty: Vec<ConnId>,
+    /// Connections refused because the core's send chunks ran out.
+    chunk_waiters: Vec<ConnId>,
     /// Connections whose receive waits for buffers.
     starved: Vec<ConnId>,
     waker: Arc<EventFd>,
@@ -182,6 +184,7 @@ impl Uring {
             conns: Slots::with_capacity(config.max_connections),
             listeners: Slots::with_capacity(64),
             dirty: Vec::new(),
+            chunk_waiters: Vec::new(),
             starved: Vec::new(),
             waker: Arc::new(EventFd::new()?),
             wake_buf: Box::new(0),
@@ -363,7 +366,12 @@ impl Uring {
         if c.closing.is_some() || c.close_after_flush {
             return Err(SendError::Closed);
         }
-        c.sendq.push(&mut self.bufs, bytes, max)?;
+        if let Err(e) = c.sendq.push(&mut self.bufs, bytes, max) {
+            if c.sendq.starved_for_chunks {
+                self.chunk_waiters.push(conn);
+            }
+            return Err(e);
+        }
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(conn);
@@ -458,6 +466,21 @@ impl Uring {
             let reason = c.closing.unwrap_or(CloseReason::Local);
             drop(c.fd);
             events.push(Event::Closed { conn, reason });
+            self.wake_chunk_waiters(events);
+        }
+    }
+
+    /// Send chunks came back: every connection refused for lack of them may
+    /// try again.
+    fn wake_chunk_waiters(&mut self, events: &mut Vec<Event>) {
+        for conn in std::mem::take(&mut self.chunk_waiters) {
+            if let Some(c) = self.conns.get_mut(conn.0)
+                && c.sendq.starved_for_chunks
+            {
+                c.sendq.starved_for_chunks = false;
+                c.sendq.wants_writable = false;
+                events.push(Event::Writable { conn });
+            }
         }
     }
 
@@ -682,15 +705,18 @@ impl Uring {
             c.ops = c.ops.saturating_sub(1);
         }
         let closing = self.conns.get(conn.0).is_some_and(|c| c.closing.is_some());
+        let mut starved = false;
         match (res, chunk) {
             (n, Some(chunk)) if n > 0 && !closing => {
                 self.stats.bytes_in += n as u64;
                 events.push(Event::Received { conn, chunk });
-                if !more {
-                    self.arm_recv(conn)?;
+            }
+            (n, Some(chunk)) => {
+                self.recycle(chunk);
+                if n == 0 {
+                    self.begin_close(conn, CloseReason::PeerClosed);
                 }
             }
-            (_, Some(chunk)) => self.recycle(chunk),
             (0, None) => self.begin_close(conn, CloseReason::PeerClosed),
             (n, None) if n == -libc::ENOBUFS => {
                 self.stats.recv_starved += 1;
@@ -698,10 +724,18 @@ impl Uring {
                     c.needs_recv = true;
                 }
                 self.starved.push(conn);
+                starved = true;
             }
+            // Cancelled by a pause (or a close): re-armed below unless paused.
             (n, None) if n == -libc::ECANCELED => {}
             (n, None) if n < 0 => self.begin_close(conn, CloseReason::Error(sys(n))),
             _ => {}
+        }
+        // A multishot receive that ended for any other reason than a lack of
+        // buffers starts again, unless the connection is paused or closing
+        // (arm_recv checks both).
+        if !more && !starved {
+            self.arm_recv(conn)?;
         }
         self.maybe_finish(conn, events);
         Ok(())
@@ -727,7 +761,7 @@ impl Uring {
             self.begin_close(conn, CloseReason::Error(sys(res)));
         } else {
             self.stats.bytes_out += res as u64;
-            c.sendq.advance(&mut self.bufs, res as usize);
+            let freed = c.sendq.advance(&mut self.bufs, res as usize);
             if c.sendq.wants_writable && c.sendq.queued() <= max / 2 {
                 c.sendq.wants_writable = false;
                 events.push(Event::Writable { conn });
@@ -735,6 +769,9 @@ impl Uring {
             if (!c.sendq.is_empty() || c.close_after_flush) && !c.dirty {
                 c.dirty = true;
                 self.dirty.push(conn);
+            }
+            if freed {
+                self.wake_chunk_waiters(events);
             }
         }
         self.maybe_finish(conn, events);

@@ -1,0 +1,190 @@
+//! `dtp serve`'s configuration: embedded defaults, an optional TOML file with
+//! unknown keys refused, and every ceiling checked at start-up.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use dtp_codec::Limits;
+use dtp_engine::EngineConfig;
+use dtp_transports::{BackendPreference, DriverConfig};
+use serde::Deserialize;
+
+/// The whole file. Every section and key is optional; absent ones keep
+/// their defaults (shown by `dtp serve --print-config`).
+#[derive(Debug, Default, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Config {
+    pub(crate) engine: EngineSection,
+    pub(crate) io: IoSection,
+    pub(crate) limits: LimitsSection,
+    pub(crate) admin: AdminSection,
+}
+
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct EngineSection {
+    /// Core shards; 0 = one per available core.
+    pub(crate) shards: usize,
+    /// Pin each shard to its core.
+    pub(crate) pin: bool,
+    /// Addresses to listen on.
+    pub(crate) listen: Vec<SocketAddr>,
+    /// Milliseconds a stopping gateway waits for connections to close.
+    pub(crate) drain_ms: u64,
+}
+
+impl Default for EngineSection {
+    fn default() -> Self {
+        Self {
+            shards: 0,
+            pin: true,
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 7700))],
+            drain_ms: 5000,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct IoSection {
+    /// `auto`, `uring` or `epoll`.
+    pub(crate) backend: String,
+    pub(crate) ring_entries: u32,
+    pub(crate) chunk_size: u32,
+    pub(crate) recv_buffers: u16,
+    pub(crate) send_chunks: u32,
+    pub(crate) max_send_queue: usize,
+    pub(crate) max_connections: usize,
+    pub(crate) nodelay: bool,
+}
+
+impl Default for IoSection {
+    fn default() -> Self {
+        let d = DriverConfig::default();
+        Self {
+            backend: "auto".to_owned(),
+            ring_entries: d.ring_entries,
+            chunk_size: d.chunk_size,
+            recv_buffers: d.recv_buffers,
+            send_chunks: d.send_chunks,
+            max_send_queue: d.max_send_queue,
+            max_connections: d.max_connections,
+            nodelay: d.nodelay,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct LimitsSection {
+    pub(crate) max_frame_len: u32,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        Self {
+            max_frame_len: Limits::default().max_frame_len,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct AdminSection {
+    /// Where `/metrics` is served; empty to serve none.
+    pub(crate) listen: Option<SocketAddr>,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        Self {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9700))),
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path`, or the embedded defaults when `None`.
+    pub(crate) fn load(path: Option<&Path>) -> Result<Self, String> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The engine's settings, with every ceiling checked; errors name the key.
+    pub(crate) fn engine(&self) -> Result<EngineConfig, String> {
+        let backend = match self.io.backend.as_str() {
+            "auto" => BackendPreference::Auto,
+            "uring" | "io_uring" => BackendPreference::Uring,
+            "epoll" => BackendPreference::Epoll,
+            other => {
+                return Err(format!(
+                    "io.backend: `{other}` is not one of auto, uring, epoll"
+                ));
+            }
+        };
+        let driver = DriverConfig {
+            backend,
+            ring_entries: self.io.ring_entries,
+            chunk_size: self.io.chunk_size,
+            recv_buffers: self.io.recv_buffers,
+            send_chunks: self.io.send_chunks,
+            max_send_queue: self.io.max_send_queue,
+            max_connections: self.io.max_connections,
+            nodelay: self.io.nodelay,
+        };
+        driver.validate().map_err(|e| format!("io: {e}"))?;
+        let limits = Limits {
+            max_frame_len: self.limits.max_frame_len,
+            ..Limits::default()
+        };
+        limits.validate().map_err(|e| format!("limits: {e}"))?;
+        if self.engine.listen.is_empty() {
+            return Err("engine.listen: at least one address is needed".to_owned());
+        }
+        if self.engine.shards > 1024 {
+            return Err(format!(
+                "engine.shards {} exceeds the ceiling 1024",
+                self.engine.shards
+            ));
+        }
+        let config = EngineConfig {
+            shards: self.engine.shards,
+            pin: self.engine.pin,
+            listen: self.engine.listen.clone(),
+            driver,
+            limits,
+            drain: Duration::from_millis(self.engine.drain_ms),
+        };
+        config.validate().map_err(|e| format!("io/limits: {e}"))?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(Config::default().engine().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let e =
+            toml::from_str::<Config>("[io]\nbackend = \"uring\"\nringentries = 3\n").unwrap_err();
+        assert!(e.to_string().contains("ringentries"), "{e}");
+        let c: Config = toml::from_str("[io]\nrecv_buffers = 300\n").unwrap();
+        assert!(c.engine().unwrap_err().starts_with("io: recv_buffers 300"));
+        let c: Config = toml::from_str("[io]\nbackend = \"kqueue\"\n").unwrap();
+        assert!(c.engine().unwrap_err().starts_with("io.backend"));
+        let c: Config = toml::from_str("[limits]\nmax_frame_len = 99999999\n").unwrap();
+        assert!(c.engine().unwrap_err().starts_with("limits: max_frame_len"));
+        let c: Config = toml::from_str("[engine]\nlisten = []\n").unwrap();
+        assert!(c.engine().unwrap_err().starts_with("engine.listen"));
+    }
+}

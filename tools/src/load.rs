@@ -1,0 +1,489 @@
+//! `dtp load`: the load generator, a client service on the same engine as
+//! the gateway, so the client is never the bottleneck of a comparison.
+//!
+//! Workloads follow `dtp_bench::workload`: `pingpong` (closed loop, or open
+//! loop at a fixed rate with latency measured from each request's intended
+//! send time, correcting coordinated omission), `stream` (a window of 16 KiB
+//! frames per connection, goodput measured by the server's acks) and `idle`
+//! (one round trip per connection, then nothing).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use dtp_bench::latency::{LatencyRecorder, LatencySummary, Schedule};
+use dtp_bench::workload::{self, PINGPONG_FRAME_LEN, STREAM_FRAME_LEN, StreamWindow, Workload};
+use dtp_codec::{ErrorCode, LogicalFrame};
+use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_transports::{CloseReason, ConnId, DriverConfig};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub(crate) struct LoadSpec {
+    pub(crate) target: SocketAddr,
+    pub(crate) workload: Workload,
+    pub(crate) connections: usize,
+    /// Measured time (after the warm-up).
+    pub(crate) duration: Duration,
+    pub(crate) warmup: Duration,
+    /// Open-loop requests per second in all (pingpong only); `None`: closed loop.
+    pub(crate) rate: Option<u64>,
+    /// `stream` frames in flight per connection (a multiple of 64).
+    pub(crate) window: u64,
+    /// Client shards (threads).
+    pub(crate) shards: usize,
+    pub(crate) driver: DriverConfig,
+}
+
+/// What one client shard measured (merged across shards at the end).
+#[derive(Clone, Debug)]
+pub(crate) struct Tally {
+    /// Operations completed inside the measured window.
+    pub(crate) ops: u64,
+    /// Wire bytes those operations moved (both directions for pingpong,
+    /// acked frames for stream).
+    pub(crate) bytes: u64,
+    pub(crate) latency: LatencyRecorder,
+    pub(crate) connected: u64,
+    pub(crate) failed: u64,
+    pub(crate) errors: u64,
+    /// Open loop: requests that could not be sent when due (backpressure).
+    pub(crate) backlogged: u64,
+    /// The OS error of the last failed connect (0: none).
+    pub(crate) last_errno: i32,
+    pub(crate) done: bool,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Self {
+            ops: 0,
+            bytes: 0,
+            latency: LatencyRecorder::new(),
+            connected: 0,
+            failed: 0,
+            errors: 0,
+            backlogged: 0,
+            last_errno: 0,
+            done: false,
+        }
+    }
+
+    fn merge(&mut self, o: &Tally) {
+        self.ops += o.ops;
+        self.bytes += o.bytes;
+        self.latency.merge(&o.latency);
+        self.connected += o.connected;
+        self.failed += o.failed;
+        self.errors += o.errors;
+        self.backlogged += o.backlogged;
+        if o.last_errno != 0 {
+            self.last_errno = o.last_errno;
+        }
+        self.done &= o.done;
+    }
+}
+
+/// The result of a run.
+#[derive(Clone, Debug)]
+pub(crate) struct LoadResult {
+    pub(crate) tally: Tally,
+    pub(crate) elapsed: Duration,
+    pub(crate) latency: LatencySummary,
+    pub(crate) backend: String,
+}
+
+impl LoadResult {
+    pub(crate) fn ops_per_s(&self) -> f64 {
+        self.tally.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub(crate) fn bytes_per_s(&self) -> f64 {
+        self.tally.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+enum ConnState {
+    /// Closed loop: the send time of the one request in flight.
+    Ping {
+        next: u64,
+        sent_at: Option<Instant>,
+    },
+    /// Open loop: requests carry their schedule index as sequence.
+    OpenPing,
+    Stream {
+        window: StreamWindow,
+        sent_at: std::collections::VecDeque<(u64, Instant)>,
+    },
+    Idle {
+        answered: bool,
+    },
+}
+
+/// The client service of one shard.
+struct Client {
+    spec: LoadSpec,
+    share: usize,
+    launched: usize,
+    shared: Arc<Mutex<Tally>>,
+    local: Tally,
+    measure_from: Instant,
+    end: Instant,
+    schedule: Option<(Schedule, u64)>,
+    open: Vec<ConnId>,
+    rr: usize,
+    payload: Bytes,
+    last_flush: Instant,
+}
+
+impl Client {
+    fn measuring(&self, now: Instant) -> bool {
+        now >= self.measure_from && now < self.end
+    }
+
+    fn count(&mut self, now: Instant, ops: u64, bytes: u64, latency: Duration) {
+        if self.measuring(now) {
+            self.local.ops += ops;
+            self.local.bytes += bytes;
+            self.local.latency.record(latency);
+        }
+    }
+
+    fn fill_stream(&mut self, state: &mut ConnState, out: &mut Outbox<'_>) {
+        let ConnState::Stream { window, sent_at } = state else {
+            return;
+        };
+        let now = Instant::now();
+        if now >= self.end {
+            return;
+        }
+        loop {
+            if out.room() < STREAM_FRAME_LEN {
+                // Out of room, not out of window: go on when the queue drains.
+                out.want_writable();
+                break;
+            }
+            let Some(seq) = window.next_sequence() else {
+                break;
+            };
+            // The frame that fills the window is always an ack point (the
+            // window is a multiple of 64), so no flush marker is needed.
+            let frame = workload::stream_frame(seq, &self.payload, false);
+            if out.send(&frame).is_err() {
+                self.local.errors += 1;
+                break;
+            }
+            sent_at.push_back((seq, now));
+        }
+    }
+
+    fn flush(&mut self, final_flush: bool) {
+        let Ok(mut shared) = self.shared.lock() else {
+            return;
+        };
+        let done = final_flush;
+        let mut delta = std::mem::replace(&mut self.local, Tally::new());
+        delta.done = done;
+        shared.ops += delta.ops;
+        shared.bytes += delta.bytes;
+        shared.latency.merge(&delta.latency);
+        shared.connected += delta.connected;
+        shared.failed += delta.failed;
+        shared.errors += delta.errors;
+        shared.backlogged += delta.backlogged;
+        if delta.last_errno != 0 {
+            shared.last_errno = delta.last_errno;
+        }
+        shared.done |= done;
+    }
+}
+
+impl Service for Client {
+    type Conn = ConnState;
+
+    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> ConnState {
+        self.local.connected += 1;
+        self.open.push(conn);
+        let now = Instant::now();
+        match (self.spec.workload, self.spec.rate) {
+            (Workload::Pingpong, None) => {
+                if out.send(&workload::pingpong_request(1)).is_err() {
+                    self.local.errors += 1;
+                }
+                ConnState::Ping {
+                    next: 2,
+                    sent_at: Some(now),
+                }
+            }
+            (Workload::Pingpong, Some(_)) => ConnState::OpenPing,
+            (Workload::Stream, _) => {
+                let Ok(window) = StreamWindow::new(self.spec.window) else {
+                    // The CLI checks the window before starting; count it anyway.
+                    self.local.errors += 1;
+                    return ConnState::Idle { answered: true };
+                };
+                let mut s = ConnState::Stream {
+                    window,
+                    sent_at: Default::default(),
+                };
+                self.fill_stream(&mut s, out);
+                s
+            }
+            (Workload::Idle, _) => {
+                if out.send(&workload::pingpong_request(1)).is_err() {
+                    self.local.errors += 1;
+                }
+                ConnState::Idle { answered: false }
+            }
+        }
+    }
+
+    fn frame(
+        &mut self,
+        state: &mut ConnState,
+        frame: LogicalFrame,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        let now = Instant::now();
+        match state {
+            ConnState::Ping { next, sent_at } => {
+                let seq = *next - 1;
+                workload::check_pingpong_answer(seq, &frame)
+                    .map_err(|_| ErrorCode::INVALID_VALUE)?;
+                if let Some(t) = sent_at.take() {
+                    self.count(now, 1, 2 * PINGPONG_FRAME_LEN as u64, now - t);
+                }
+                if now < self.end {
+                    out.send(&workload::pingpong_request(*next))?;
+                    *sent_at = Some(now);
+                    *next += 1;
+                }
+            }
+            ConnState::OpenPing => {
+                let dtp_codec::Body::Data(d) = &frame.body else {
+                    return Err(ErrorCode::INVALID_VALUE);
+                };
+                let seq = d.sequence;
+                workload::check_pingpong_answer(seq, &frame)
+                    .map_err(|_| ErrorCode::INVALID_VALUE)?;
+                if let Some((schedule, _)) = &self.schedule {
+                    let intended = schedule.intended(seq);
+                    if self.measuring(intended) {
+                        self.local.ops += 1;
+                        self.local.bytes += 2 * PINGPONG_FRAME_LEN as u64;
+                        self.local.latency.record_open_loop(intended, now);
+                    }
+                }
+            }
+            ConnState::Stream { window, sent_at } => {
+                let cumulative =
+                    workload::parse_ack(&frame).map_err(|_| ErrorCode::INVALID_VALUE)?;
+                let newly = window
+                    .on_ack(cumulative)
+                    .map_err(|_| ErrorCode::INVALID_VALUE)?;
+                let mut first = None;
+                while let Some(&(seq, t)) = sent_at.front() {
+                    if seq > cumulative {
+                        break;
+                    }
+                    first.get_or_insert(t);
+                    sent_at.pop_front();
+                }
+                if let Some(t) = first {
+                    // Latency of an ack batch: from its first frame's send to the ack.
+                    self.count(now, newly, newly * STREAM_FRAME_LEN as u64, now - t);
+                }
+                self.fill_stream(state, out);
+            }
+            ConnState::Idle { answered } => {
+                workload::check_pingpong_answer(1, &frame).map_err(|_| ErrorCode::INVALID_VALUE)?;
+                *answered = true;
+                self.local.ops += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn writable(&mut self, state: &mut ConnState, out: &mut Outbox<'_>) {
+        self.fill_stream(state, out);
+    }
+
+    fn connect_failed(&mut self, _conn: ConnId, errno: i32) {
+        self.local.failed += 1;
+        self.local.last_errno = errno;
+    }
+
+    fn close(&mut self, _state: ConnState, reason: CloseReason) {
+        if matches!(reason, CloseReason::ConnectFailed(_)) {
+            self.local.failed += 1;
+        } else if !matches!(reason, CloseReason::Local) {
+            self.local.errors += 1;
+        }
+    }
+
+    fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
+        // Open connections in waves, so a large count does not flood the backlog.
+        let wave = (self.share - self.launched).min(256);
+        for _ in 0..wave {
+            match ctl.connect(self.spec.target) {
+                Ok(_) => self.launched += 1,
+                Err(_) => {
+                    self.local.failed += 1;
+                    self.launched += 1;
+                }
+            }
+        }
+        if let (Some((schedule, sent)), false) = (&mut self.schedule, self.open.is_empty()) {
+            let due = schedule.due_by(now.min(self.end));
+            while *sent < due {
+                let mut placed = false;
+                for _ in 0..self.open.len() {
+                    self.rr = (self.rr + 1) % self.open.len();
+                    if ctl
+                        .send(self.open[self.rr], &workload::pingpong_request(*sent))
+                        .is_ok()
+                    {
+                        placed = true;
+                        break;
+                    }
+                }
+                if !placed {
+                    self.local.backlogged += due - *sent;
+                    break;
+                }
+                *sent += 1;
+            }
+        }
+        if now >= self.end + Duration::from_millis(200) {
+            self.flush(true);
+            return None;
+        }
+        if now.duration_since(self.last_flush) >= Duration::from_millis(100) {
+            self.last_flush = now;
+            self.flush(false);
+        }
+        let next = match &self.schedule {
+            Some((s, sent)) => s.intended(*sent).min(now + Duration::from_millis(20)),
+            None => now + Duration::from_millis(20),
+        };
+        Some(if self.launched < self.share {
+            now
+        } else {
+            next
+        })
+    }
+}
+
+/// Where a run is, for callers that sample something (a server's CPU) at
+/// the edges of the measured window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The warm-up ended: the measured window starts now.
+    MeasureStart,
+    /// The measured window ends now (connections are still open).
+    MeasureEnd,
+}
+
+/// Runs the load and returns what it measured. `progress` is called about
+/// ten times a second with the seconds elapsed and the operations so far;
+/// `phase` at the two edges of the measured window.
+pub(crate) fn run(
+    spec: &LoadSpec,
+    mut progress: impl FnMut(f64, u64),
+    mut phase: impl FnMut(Phase),
+) -> Result<LoadResult, String> {
+    let shards = spec.shards.max(1);
+    let start = Instant::now();
+    let measure_from = start + spec.warmup;
+    let end = measure_from + spec.duration;
+    let tallies: Vec<Arc<Mutex<Tally>>> = (0..shards)
+        .map(|_| Arc::new(Mutex::new(Tally::new())))
+        .collect();
+    let factory_tallies = tallies.clone();
+    let base = spec.clone();
+    let config = EngineConfig {
+        shards,
+        pin: false,
+        listen: Vec::new(),
+        driver: spec.driver.clone(),
+        limits: dtp_codec::Limits::default(),
+        drain: Duration::from_secs(2),
+    };
+    let engine = Engine::start(config, move |i| {
+        let share = base.connections / shards + usize::from(i < base.connections % shards);
+        let rate = base.rate.map(|r| (r / shards as u64).max(1));
+        Client {
+            spec: base.clone(),
+            share,
+            launched: 0,
+            shared: factory_tallies[i].clone(),
+            local: Tally::new(),
+            measure_from,
+            end,
+            schedule: rate.map(|r| (Schedule::per_second(start, r), 0)),
+            open: Vec::new(),
+            rr: 0,
+            payload: workload::stream_payload(),
+            last_flush: start,
+        }
+    })
+    .map_err(|e| format!("could not start the load generator: {e}"))?;
+    let backend = engine.backend().kind.name().to_owned();
+    let deadline = end + Duration::from_secs(10);
+    let mut edges = vec![
+        (end, Phase::MeasureEnd),
+        (measure_from, Phase::MeasureStart),
+    ];
+    loop {
+        let now = Instant::now();
+        let mut wake = now + Duration::from_millis(100);
+        if let Some(&(at, _)) = edges.last() {
+            wake = wake.min(at);
+        }
+        std::thread::sleep(wake.saturating_duration_since(now));
+        let now = Instant::now();
+        while let Some(&(at, p)) = edges.last() {
+            if now < at {
+                break;
+            }
+            phase(p);
+            edges.pop();
+        }
+        let (ops, all_done) = tallies
+            .iter()
+            .fold((0, true), |(ops, done), t| match t.lock() {
+                Ok(t) => (ops + t.ops, done && t.done),
+                Err(_) => (ops, done),
+            });
+        progress(now.saturating_duration_since(start).as_secs_f64(), ops);
+        if all_done || now > deadline {
+            break;
+        }
+    }
+    engine.stop();
+    engine
+        .join()
+        .map_err(|e| format!("load generator failed: {e}"))?;
+    let mut total = Tally::new();
+    total.done = true;
+    for t in &tallies {
+        if let Ok(t) = t.lock() {
+            total.merge(&t);
+        }
+    }
+    if total.connected == 0 {
+        let why = std::io::Error::from_raw_os_error(total.last_errno);
+        return Err(format!(
+            "no connection to {} could be made ({why})",
+            spec.target
+        ));
+    }
+    let latency = total.latency.summary();
+    Ok(LoadResult {
+        tally: total,
+        elapsed: spec.duration,
+        latency,
+        backend,
+    })
+}

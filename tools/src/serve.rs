@@ -1,0 +1,79 @@
+//! `dtp serve`: the gateway on the embedded default configuration.
+
+use std::path::Path;
+
+use dtp_engine::Engine;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::admin::{self, Exporter};
+use crate::cli_error::CliError;
+use crate::config::Config;
+use crate::gateway::Gateway;
+
+pub(crate) struct ServeArgs<'a> {
+    pub(crate) config: Option<&'a Path>,
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    pub(crate) backend: Option<&'a str>,
+    pub(crate) shards: Option<usize>,
+    pub(crate) no_admin: bool,
+    pub(crate) print_config: bool,
+}
+
+pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
+    let mut config = Config::load(args.config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    if let Some(addr) = args.listen {
+        config.engine.listen = vec![addr];
+    }
+    if let Some(b) = args.backend {
+        config.io.backend = b.to_owned();
+    }
+    if let Some(n) = args.shards {
+        config.engine.shards = n;
+    }
+    if args.no_admin {
+        config.admin.listen = None;
+    }
+    if args.print_config {
+        let text = toml::to_string_pretty(&config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+        print!("{text}");
+        return Ok(());
+    }
+    let engine_config = config
+        .engine()
+        .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    let limits = engine_config.limits;
+    let engine = Engine::start(engine_config, move |_| Gateway { limits })
+        .map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
+    for addr in engine.local_addrs() {
+        // One line per address, for scripts (and `dtp bench`) to read.
+        println!("listening {addr}");
+    }
+    println!(
+        "backend {} ({})",
+        engine.backend().kind.name(),
+        engine.backend().reason
+    );
+    if let Some(addr) = config.admin.listen {
+        let exporter = Exporter {
+            shards: engine.metrics_handles(),
+            backend: engine.backend().clone(),
+        };
+        let bound = admin::spawn(addr, exporter)
+            .map_err(|e| CliError::Io(format!("admin port {addr}: {e}")))?;
+        println!("metrics http://{bound}/metrics");
+    }
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
+    let stop = engine.stop_flag();
+    let wakers_engine = &engine;
+    // Block here until SIGINT or SIGTERM, then drain and stop.
+    if let Some(sig) = signals.forever().next() {
+        tracing::info!(signal = sig, "stopping: no new connections, draining");
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        wakers_engine.stop();
+    }
+    engine
+        .join()
+        .map_err(|e| CliError::Io(format!("gateway failed: {e}")))
+}
