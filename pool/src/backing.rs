@@ -9,7 +9,7 @@
 //! io_uring driver register the whole block ([`RawRegion`]) or hand single
 //! chunks to the kernel ([`RawSpan`]).
 
-use std::alloc::{self, Layout};
+use std::alloc::Layout;
 use std::ptr::NonNull;
 
 use crate::error::PoolError;
@@ -176,10 +176,27 @@ impl Backing {
                 reason: "backing would be empty",
             });
         }
-        // SAFETY: `layout` has a non-zero size (checked just above) and a valid
-        // power-of-two alignment (`from_size_align` succeeded).
-        let raw_ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw_ptr).ok_or(PoolError::AllocationFailed { bytes: rounded })?;
+        // An anonymous private mapping: page-aligned, zero-filled by the
+        // kernel, and resident only where touched — reserved capacity is not
+        // RSS (MEM-3). (The global allocator would memset an over-aligned
+        // zeroed block, making all of it resident at once.)
+        // SAFETY: no address hint, a non-zero length (checked above), no fd;
+        // the kernel chooses an unused range and returns MAP_FAILED or it.
+        let raw_ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw_ptr == libc::MAP_FAILED {
+            return Err(PoolError::AllocationFailed { bytes: rounded });
+        }
+        let ptr = NonNull::new(raw_ptr.cast::<u8>())
+            .ok_or(PoolError::AllocationFailed { bytes: rounded })?;
         Ok(Self {
             ptr,
             layout,
@@ -313,9 +330,9 @@ impl Drop for Backing {
         if self.leak {
             return;
         }
-        // SAFETY: `ptr` was returned by `alloc_zeroed(self.layout)` and has not
-        // been freed: `Backing` is the only owner and is dropped once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        // SAFETY: `ptr..ptr+layout.size()` is the mapping made in `new`, not
+        // unmapped before: `Backing` is its only owner and is dropped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.layout.size()) };
     }
 }
 

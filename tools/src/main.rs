@@ -96,6 +96,11 @@ struct ServeCli {
     /// Serve no /metrics endpoint.
     #[arg(long)]
     no_admin: bool,
+    /// Do not pin shards to cores (for machines shared with other busy
+    /// processes, such as a load generator: a pinned shard cannot move to a
+    /// free core).
+    #[arg(long)]
+    no_pin: bool,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -227,6 +232,7 @@ fn main() -> ExitCode {
             backend: a.backend.as_deref(),
             shards: a.shards,
             no_admin: a.no_admin,
+            no_pin: a.no_pin,
             print_config: a.print_config,
         }),
         Command::Load(a) => run_load(a),

@@ -17,6 +17,7 @@ pub(crate) struct ServeArgs<'a> {
     pub(crate) backend: Option<&'a str>,
     pub(crate) shards: Option<usize>,
     pub(crate) no_admin: bool,
+    pub(crate) no_pin: bool,
     pub(crate) print_config: bool,
 }
 
@@ -33,6 +34,9 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     }
     if args.no_admin {
         config.admin.listen = None;
+    }
+    if args.no_pin {
+        config.engine.pin = false;
     }
     if args.print_config {
         let text = toml::to_string_pretty(&config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
