@@ -1,0 +1,284 @@
+//! `dtp serve`, `dtp load` and `dtp bench` as a user runs them: the gateway
+//! starts on its defaults, answers, exports /metrics, refuses a bad
+//! configuration with the key named, and stops cleanly on SIGTERM.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the failure report"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn dtp() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dtp"))
+}
+
+/// A running gateway and the addresses it printed.
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+    metrics: Option<SocketAddr>,
+}
+
+fn start(args: &[&str]) -> Gateway {
+    let mut child = dtp()
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let want_metrics = !args.contains(&"--no-admin");
+    let (mut addr, mut metrics) = (None, None);
+    while let Some(Ok(line)) = lines.next() {
+        if let Some(a) = line.strip_prefix("listening ") {
+            addr = Some(a.parse().unwrap());
+        } else if let Some(m) = line.strip_prefix("metrics http://") {
+            metrics = Some(m.trim_end_matches("/metrics").parse().unwrap());
+        }
+        if addr.is_some() && (metrics.is_some() || !want_metrics) {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    Gateway {
+        child,
+        addr: addr.expect("no listening line"),
+        metrics,
+    }
+}
+
+fn sigterm(child: &Child) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the gateway did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serve_answers_exports_metrics_and_stops_on_sigterm() {
+    let mut g = start(&["--listen", "127.0.0.1:0", "--shards", "2", "--no-pin"]);
+    // One pingpong round trip through the load generator.
+    let out = dtp()
+        .args([
+            "load",
+            "--target",
+            &g.addr.to_string(),
+            "--connections",
+            "4",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("throughput"), "{text}");
+
+    let metrics = http_get(g.metrics.unwrap(), "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    assert!(metrics.contains("dtp_backend_info{backend="), "{metrics}");
+    let frames: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("dtp_frames_in_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(frames > 0, "{metrics}");
+    assert!(http_get(g.metrics.unwrap(), "/nope").starts_with("HTTP/1.1 404"));
+
+    // An idle client is closed by the drain (accepted or not yet), and the
+    // gateway exits 0.
+    let mut idle = TcpStream::connect(g.addr).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    sigterm(&g.child);
+    let status = wait_exit(&mut g.child, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}");
+    let mut rest = Vec::new();
+    assert_eq!(idle.read_to_end(&mut rest).unwrap_or(0), 0);
+}
+
+#[test]
+fn serve_runs_on_the_epoll_backend_when_asked() {
+    let mut child = dtp()
+        .env("DTP_IO_BACKEND", "epoll")
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-admin",
+            "--no-pin",
+            "--shards",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut backend = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.starts_with("backend ") {
+            backend = line;
+            break;
+        }
+    }
+    assert!(
+        backend.starts_with("backend epoll (DTP_IO_BACKEND=epoll)"),
+        "{backend}"
+    );
+    sigterm(&child);
+    assert!(wait_exit(&mut child, Duration::from_secs(20)).success());
+}
+
+#[test]
+fn a_bad_configuration_is_refused_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("dtp-serve-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (text, key) in [
+        (
+            "[io]\nbackend = \"uring\"\nringentries = 64\n",
+            "ringentries",
+        ),
+        ("[io]\nrecv_buffers = 100\n", "recv_buffers"),
+        ("[limits]\nmax_frame_len = 99999999\n", "max_frame_len"),
+        ("[engine]\nlisten = []\n", "engine.listen"),
+    ] {
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = dtp()
+            .args(["serve", "--config", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("error: BAD_CONFIG") && err.contains(key),
+            "{text}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The defaults print as TOML naming every section.
+    let out = dtp().args(["serve", "--print-config"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("[engine]") && text.contains("recv_buffers"),
+        "{text}"
+    );
+}
+
+#[test]
+fn load_against_nothing_fails_clearly() {
+    // A port nothing listens on: bind, learn the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = dtp()
+        .args([
+            "load",
+            "--target",
+            &format!("127.0.0.1:{port}"),
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("no connection") && err.contains("refused"),
+        "{err}"
+    );
+    let out = dtp().args(["load", "--window", "100"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bench_writes_the_documented_json() {
+    let path = std::env::temp_dir().join(format!("dtp-bench-test-{}.json", std::process::id()));
+    let out = dtp()
+        .args([
+            "bench",
+            "--quick",
+            "--duration",
+            "0.5",
+            "--idle-connections",
+            "50",
+            "--json",
+            path.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(v["backend"].is_string());
+    let names: Vec<&str> = v["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pingpong", "stream", "connections"]);
+    for w in v["workloads"].as_array().unwrap() {
+        for side in [&w["ours"], &w["peer"]] {
+            for key in [
+                "ops_per_s",
+                "bytes_per_s",
+                "p50_us",
+                "p99_us",
+                "cpu_ns_per_op",
+                "server_cpu_s",
+                "ops",
+            ] {
+                assert!(side[key].is_number(), "{key} missing in {w}");
+            }
+            assert!(side["ops"].as_u64().unwrap() > 0, "{w}");
+        }
+        assert!(w["ratio"].is_object());
+    }
+    assert!(v["workloads"][1]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["workloads"][2]["ours"]["memory"]["bytes_per_connection"].is_number());
+}
