@@ -57,6 +57,10 @@ pub(crate) struct IoSection {
     pub(crate) max_send_queue: usize,
     pub(crate) max_connections: usize,
     pub(crate) nodelay: bool,
+    /// io_uring: completions one wait holds out for.
+    pub(crate) batch: u32,
+    /// io_uring: µs a wait may hold out for `batch` completions.
+    pub(crate) batch_wait_us: u32,
 }
 
 impl Default for IoSection {
@@ -71,6 +75,8 @@ impl Default for IoSection {
             max_send_queue: d.max_send_queue,
             max_connections: d.max_connections,
             nodelay: d.nodelay,
+            batch: d.batch,
+            batch_wait_us: d.batch_wait_us,
         }
     }
 }
@@ -135,6 +141,8 @@ impl Config {
             max_send_queue: self.io.max_send_queue,
             max_connections: self.io.max_connections,
             nodelay: self.io.nodelay,
+            batch: self.io.batch,
+            batch_wait_us: self.io.batch_wait_us,
         };
         driver.validate().map_err(|e| format!("io: {e}"))?;
         let limits = Limits {

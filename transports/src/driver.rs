@@ -93,6 +93,13 @@ pub struct DriverConfig {
     pub max_connections: usize,
     /// Set TCP_NODELAY on every connection.
     pub nodelay: bool,
+    /// io_uring: when waiting, wait for this many completions at once
+    /// (1: return at the first).
+    pub batch: u32,
+    /// io_uring: how long (µs) a wait may hold out for `batch` completions
+    /// once at least one is there: fewer wake-ups per operation, for at most
+    /// this much added latency (kernel 6.12+; ignored where unsupported).
+    pub batch_wait_us: u32,
 }
 
 impl Default for DriverConfig {
@@ -106,6 +113,8 @@ impl Default for DriverConfig {
             max_send_queue: 4 * 1024 * 1024,
             max_connections: 16 * 1024,
             nodelay: true,
+            batch: 1,
+            batch_wait_us: 0,
         }
     }
 }

@@ -155,6 +155,8 @@ pub(crate) struct Uring {
     cqes: Vec<cqueue::Entry>,
     config: DriverConfig,
     stats: DriverStats,
+    /// Completions a wait holds out for (1 where the kernel lacks min-wait).
+    batch: u32,
 }
 
 fn sys(res: i32) -> i32 {
@@ -177,7 +179,13 @@ impl Uring {
                 0,
             )?;
         }
+        let batch = if ring.params().is_feature_min_timeout() && config.batch_wait_us > 0 {
+            config.batch.max(1)
+        } else {
+            1
+        };
         let mut this = Self {
+            batch,
             ring: Some(ring),
             buf_ring: BufRing::new(1)?, // replaced below
             bufs,
@@ -579,13 +587,27 @@ impl Uring {
     /// completion or the timeout.
     fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.stats.enters += 1;
+        let (batch, wait_us) = (self.batch, self.config.batch_wait_us);
         let ring = self.ring()?;
         let res = match timeout {
-            None => ring.submit_and_wait(1),
+            Some(t) if t.is_zero() => {
+                let ts = Timespec::new();
+                ring.submitter()
+                    .submit_with_args(1, &SubmitArgs::new().timespec(&ts))
+            }
+            None if batch <= 1 => ring.submit_and_wait(1),
+            None => ring
+                .submitter()
+                .submit_with_args(batch as usize, &SubmitArgs::new().min_wait_usec(wait_us)),
             Some(t) => {
                 let ts = Timespec::new().sec(t.as_secs()).nsec(t.subsec_nanos());
-                let args = SubmitArgs::new().timespec(&ts);
-                ring.submitter().submit_with_args(1, &args)
+                let args = SubmitArgs::new().timespec(&ts).min_wait_usec(if batch > 1 {
+                    wait_us
+                } else {
+                    0
+                });
+                ring.submitter()
+                    .submit_with_args(batch.max(1) as usize, &args)
             }
         };
         match res {
