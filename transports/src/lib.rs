@@ -14,21 +14,32 @@
 //!
 //! It never interprets the bytes it moves (SPEC TRN-5).
 
+mod adapter;
 mod buffers;
 mod driver;
 mod epoll;
+mod fault;
+mod mem;
 mod sendq;
 mod slots;
+mod tcp;
 mod uring;
 mod waker;
 
+pub use adapter::{
+    AdapterEvent, Callbacks, ConnectionState, Endpoint, ParseEndpointError, TransportAdapter,
+    TransportError,
+};
 pub use buffers::RecvChunk;
 pub use driver::{
     BackendChoice, BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig,
     DriverStats, Event, ListenerId, Waker,
 };
+pub use fault::{FaultInjector, FaultPlan, FaultStats, Rechunk};
+pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
 pub use sendq::SendError;
 pub use slots::SlotId;
+pub use tcp::TcpAdapter;
 
 /// Pins the calling thread to CPU `cpu` (thread-per-core shards).
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {

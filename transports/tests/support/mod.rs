@@ -1,0 +1,287 @@
+//! The conformance suite's harness: the adapters under test, a server and
+//! a client polled in turn, and a record of what each side saw, checked
+//! against the event order every adapter promises.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use dtp_transports::{
+    AdapterEvent, BackendPreference, ConnId, ConnectionState, DriverConfig, Endpoint,
+    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, SendError, TcpAdapter,
+    TransportAdapter,
+};
+
+/// Every adapter's send queue holds this much (so TRN-2 reads the same on all).
+pub(crate) const QUEUE: usize = 64 * 1024;
+pub(crate) const BLOCK: usize = 16 * 1024;
+pub(crate) const SERVER: usize = 0;
+pub(crate) const CLIENT: usize = 1;
+
+pub(crate) fn econnrefused() -> i32 {
+    libc::ECONNREFUSED
+}
+
+pub(crate) fn econnreset() -> i32 {
+    libc::ECONNRESET
+}
+
+/// SplitMix64, for reproducible payloads.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// The transports under test (each may also be wrapped in a `FaultInjector`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Base {
+    TcpUring,
+    TcpEpoll,
+    Memory,
+}
+
+/// An adapter chosen at run time.
+pub(crate) type Boxed = Box<dyn TransportAdapter>;
+
+/// A server and a client adapter of one kind, the endpoint the server
+/// listens on, and one where nothing listens.
+pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
+    let tcp = |backend| {
+        let config = DriverConfig {
+            backend,
+            chunk_size: 16 * 1024,
+            recv_buffers: 16,
+            send_chunks: 64,
+            max_send_queue: QUEUE,
+            ..DriverConfig::default()
+        };
+        Box::new(TcpAdapter::new(config).unwrap()) as Boxed
+    };
+    match base {
+        Base::TcpUring | Base::TcpEpoll => {
+            let backend = if base == Base::TcpUring {
+                BackendPreference::Uring
+            } else {
+                BackendPreference::Epoll
+            };
+            // A port that was free a moment ago and has nobody listening now.
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let nowhere = Endpoint::Tcp(probe.local_addr().unwrap());
+            drop(probe);
+            let listen = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
+            (tcp(backend), tcp(backend), listen, nowhere)
+        }
+        Base::Memory => {
+            let hub = MemoryHub::new();
+            let config = MemoryConfig {
+                queue_capacity: QUEUE,
+                max_delivery: 16 * 1024,
+                ..MemoryConfig::default()
+            };
+            (
+                Box::new(hub.transport_with(config.clone())),
+                Box::new(hub.transport_with(config)),
+                Endpoint::Memory("server".to_owned()),
+                Endpoint::Memory("nowhere".to_owned()),
+            )
+        }
+    }
+}
+
+/// What one side has seen, checked as it arrives against the event order
+/// every adapter promises (TRN-3: `Down` is final, bytes come while `Up`).
+#[derive(Default)]
+pub(crate) struct Seen {
+    pub(crate) accepted: Vec<(ListenerId, ConnId)>,
+    pub(crate) states: BTreeMap<ConnId, Vec<ConnectionState>>,
+    pub(crate) bytes: BTreeMap<ConnId, Vec<u8>>,
+    pub(crate) deliveries: usize,
+    pub(crate) writable: usize,
+}
+
+impl Seen {
+    pub(crate) fn record(&mut self, side: &str, event: AdapterEvent) {
+        match event {
+            AdapterEvent::Accepted { listener, id } => {
+                assert!(
+                    !self.states.contains_key(&id),
+                    "{side}: {id:?} accepted after other events for it"
+                );
+                self.accepted.push((listener, id));
+            }
+            AdapterEvent::StateChanged { id, state } => {
+                let accepted = self.accepted.iter().any(|(_, a)| *a == id);
+                let states = self.states.entry(id).or_default();
+                match state {
+                    ConnectionState::Connecting => assert!(
+                        states.is_empty() && !accepted,
+                        "{side}: {id:?} connecting after {states:?}"
+                    ),
+                    ConnectionState::Up => assert!(
+                        states.is_empty() && accepted
+                            || states.as_slice() == [ConnectionState::Connecting],
+                        "{side}: {id:?} up after {states:?}"
+                    ),
+                    ConnectionState::Down(_) => {}
+                }
+                assert!(
+                    !matches!(states.last(), Some(ConnectionState::Down(_))),
+                    "{side}: {state:?} for {id:?} after Down"
+                );
+                states.push(state);
+            }
+            AdapterEvent::Received { id, bytes } => {
+                assert_eq!(
+                    self.state(id),
+                    Some(ConnectionState::Up),
+                    "{side}: bytes for {id:?} while not up"
+                );
+                assert!(!bytes.is_empty(), "{side}: an empty delivery");
+                self.deliveries += 1;
+                self.bytes.entry(id).or_default().extend_from_slice(&bytes);
+            }
+            AdapterEvent::Writable { id } => {
+                assert!(
+                    !matches!(self.state(id), Some(ConnectionState::Down(_))),
+                    "{side}: Writable for {id:?} after Down"
+                );
+                self.writable += 1;
+            }
+        }
+    }
+
+    pub(crate) fn state(&self, id: ConnId) -> Option<ConnectionState> {
+        self.states.get(&id).and_then(|s| s.last().copied())
+    }
+
+    pub(crate) fn is_down(&self, id: ConnId) -> bool {
+        matches!(self.state(id), Some(ConnectionState::Down(_)))
+    }
+
+    pub(crate) fn got(&self, id: ConnId) -> &[u8] {
+        self.bytes.get(&id).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A server and a client, polled in turn.
+pub(crate) struct Net<S, C> {
+    pub(crate) server: S,
+    pub(crate) client: C,
+    pub(crate) listener: ListenerId,
+    pub(crate) listen_at: Endpoint,
+    pub(crate) nowhere: Endpoint,
+    pub(crate) seen: [Seen; 2],
+    pub(crate) events: Vec<AdapterEvent>,
+}
+
+impl<S: TransportAdapter, C: TransportAdapter> Net<S, C> {
+    pub(crate) fn new(mut server: S, client: C, listen: &Endpoint, nowhere: Endpoint) -> Self {
+        let (listener, listen_at) = server.listen(listen).unwrap();
+        Self {
+            server,
+            client,
+            listener,
+            listen_at,
+            nowhere,
+            seen: Default::default(),
+            events: Vec::new(),
+        }
+    }
+
+    pub(crate) fn step(&mut self) {
+        let wait = Some(Duration::from_millis(1));
+        self.server.poll(&mut self.events, wait).unwrap();
+        for e in self.events.drain(..) {
+            self.seen[SERVER].record("server", e);
+        }
+        self.client.poll(&mut self.events, wait).unwrap();
+        for e in self.events.drain(..) {
+            self.seen[CLIENT].record("client", e);
+        }
+    }
+
+    /// Steps until `done` (which may send) says so.
+    pub(crate) fn until(&mut self, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(self) {
+            assert!(Instant::now() < deadline, "no progress within 20 s: {what}");
+            self.step();
+        }
+    }
+
+    /// Connects the client; returns its id and the server's, once both are up.
+    pub(crate) fn connect(&mut self) -> (ConnId, ConnId) {
+        let known = self.seen[SERVER].accepted.len();
+        let id = self.client.connect(&self.listen_at.clone()).unwrap();
+        // "Was up", not "is up": a fault may cut a connection at once.
+        let up = |seen: &Seen, id| {
+            seen.states
+                .get(&id)
+                .is_some_and(|s| s.contains(&ConnectionState::Up))
+        };
+        self.until("connection up on both sides", |n| {
+            up(&n.seen[CLIENT], id)
+                && n.seen[SERVER]
+                    .accepted
+                    .get(known)
+                    .is_some_and(|(_, a)| up(&n.seen[SERVER], *a))
+        });
+        (id, self.seen[SERVER].accepted[known].1)
+    }
+}
+
+pub(crate) fn net(base: Base, wrapped: bool) -> Net<Boxed, Boxed> {
+    let (server, client, listen, nowhere) = adapters(base);
+    if wrapped {
+        let server = Box::new(FaultInjector::new(server, 1)) as Boxed;
+        let client = Box::new(FaultInjector::new(client, 2)) as Boxed;
+        Net::new(server, client, &listen, nowhere)
+    } else {
+        Net::new(server, client, &listen, nowhere)
+    }
+}
+
+pub(crate) type Faulty = FaultInjector<Boxed>;
+
+pub(crate) fn fault_net(base: Base, server: FaultPlan, client: FaultPlan) -> Net<Faulty, Faulty> {
+    let (s, c, listen, nowhere) = adapters(base);
+    Net::new(
+        FaultInjector::with_plan(s, 11, server),
+        FaultInjector::with_plan(c, 12, client),
+        &listen,
+        nowhere,
+    )
+}
+
+/// Sends as much of `out` as the queue takes, in all-or-nothing pieces of
+/// at most `piece` bytes; returns how much went.
+pub(crate) fn send_some(
+    a: &mut impl TransportAdapter,
+    id: ConnId,
+    out: &[u8],
+    piece: usize,
+) -> usize {
+    let mut sent = 0;
+    while sent < out.len() {
+        let n = piece.min(out.len() - sent);
+        match a.send(id, &out[sent..sent + n]) {
+            Ok(()) => sent += n,
+            // Closed: the peer is gone and our Down is on its way.
+            Err(SendError::BufferFull | SendError::Closed) => break,
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    sent
+}
