@@ -10,7 +10,10 @@
 //!   completion) and **epoll** through mio, chosen automatically when
 //!   io_uring cannot be set up or forced with `DTP_IO_BACKEND=epoll`;
 //! * bounded per-connection send queues in pool chunks: a full queue is
-//!   [`SendError::BufferFull`], never growth (SPEC TRN-2, MEM-8).
+//!   [`SendError::BufferFull`], never growth (SPEC TRN-2, MEM-8);
+//! * the uniform [`TransportAdapter`] interface (SPEC TRN-1 … TRN-5) with a
+//!   TCP adapter over the driver, an in-memory transport for deterministic
+//!   tests, and a [`FaultInjector`] that cuts, drops, delays and re-chunks.
 //!
 //! It never interprets the bytes it moves (SPEC TRN-5).
 

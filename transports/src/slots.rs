@@ -2,7 +2,7 @@
 //! across reuse of a slot (the plain `slab` crate reuses keys without a
 //! generation).
 
-/// An id issued by [`Slots`]: a slot index and the generation it was issued at.
+/// An id issued by a generational slab: a slot index and the generation it was issued at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SlotId {
     index: u32,
