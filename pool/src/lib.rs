@@ -74,6 +74,7 @@ mod module;
 mod range;
 mod region;
 mod request;
+mod ring;
 mod sync;
 
 pub use accounting::{HighWater, MemoryReport, MetadataBytes};
@@ -87,3 +88,4 @@ pub use module::{ModuleReport, ModuleSpec};
 pub use range::{Range, check_range};
 pub use region::{BufferInfo, BufferSpec, Principal, Region};
 pub use request::{CancelOutcome, Reclaimed, RequestInfo, RequestSpec, RequestState, Submission};
+pub use ring::{Consumer, Drain, Full, Producer, RingError, spsc};
