@@ -9,13 +9,20 @@
 //! the slots where the DTP protocol (decrypt / encrypt, sessions, resume)
 //! plugs in.
 //!
-//! Nothing here uses `unsafe`; nothing here blocks except the driver's poll.
+//! Decisions that span connections and cores (terminal sessions, handover)
+//! belong to one control thread, linked to every shard by a pair of bounded
+//! lock-free rings ([`ControlPlane`], module `control`).
+//!
+//! Nothing here uses `unsafe`; nothing here blocks except the driver's poll
+//! and the idle control thread.
 #![forbid(unsafe_code)]
 
+mod control;
 mod runtime;
 mod service;
 mod shard;
 
+pub use control::{ControlMetrics, ControlPlane, Decision, Request};
 pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
 pub use service::{Ctl, Origin, Outbox, Service};
 pub use shard::Shard;

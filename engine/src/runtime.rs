@@ -11,6 +11,7 @@ use std::time::Duration;
 use dtp_codec::Limits;
 use dtp_transports::{BackendChoice, Driver, DriverConfig, Waker};
 
+use crate::control::{self, ControlLink, ControlMetrics, ControlPlane, ShardLink};
 use crate::service::Service;
 use crate::shard::Shard;
 
@@ -29,6 +30,8 @@ pub struct EngineConfig {
     pub limits: Limits,
     /// How long a stopping shard waits for its connections to close.
     pub drain: Duration,
+    /// Slots of each control ring (one per direction per shard).
+    pub control_ring: usize,
 }
 
 impl EngineConfig {
@@ -40,6 +43,12 @@ impl EngineConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.driver.validate()?;
         self.limits.validate()?;
+        if self.control_ring == 0 || self.control_ring > 1 << 20 {
+            return Err(format!(
+                "control_ring {} must be within 1 … 1048576",
+                self.control_ring
+            ));
+        }
         let frame = self.limits.max_frame_len as usize + dtp_codec::HEADER_LEN;
         if self.driver.max_send_queue < 2 * frame {
             return Err(format!(
@@ -62,6 +71,7 @@ impl Default for EngineConfig {
             driver: DriverConfig::default(),
             limits: Limits::default(),
             drain: Duration::from_secs(5),
+            control_ring: 1024,
         }
     }
 }
@@ -91,6 +101,8 @@ pub struct ShardMetrics {
     pub pool_bytes_used: AtomicU64,
     /// Most pool bytes in use at once.
     pub pool_bytes_high_water: AtomicU64,
+    /// Requests waiting for the control thread (ring + backlog).
+    pub control_pending: AtomicU64,
 }
 
 /// A plain copy of [`ShardMetrics`].
@@ -118,6 +130,8 @@ pub struct ShardSnapshot {
     pub pool_bytes_used: u64,
     /// Pool bytes high-water mark.
     pub pool_bytes_high_water: u64,
+    /// Requests waiting for the control thread (ring + backlog).
+    pub control_pending: u64,
 }
 
 impl ShardMetrics {
@@ -136,6 +150,7 @@ impl ShardMetrics {
             polls: r(&self.polls),
             pool_bytes_used: r(&self.pool_bytes_used),
             pool_bytes_high_water: r(&self.pool_bytes_high_water),
+            control_pending: r(&self.control_pending),
         }
     }
 }
@@ -152,6 +167,7 @@ struct Started {
 
 /// A running engine.
 pub struct EngineHandle {
+    control: Option<(JoinHandle<()>, Arc<ControlMetrics>)>,
     stop: Arc<AtomicBool>,
     wakers: Vec<Waker>,
     threads: Vec<JoinHandle<io::Result<()>>>,
@@ -169,6 +185,33 @@ impl Engine {
         S: Service + 'static,
         F: Fn(usize) -> S + Send + Sync + 'static,
     {
+        Self::start_inner(config, factory, None)
+    }
+
+    /// As [`Engine::start`], with a control thread running `plane`: every
+    /// shard tells it when connections come and go and forwards it the
+    /// control-plane messages they receive, and carries out its decisions.
+    pub fn start_with_control<S, F>(
+        config: EngineConfig,
+        factory: F,
+        plane: Box<dyn ControlPlane>,
+    ) -> io::Result<EngineHandle>
+    where
+        S: Service + 'static,
+        F: Fn(usize) -> S + Send + Sync + 'static,
+    {
+        Self::start_inner(config, factory, Some(plane))
+    }
+
+    fn start_inner<S, F>(
+        config: EngineConfig,
+        factory: F,
+        plane: Option<Box<dyn ControlPlane>>,
+    ) -> io::Result<EngineHandle>
+    where
+        S: Service + 'static,
+        F: Fn(usize) -> S + Send + Sync + 'static,
+    {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -179,7 +222,28 @@ impl Engine {
         };
         let factory = Arc::new(factory);
         let stop = Arc::new(AtomicBool::new(false));
+        // The control thread starts first (its handle is what shards unpark)
+        // and waits for its ends of the rings until every shard is up.
+        let (links_tx, links_rx) = mpsc::channel::<Vec<ControlLink>>();
+        let control = match plane {
+            Some(plane) => {
+                let metrics = Arc::new(ControlMetrics::default());
+                let (m, s) = (metrics.clone(), stop.clone());
+                let thread = std::thread::Builder::new()
+                    .name("dtp-control".to_owned())
+                    .spawn(move || {
+                        if let Ok(links) = links_rx.recv() {
+                            control::run(plane, links, s, m);
+                        }
+                    })?;
+                Some((thread, metrics))
+            }
+            None => None,
+        };
+        let control_thread = control.as_ref().map(|(t, _)| t.thread().clone());
+        let mut control_links = Vec::new();
         let mut handle = EngineHandle {
+            control,
             stop: stop.clone(),
             wakers: Vec::new(),
             threads: Vec::new(),
@@ -197,9 +261,22 @@ impl Engine {
             let metrics = Arc::new(ShardMetrics::default());
             let (tx, rx) = mpsc::channel();
             let (f, s, m) = (factory.clone(), stop.clone(), metrics.clone());
+            let mut link = None;
+            let mut far_end = None;
+            if let Some(control) = &control_thread {
+                let ring = |e: dtp_pool::RingError| io::Error::other(e.to_string());
+                let (req_tx, req_rx) = dtp_pool::spsc(config.control_ring).map_err(ring)?;
+                let (dec_tx, dec_rx) = dtp_pool::spsc(config.control_ring).map_err(ring)?;
+                link = Some(ShardLink {
+                    requests: req_tx,
+                    decisions: dec_rx,
+                    control: control.clone(),
+                });
+                far_end = Some((req_rx, dec_tx));
+            }
             let thread = std::thread::Builder::new()
                 .name(format!("dtp-shard-{i}"))
-                .spawn(move || shard_main(i, cfg, f, s, m, tx))?;
+                .spawn(move || shard_main(i, cfg, f, s, m, link, tx))?;
             let started = match rx.recv() {
                 Ok(Ok(started)) => started,
                 Ok(Err(e)) => {
@@ -216,9 +293,21 @@ impl Engine {
             };
             handle.addrs = started.addrs;
             handle.backend = started.backend;
+            if let Some((requests, decisions)) = far_end {
+                control_links.push(ControlLink {
+                    requests,
+                    decisions,
+                    waker: started.waker.clone(),
+                    held: Default::default(),
+                });
+            }
             handle.wakers.push(started.waker);
             handle.threads.push(thread);
             handle.metrics.push(metrics);
+        }
+        if handle.control.is_some() {
+            // The control thread was waiting for exactly this.
+            let _ = links_tx.send(control_links);
         }
         Ok(handle)
     }
@@ -230,13 +319,14 @@ fn shard_main<S, F>(
     factory: Arc<F>,
     stop: Arc<AtomicBool>,
     metrics: Arc<ShardMetrics>,
+    link: Option<ShardLink>,
     started: mpsc::Sender<io::Result<Started>>,
 ) -> io::Result<()>
 where
     S: Service + 'static,
     F: Fn(usize) -> S,
 {
-    let setup = || -> io::Result<(Shard<S>, Started)> {
+    let setup = move || -> io::Result<(Shard<S>, Started)> {
         if config.pin {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             if let Err(e) = dtp_transports::pin_current_thread(index % cores) {
@@ -251,6 +341,9 @@ where
             config.driver.max_send_queue,
             metrics,
         );
+        if let Some(link) = link {
+            shard.set_control(link);
+        }
         let mut addrs = Vec::new();
         for addr in &config.listen {
             addrs.push(shard.driver().listen(*addr, true)?.1);
@@ -314,7 +407,13 @@ impl EngineHandle {
         self.stop.clone()
     }
 
-    /// Waits for every shard to finish; the first error wins.
+    /// The control thread's counters, if it runs.
+    pub fn control_metrics(&self) -> Option<Arc<ControlMetrics>> {
+        self.control.as_ref().map(|(_, m)| m.clone())
+    }
+
+    /// Waits for every shard (and the control thread) to finish; the first
+    /// error wins.
     pub fn join(self) -> io::Result<()> {
         let mut result = Ok(());
         for t in self.threads {
@@ -323,6 +422,14 @@ impl EngineHandle {
                 .unwrap_or_else(|_| Err(io::Error::other("a shard panicked")));
             if result.is_ok() {
                 result = r;
+            }
+        }
+        if let Some((thread, _)) = self.control {
+            // Every shard is gone, so the control thread finds its rings
+            // abandoned; wake it to notice.
+            thread.thread().unpark();
+            if thread.join().is_err() && result.is_ok() {
+                result = Err(io::Error::other("the control thread panicked"));
             }
         }
         result

@@ -10,8 +10,12 @@ use bytes::BytesMut;
 use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
 use dtp_transports::{ConnId, Driver, Event, SendError};
 
+use crate::control::{Decision, Request, ShardLink};
 use crate::runtime::ShardMetrics;
 use crate::service::{Ctl, Origin, Outbox, Service};
+
+/// How soon a shard with requests waiting for the control ring looks again.
+const BACKLOG_RETRY: Duration = Duration::from_millis(1);
 
 /// A connection's place on the shard.
 struct Slot<C> {
@@ -80,6 +84,15 @@ pub struct Shard<S: Service> {
     max_send_queue: usize,
     metrics: Arc<ShardMetrics>,
     stopping: bool,
+    /// The rings to and from the control thread, if the engine has one.
+    control: Option<ShardLink>,
+    /// Requests the control ring had no room for, in order. Bounded: each
+    /// connection adds at most an Up, a Down and one message before it is
+    /// paused (see `waiting_for_control`).
+    backlog: std::collections::VecDeque<Request>,
+    /// Connections paused until the backlog drains.
+    waiting_for_control: Vec<ConnId>,
+    decisions: Vec<Decision>,
 }
 
 impl<S: Service> Shard<S> {
@@ -106,7 +119,16 @@ impl<S: Service> Shard<S> {
             max_send_queue,
             metrics,
             stopping: false,
+            control: None,
+            backlog: std::collections::VecDeque::new(),
+            waiting_for_control: Vec::new(),
+            decisions: Vec::new(),
         }
+    }
+
+    /// Links the shard to the control thread.
+    pub(crate) fn set_control(&mut self, link: ShardLink) {
+        self.control = Some(link);
     }
 
     /// The shard's driver (to listen or connect before running).
@@ -131,12 +153,30 @@ impl<S: Service> Shard<S> {
                 (None, Some(t)) => Some(t.saturating_duration_since(now)),
                 (None, None) => None,
             };
+            // Announce sleep on the decision ring; sleep only if still empty.
+            let may_sleep = self
+                .control
+                .as_mut()
+                .is_none_or(|link| link.decisions.prepare_park());
+            let timeout = if !may_sleep {
+                Some(Duration::ZERO)
+            } else if !self.backlog.is_empty() {
+                // The control thread frees ring slots without waking us (we
+                // are its producer): look again soon.
+                Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)))
+            } else {
+                timeout
+            };
             self.driver.poll(&mut self.events, timeout)?;
+            if let Some(link) = &mut self.control {
+                link.decisions.cancel_park();
+            }
             let mut events = std::mem::take(&mut self.events);
             for e in events.drain(..) {
                 self.handle(e);
             }
             self.events = events;
+            self.control_turn();
             let now = Instant::now();
             next_tick = self.tick(now);
             self.publish_metrics();
@@ -152,6 +192,74 @@ impl<S: Service> Shard<S> {
             {
                 return Ok(());
             }
+        }
+    }
+
+    /// Sends what waits for the control ring, resumes connections that
+    /// waited for room, and applies the control thread's decisions.
+    fn control_turn(&mut self) {
+        let Some(link) = &mut self.control else {
+            return;
+        };
+        while let Some(r) = self.backlog.pop_front() {
+            if let Err(r) = link.push(r) {
+                self.backlog.push_front(r);
+                break;
+            }
+        }
+        link.wake();
+        let queued = link.requests.len() + self.backlog.len();
+        self.metrics
+            .control_pending
+            .store(queued as u64, Ordering::Relaxed);
+        let mut decisions = std::mem::take(&mut self.decisions);
+        link.decisions.pop_batch(&mut decisions, usize::MAX);
+        if self.backlog.is_empty() {
+            for conn in std::mem::take(&mut self.waiting_for_control) {
+                if let Some(slot) = self.conns.get_mut(conn)
+                    && slot.paused
+                    && slot.pending.is_empty()
+                {
+                    slot.paused = false;
+                    self.driver.resume_reading(conn);
+                    if !slot.rx.is_empty() {
+                        self.process(conn, false);
+                    }
+                }
+            }
+        }
+        for d in decisions.drain(..) {
+            self.apply(d);
+        }
+        self.decisions = decisions;
+    }
+
+    /// Carries out one decision of the control thread.
+    fn apply(&mut self, d: Decision) {
+        match d {
+            Decision::Send { conn, msg } => {
+                if self.conns.get_mut(conn).is_none() {
+                    return; // closed meanwhile: the control thread hears Down
+                }
+                self.out.clear();
+                let frame = LogicalFrame::plain(0, Body::Control(*msg));
+                if frame.encode(&mut self.out, &self.limits).is_ok() {
+                    self.flush(conn);
+                }
+            }
+            Decision::Close { conn, code, reason } => self.close_with(conn, code, &reason),
+        }
+    }
+
+    /// Tells the control thread; what its ring cannot take waits in order.
+    fn tell_control(&mut self, r: Request) {
+        let Some(link) = &mut self.control else {
+            return;
+        };
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(r);
+        } else if let Err(r) = link.push(r) {
+            self.backlog.push_back(r);
         }
     }
 
@@ -211,6 +319,7 @@ impl<S: Service> Shard<S> {
             Event::Closed { conn, reason } => {
                 if let Some(slot) = self.conns.remove(conn) {
                     self.metrics.closed.fetch_add(1, Ordering::Relaxed);
+                    self.tell_control(Request::Down { conn });
                     self.service.close(slot.app, reason);
                 } else if let dtp_transports::CloseReason::ConnectFailed(errno) = reason {
                     self.service.connect_failed(conn, errno);
@@ -222,6 +331,7 @@ impl<S: Service> Shard<S> {
 
     fn open(&mut self, conn: ConnId, origin: Origin) {
         self.metrics.opened.fetch_add(1, Ordering::Relaxed);
+        self.tell_control(Request::Up { conn });
         self.out.clear();
         let mut outbox = Outbox::new(&mut self.out, &self.limits, self.max_send_queue);
         let app = self.service.open(conn, origin, &mut outbox);
@@ -267,6 +377,31 @@ impl<S: Service> Shard<S> {
                 break;
             }
             match self.decoder.decode(input) {
+                Ok(Some(LogicalFrame {
+                    body: Body::Control(msg),
+                    ..
+                })) if self.control.is_some() => {
+                    self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
+                    // Control-plane messages belong to the control thread.
+                    let r = Request::Message {
+                        conn,
+                        msg: Box::new(msg),
+                    };
+                    let full = !self.backlog.is_empty()
+                        || self
+                            .control
+                            .as_mut()
+                            .is_some_and(|l| l.push(r.clone()).is_err());
+                    if full {
+                        // Keep this one, and read no more from the connection
+                        // until the ring has room again.
+                        self.backlog.push_back(r);
+                        slot.paused = true;
+                        self.driver.pause_reading(conn);
+                        self.waiting_for_control.push(conn);
+                        break;
+                    }
+                }
                 Ok(Some(frame)) => {
                     self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
                     let room = self.max_send_queue.saturating_sub(queued);

@@ -61,6 +61,7 @@ fn config(backend: BackendPreference, shards: usize) -> EngineConfig {
             ..Limits::default()
         },
         drain: Duration::from_secs(2),
+        control_ring: 64,
     }
 }
 

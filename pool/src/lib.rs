@@ -37,8 +37,9 @@
 //!
 //! # Unsafe code
 //!
-//! Confined to `backing` (the allocation, slices into it, the volatile wipe)
-//! and `completion` (the ring cells), each block with a `SAFETY` comment.
+//! Confined to `backing` (the mapping, slices into it, the volatile wipe),
+//! `completion` (the queue cells) and `ring` (the SPSC control rings'
+//! slots), each block with a `SAFETY` comment.
 //!
 //! # Example
 //!

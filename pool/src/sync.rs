@@ -1,9 +1,10 @@
 //! The synchronisation primitives the cross-thread part of the pool uses.
 //!
 //! Owns nothing but names: under `--cfg loom` they are loom's model-checked
-//! types, otherwise std's. Only the completion queue and its per-ticket post
-//! states ([`crate::completion`]) use them; everything else in the crate is
-//! single-threaded region state and uses plain fields.
+//! types, otherwise std's. The completion queue and its per-ticket post
+//! states ([`crate::completion`]) and the SPSC control rings (`ring`) use
+//! them; everything else in the crate is single-threaded region state and
+//! uses plain fields.
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;

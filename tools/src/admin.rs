@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dtp_engine::{ShardMetrics, ShardSnapshot};
+use dtp_engine::{ControlMetrics, ShardMetrics, ShardSnapshot};
 
 /// One exported series: name, type, help, and how to read it from a snapshot.
 type Series = (
@@ -23,6 +23,7 @@ const MAX_REQUEST: usize = 8 * 1024;
 /// What `/metrics` reports.
 pub(crate) struct Exporter {
     pub(crate) shards: Vec<Arc<ShardMetrics>>,
+    pub(crate) control: Option<Arc<ControlMetrics>>,
     pub(crate) backend: BackendChoice,
 }
 
@@ -41,7 +42,7 @@ impl Exporter {
             self.backend.kind.name()
         ));
         let snaps: Vec<_> = self.shards.iter().map(|m| m.snapshot()).collect();
-        let series: [Series; 11] = [
+        let series: [Series; 12] = [
             ("dtp_connections", "gauge", "Connections open now.", |s| {
                 s.connections
             }),
@@ -91,6 +92,12 @@ impl Exporter {
                 |s| s.pool_bytes_used,
             ),
             (
+                "dtp_control_pending",
+                "gauge",
+                "Requests waiting for the control thread (ring and backlog).",
+                |s| s.control_pending,
+            ),
+            (
                 "dtp_pool_bytes_high_water",
                 "gauge",
                 "Most pool bytes in use at once.",
@@ -101,6 +108,35 @@ impl Exporter {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
             for (i, s) in snaps.iter().enumerate() {
                 out.push_str(&format!("{name}{{shard=\"{i}\"}} {}\n", get(s)));
+            }
+        }
+        if let Some(c) = &self.control {
+            let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+            for (name, help, v) in [
+                (
+                    "dtp_control_requests_total",
+                    "Requests the control thread took off its rings.",
+                    r(&c.requests),
+                ),
+                (
+                    "dtp_control_decisions_total",
+                    "Decisions the control thread pushed.",
+                    r(&c.decisions),
+                ),
+                (
+                    "dtp_control_parks_total",
+                    "Times the control thread went idle.",
+                    r(&c.parks),
+                ),
+                (
+                    "dtp_control_ring_full_total",
+                    "Times a decision ring was full.",
+                    r(&c.decision_ring_full),
+                ),
+            ] {
+                out.push_str(&format!(
+                    "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+                ));
             }
         }
         out

@@ -32,6 +32,8 @@ pub(crate) struct EngineSection {
     pub(crate) listen: Vec<SocketAddr>,
     /// Milliseconds a stopping gateway waits for connections to close.
     pub(crate) drain_ms: u64,
+    /// Slots of each ring between a shard and the control thread.
+    pub(crate) control_ring: usize,
 }
 
 impl Default for EngineSection {
@@ -41,6 +43,7 @@ impl Default for EngineSection {
             pin: true,
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 7700))],
             drain_ms: 5000,
+            control_ring: 1024,
         }
     }
 }
@@ -61,6 +64,8 @@ pub(crate) struct IoSection {
     pub(crate) batch: u32,
     /// io_uring: µs a wait may hold out for `batch` completions.
     pub(crate) batch_wait_us: u32,
+    /// io_uring: SEND_ZC for sends of at least this many bytes (0: never).
+    pub(crate) send_zc_threshold: usize,
 }
 
 impl Default for IoSection {
@@ -77,6 +82,7 @@ impl Default for IoSection {
             nodelay: d.nodelay,
             batch: d.batch,
             batch_wait_us: d.batch_wait_us,
+            send_zc_threshold: d.send_zc_threshold,
         }
     }
 }
@@ -143,6 +149,7 @@ impl Config {
             nodelay: self.io.nodelay,
             batch: self.io.batch,
             batch_wait_us: self.io.batch_wait_us,
+            send_zc_threshold: self.io.send_zc_threshold,
         };
         driver.validate().map_err(|e| format!("io: {e}"))?;
         let limits = Limits {
@@ -166,6 +173,7 @@ impl Config {
             driver,
             limits,
             drain: Duration::from_millis(self.engine.drain_ms),
+            control_ring: self.engine.control_ring,
         };
         config.validate().map_err(|e| format!("io/limits: {e}"))?;
         Ok(config)

@@ -5,9 +5,11 @@
 //! IO paths and not two implementations. The DTP protocol proper (CAP,
 //! agreements, encryption, resume) plugs in here with issue 4.
 
+use std::time::Instant;
+
 use dtp_bench::workload::{Responder, WorkloadError};
-use dtp_codec::{ErrorCode, Limits, LogicalFrame};
-use dtp_engine::{Origin, Outbox, Service};
+use dtp_codec::{ControlMessage, ErrorCode, HeartbeatAck, Limits, LogicalFrame};
+use dtp_engine::{ControlPlane, Decision, Origin, Outbox, Request, Service};
 use dtp_transports::ConnId;
 
 /// One shard's gateway.
@@ -34,5 +36,39 @@ impl Service for Gateway {
             Err(WorkloadError::Unexpected { .. }) => Err(ErrorCode::UNKNOWN_KIND),
             Err(_) => Err(ErrorCode::INVALID_VALUE),
         }
+    }
+}
+
+/// The gateway's control plane until terminal sessions land (issue 5): it
+/// acknowledges heartbeats at once with the same session ids and sequence
+/// numbers (the ack half of SPEC LIV-2) and refuses every other control
+/// message with a close frame that says so.
+pub(crate) struct MinimalControl;
+
+impl ControlPlane for MinimalControl {
+    fn handle(
+        &mut self,
+        shard: usize,
+        request: Request,
+        _now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    ) {
+        let Request::Message { conn, msg } = request else {
+            return;
+        };
+        let decision = match *msg {
+            ControlMessage::Heartbeat(h) => Decision::Send {
+                conn,
+                msg: Box::new(ControlMessage::HeartbeatAck(HeartbeatAck {
+                    beats: h.beats,
+                })),
+            },
+            other => Decision::Close {
+                conn,
+                code: ErrorCode::UNKNOWN_KIND,
+                reason: format!("{} is not served by this gateway yet", other.name()),
+            },
+        };
+        out.push((shard, decision));
     }
 }

@@ -409,6 +409,7 @@ pub(crate) fn run(
         driver: spec.driver.clone(),
         limits: dtp_codec::Limits::default(),
         drain: Duration::from_secs(2),
+        control_ring: 1024,
     };
     let engine = Engine::start(config, move |i| {
         let share = base.connections / shards + usize::from(i < base.connections % shards);

@@ -9,7 +9,7 @@ use signal_hook::iterator::Signals;
 use crate::admin::{self, Exporter};
 use crate::cli_error::CliError;
 use crate::config::Config;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, MinimalControl};
 
 pub(crate) struct ServeArgs<'a> {
     pub(crate) config: Option<&'a Path>,
@@ -47,8 +47,12 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .engine()
         .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
     let limits = engine_config.limits;
-    let engine = Engine::start(engine_config, move |_| Gateway { limits })
-        .map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
+    let engine = Engine::start_with_control(
+        engine_config,
+        move |_| Gateway { limits },
+        Box::new(MinimalControl),
+    )
+    .map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
     for addr in engine.local_addrs() {
         // One line per address, for scripts (and `dtp bench`) to read.
         println!("listening {addr}");
@@ -61,6 +65,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     if let Some(addr) = config.admin.listen {
         let exporter = Exporter {
             shards: engine.metrics_handles(),
+            control: engine.control_metrics(),
             backend: engine.backend().clone(),
         };
         let bound = admin::spawn(addr, exporter)

@@ -1,0 +1,258 @@
+//! The control thread: the single writer of every decision that spans
+//! connections and cores (terminal sessions, liveness, handover, realtime
+//! ledgers — DESIGN.md §1).
+//!
+//! Each shard is linked to it by two bounded lock-free SPSC rings
+//! (`dtp_pool::spsc`): requests core → control (connection up and down, the
+//! control-plane messages its connections sent) and decisions control →
+//! core (messages to send, connections to close). Nothing else crosses
+//! threads. A full ring is backpressure, never growth: a shard stops reading
+//! a connection whose control message it cannot forward, and the control
+//! thread stops taking a shard's requests while that shard's decision ring
+//! is full. Wake-ups follow the ring's park protocol: the control thread
+//! parks its OS thread, a shard sleeps in its driver's poll, and the side
+//! that pushes wakes the other only when it announced sleep.
+//!
+//! The decisions themselves are a [`ControlPlane`]'s: a sans-IO state
+//! machine that takes requests and time and answers with decisions.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use dtp_codec::{ControlMessage, ErrorCode};
+use dtp_pool::{Consumer, Producer};
+use dtp_transports::{ConnId, Waker};
+
+/// What a shard tells the control thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// A connection is up (SPEC LIV-1: the connection signal).
+    Up {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A connection is down (closed by either side or failed).
+    Down {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A connection sent a control-plane message (boxed: ring slots stay
+    /// small, and these are not the hot path).
+    Message {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Box<ControlMessage>,
+    },
+}
+
+/// What the control thread tells a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Send this message on the connection (a control frame on stream 0).
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Box<ControlMessage>,
+    },
+    /// Close the connection with a close frame carrying `code`.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why, as a code.
+        code: ErrorCode,
+        /// Why, for people.
+        reason: String,
+    },
+}
+
+/// The decisions of the control plane, sans-IO: requests and time in,
+/// decisions (addressed to a shard) out.
+pub trait ControlPlane: Send + 'static {
+    /// Handles one request from shard `shard`.
+    fn handle(
+        &mut self,
+        shard: usize,
+        request: Request,
+        now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    );
+
+    /// Called after every batch and at the deadline it returned last;
+    /// returns its next deadline (`None`: only when requests arrive).
+    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+        let _ = (now, out);
+        None
+    }
+}
+
+/// Counters of the control thread and its rings.
+#[derive(Debug, Default)]
+pub struct ControlMetrics {
+    /// Requests taken off the rings.
+    pub requests: AtomicU64,
+    /// Decisions pushed onto the rings.
+    pub decisions: AtomicU64,
+    /// Times the control thread parked (nothing to do).
+    pub parks: AtomicU64,
+    /// Times a decision ring was full and the thread held back.
+    pub decision_ring_full: AtomicU64,
+}
+
+/// A shard's end of its two control rings.
+pub(crate) struct ShardLink {
+    pub(crate) requests: Producer<Request>,
+    pub(crate) decisions: Consumer<Decision>,
+    pub(crate) control: Thread,
+}
+
+impl ShardLink {
+    /// Pushes a request; gives it back when the ring is full. The control
+    /// thread is woken once per loop turn, by [`ShardLink::wake`].
+    pub(crate) fn push(&mut self, r: Request) -> Result<(), Request> {
+        self.requests.push(r).map_err(|full| full.into_inner())
+    }
+
+    /// Wakes the control thread if it announced sleep since the last call
+    /// (once per turn: the check is an atomic read-modify-write).
+    pub(crate) fn wake(&mut self) {
+        if self.requests.needs_wake() {
+            self.control.unpark();
+        }
+    }
+}
+
+/// The control thread's end of one shard's rings.
+pub(crate) struct ControlLink {
+    pub(crate) requests: Consumer<Request>,
+    pub(crate) decisions: Producer<Decision>,
+    pub(crate) waker: Waker,
+    /// Decisions for this shard that did not fit its ring yet (at most one
+    /// batch: while any wait here, the shard's requests are not taken).
+    pub(crate) held: std::collections::VecDeque<Decision>,
+}
+
+/// Requests taken from one shard per turn, so one busy shard cannot starve
+/// the others.
+const BATCH: usize = 256;
+
+/// Decisions held back for one shard beyond which the thread takes no
+/// request from any shard until they are delivered (bounded memory).
+const HELD_CAP: usize = 4 * BATCH;
+
+/// Runs the control thread until `stop` is set and every shard is gone.
+pub(crate) fn run(
+    mut plane: Box<dyn ControlPlane>,
+    mut links: Vec<ControlLink>,
+    stop: Arc<AtomicBool>,
+    metrics: Arc<ControlMetrics>,
+) {
+    let mut out: Vec<(usize, Decision)> = Vec::new();
+    let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let mut worked = false;
+        let saturated = links.iter().any(|l| l.held.len() >= HELD_CAP);
+        for shard in 0..links.len() {
+            // Decisions held back for a full ring go first.
+            if !flush_held(&mut links[shard], &metrics) {
+                metrics.decision_ring_full.fetch_add(1, Ordering::Relaxed);
+                continue; // backpressure: take nothing more from this shard now
+            }
+            if saturated {
+                continue;
+            }
+            batch.clear();
+            links[shard].requests.pop_batch(&mut batch, BATCH);
+            if batch.is_empty() {
+                continue;
+            }
+            worked = true;
+            metrics
+                .requests
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let now = Instant::now();
+            for r in batch.drain(..) {
+                plane.handle(shard, r, now, &mut out);
+            }
+            route(&mut links, &mut out, &metrics);
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || worked {
+            deadline = plane.tick(now, &mut out);
+            route(&mut links, &mut out, &metrics);
+        }
+        if worked {
+            continue;
+        }
+        let all_gone = links
+            .iter()
+            .all(|l| l.requests.is_abandoned() && l.requests.is_empty());
+        if all_gone || (stop.load(Ordering::Acquire) && links.iter().all(|l| l.requests.is_empty()))
+        {
+            return;
+        }
+        // Announce sleep on every ring, then sleep unless something arrived.
+        let mut may_sleep = true;
+        for l in &mut links {
+            if !l.requests.prepare_park() {
+                may_sleep = false;
+            }
+        }
+        let held = links.iter().any(|l| !l.held.is_empty());
+        if may_sleep {
+            metrics.parks.fetch_add(1, Ordering::Relaxed);
+            // Held decisions are retried soon; the shard frees room as it polls.
+            let wait = match (deadline, held) {
+                (_, true) => Some(Duration::from_millis(1)),
+                (Some(d), false) => Some(d.saturating_duration_since(now)),
+                (None, false) => None,
+            };
+            match wait {
+                Some(w) => std::thread::park_timeout(w),
+                None => std::thread::park(),
+            }
+        }
+        for l in &mut links {
+            l.requests.cancel_park();
+        }
+    }
+}
+
+/// Pushes held decisions; true when none is left held.
+fn flush_held(link: &mut ControlLink, metrics: &ControlMetrics) -> bool {
+    let mut pushed = false;
+    while let Some(d) = link.held.pop_front() {
+        match link.decisions.push(d) {
+            Ok(()) => {
+                pushed = true;
+                metrics.decisions.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(full) => {
+                link.held.push_front(full.into_inner());
+                break;
+            }
+        }
+    }
+    if pushed && link.decisions.needs_wake() {
+        // A shard that cannot be woken notices at its next event anyway.
+        let _ = link.waker.wake();
+    }
+    link.held.is_empty()
+}
+
+fn route(links: &mut [ControlLink], out: &mut Vec<(usize, Decision)>, metrics: &ControlMetrics) {
+    for (shard, d) in out.drain(..) {
+        if let Some(link) = links.get_mut(shard) {
+            link.held.push_back(d);
+        }
+    }
+    for link in links.iter_mut() {
+        if !link.held.is_empty() {
+            flush_held(link, metrics);
+        }
+    }
+}
