@@ -100,6 +100,10 @@ pub struct DriverConfig {
     /// once at least one is there: fewer wake-ups per operation, for at most
     /// this much added latency (kernel 6.12+; ignored where unsupported).
     pub batch_wait_us: u32,
+    /// io_uring: send chunks of at least this many bytes with SEND_ZC
+    /// (0: never). On loopback the kernel copies anyway, so it does not pay
+    /// there (perf/README.md); it may on a real NIC with large frames.
+    pub send_zc_threshold: usize,
 }
 
 impl Default for DriverConfig {
@@ -115,6 +119,7 @@ impl Default for DriverConfig {
             nodelay: true,
             batch: 1,
             batch_wait_us: 0,
+            send_zc_threshold: 0,
         }
     }
 }
@@ -237,6 +242,8 @@ pub struct DriverStats {
     pub refused: u64,
     /// Calls into the kernel to submit and wait.
     pub enters: u64,
+    /// Sends made with SEND_ZC.
+    pub zc_sends: u64,
 }
 
 pub(crate) enum Backend {

@@ -133,6 +133,8 @@ struct Conn {
     closing: Option<CloseReason>,
     /// The address of an outgoing connect, kept alive until it completes.
     connecting: Option<Box<SockAddr>>,
+    /// A zero-copy send's result, held until its notification.
+    zc_result: Option<i32>,
 }
 
 pub(crate) struct Uring {
@@ -319,6 +321,7 @@ impl Uring {
             paused: false,
             closing: None,
             connecting,
+            zc_result: None,
         };
         match self.conns.insert(conn) {
             Ok(id) => Some(ConnId(id)),
@@ -537,10 +540,21 @@ impl Uring {
                     };
                     c.sendq.set_in_flight(ticket);
                     c.ops += 1;
-                    let e = opcode::Send::new(Fd(fd), span.as_ptr(), span.len())
-                        .flags(libc::MSG_NOSIGNAL)
-                        .build()
-                        .user_data(user_data(Op::Send, conn.0));
+                    let zc = self.config.send_zc_threshold;
+                    let e = if zc > 0 && span.len() as usize >= zc {
+                        // The chunk stays leased until the kernel's
+                        // notification says it no longer reads it.
+                        self.stats.zc_sends += 1;
+                        opcode::SendZc::new(Fd(fd), span.as_ptr(), span.len())
+                            .flags(libc::MSG_NOSIGNAL)
+                            .build()
+                            .user_data(user_data(Op::Send, conn.0))
+                    } else {
+                        opcode::Send::new(Fd(fd), span.as_ptr(), span.len())
+                            .flags(libc::MSG_NOSIGNAL)
+                            .build()
+                            .user_data(user_data(Op::Send, conn.0))
+                    };
                     self.push(e)?;
                 }
                 Err(e) => {
@@ -652,7 +666,7 @@ impl Uring {
         match op {
             x if x == Op::Accept as u8 => self.on_accept(packed, res, flags, events),
             x if x == Op::Recv as u8 => self.on_recv(packed, res, flags, events),
-            x if x == Op::Send as u8 => self.on_send(packed, res, events),
+            x if x == Op::Send as u8 => self.on_send(packed, res, flags, events),
             x if x == Op::Connect as u8 => self.on_connect(packed, res, events),
             x if x == Op::Wake as u8 => {
                 self.wake_armed = false;
@@ -763,7 +777,13 @@ impl Uring {
         Ok(())
     }
 
-    fn on_send(&mut self, packed: u64, res: i32, events: &mut Vec<Event>) -> io::Result<()> {
+    fn on_send(
+        &mut self,
+        packed: u64,
+        res: i32,
+        flags: u32,
+        events: &mut Vec<Event>,
+    ) -> io::Result<()> {
         let Some(id) = self.conns.find_packed(packed) else {
             return Ok(());
         };
@@ -771,6 +791,18 @@ impl Uring {
         let max = self.config.max_send_queue;
         let Some(c) = self.conns.get_mut(id) else {
             return Ok(());
+        };
+        // SEND_ZC completes twice: the result (with MORE), then a
+        // notification once the kernel no longer reads the chunk. Only the
+        // notification ends the operation and frees the chunk.
+        if cqueue::more(flags) {
+            c.zc_result = Some(res);
+            return Ok(());
+        }
+        let res = if cqueue::notif(flags) {
+            c.zc_result.take().unwrap_or(res)
+        } else {
+            res
         };
         c.ops = c.ops.saturating_sub(1);
         if let Some(ticket) = c.sendq.take_in_flight() {

@@ -397,3 +397,47 @@ fn paused_reading_backpressures_the_sender_and_loses_nothing() {
         });
     }
 }
+
+#[test]
+fn send_zc_delivers_every_byte_unaltered_and_frees_chunks_after_the_notification() {
+    // Every send zero-copy (threshold 1): the chunk must stay leased until the
+    // kernel's notification, and the bytes must arrive as sent.
+    let mut server = driver(config(BackendPreference::Uring));
+    let mut client = driver(DriverConfig {
+        send_zc_threshold: 1,
+        ..config(BackendPreference::Uring)
+    });
+    let addr = listen(&mut server);
+    let conn = client.connect(addr).unwrap();
+    let payload: Vec<u8> = (0..1024 * 1024u32).map(|i| (i * 31 % 251) as u8).collect();
+    let (mut sent, mut got) = (0usize, Vec::new());
+    pump(&mut server, &mut client, |side, d, e| {
+        if let (0, Event::Received { chunk, .. }) = (side, e) {
+            got.extend_from_slice(d.recv_data(&chunk));
+            d.recycle(chunk);
+        }
+        if side == 1 {
+            while sent < payload.len() {
+                let n = 20_000.min(payload.len() - sent);
+                match d.send(conn, &payload[sent..sent + n]) {
+                    Ok(()) => sent += n,
+                    Err(SendError::BufferFull) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        got.len() == payload.len()
+    });
+    assert!(got == payload);
+    assert!(client.stats().zc_sends > 0);
+    // Everything was sent and notified: no send chunk is still held.
+    let before = client.region().report().chunks_used;
+    let mut events = Vec::new();
+    for _ in 0..10 {
+        client
+            .poll(&mut events, Some(Duration::from_millis(1)))
+            .unwrap();
+    }
+    assert_eq!(client.queued(conn), 0);
+    assert!(client.region().report().chunks_used <= before);
+}
