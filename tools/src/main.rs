@@ -132,6 +132,9 @@ struct LoadCli {
     /// Client threads (default: one per core).
     #[arg(long)]
     shards: Option<usize>,
+    /// io_uring: send frames of at least this many bytes with SEND_ZC (0: never).
+    #[arg(long, default_value_t = 0)]
+    send_zc_threshold: usize,
     /// Write the result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -293,6 +296,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         shards: a.shards.unwrap_or(cores).max(1),
         driver: dtp_transports::DriverConfig {
             max_connections: a.connections + 64,
+            send_zc_threshold: a.send_zc_threshold,
             ..Default::default()
         },
     };
