@@ -387,12 +387,11 @@ impl<S: Service> Shard<S> {
                         conn,
                         msg: Box::new(msg),
                     };
-                    let full = !self.backlog.is_empty()
-                        || self
-                            .control
-                            .as_mut()
-                            .is_some_and(|l| l.push(r.clone()).is_err());
-                    if full {
+                    let refused = match &mut self.control {
+                        Some(l) if self.backlog.is_empty() => l.push(r).err(),
+                        _ => Some(r),
+                    };
+                    if let Some(r) = refused {
                         // Keep this one, and read no more from the connection
                         // until the ring has room again.
                         self.backlog.push_back(r);
