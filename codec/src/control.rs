@@ -85,27 +85,12 @@ pub enum AccessMode {
     Configure = 4,
 }
 
-impl AccessMode {
-    pub(crate) fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            1 => Self::Read,
-            2 => Self::Write,
-            3 => Self::Execute,
-            4 => Self::Configure,
-            _ => return None,
-        })
-    }
-
-    /// The spec's name of the mode.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Execute => "execute",
-            Self::Configure => "configure",
-        }
-    }
-}
+wire_enum_impl!(AccessMode {
+    Read = 1 => "read",
+    Write = 2 => "write",
+    Execute = 3 => "execute",
+    Configure = 4 => "configure",
+});
 
 /// SPEC TS-5: AuthRequest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,29 +224,13 @@ pub enum SessionState {
     Terminated = 5,
 }
 
-impl SessionState {
-    pub(crate) fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            1 => Self::Creating,
-            2 => Self::Active,
-            3 => Self::HandoverPending,
-            4 => Self::Terminating,
-            5 => Self::Terminated,
-            _ => return None,
-        })
-    }
-
-    /// The spec's name of the state.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Creating => "creating",
-            Self::Active => "active",
-            Self::HandoverPending => "handover_pending",
-            Self::Terminating => "terminating",
-            Self::Terminated => "terminated",
-        }
-    }
-}
+wire_enum_impl!(SessionState {
+    Creating = 1 => "creating",
+    Active = 2 => "active",
+    HandoverPending = 3 => "handover_pending",
+    Terminating = 4 => "terminating",
+    Terminated = 5 => "terminated",
+});
 
 /// SPEC TS-15: SessionStateChanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -330,27 +299,12 @@ pub enum HandoverFailedReason {
     AcquireFailed = 4,
 }
 
-impl HandoverFailedReason {
-    pub(crate) fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            1 => Self::Timeout,
-            2 => Self::PolicyRejected,
-            3 => Self::ReleaseFailed,
-            4 => Self::AcquireFailed,
-            _ => return None,
-        })
-    }
-
-    /// The spec's name of the reason.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::PolicyRejected => "policy_rejected",
-            Self::ReleaseFailed => "release_failed",
-            Self::AcquireFailed => "acquire_failed",
-        }
-    }
-}
+wire_enum_impl!(HandoverFailedReason {
+    Timeout = 1 => "timeout",
+    PolicyRejected = 2 => "policy_rejected",
+    ReleaseFailed = 3 => "release_failed",
+    AcquireFailed = 4 => "acquire_failed",
+});
 
 /// SPEC HO-7: HandoverFailedNotification.
 #[derive(Clone, Debug, PartialEq, Eq)]

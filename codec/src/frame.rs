@@ -120,34 +120,15 @@ pub enum FrameKind {
     Close = 7,
 }
 
-impl FrameKind {
-    /// The kind for a header byte, if it is one this version knows.
-    pub fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            1 => Self::Request,
-            2 => Self::Response,
-            3 => Self::Data,
-            4 => Self::Ack,
-            5 => Self::Resume,
-            6 => Self::Control,
-            7 => Self::Close,
-            _ => return None,
-        })
-    }
-
-    /// The lower-case name used by the pretty printer and the JSON form.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Request => "request",
-            Self::Response => "response",
-            Self::Data => "data",
-            Self::Ack => "ack",
-            Self::Resume => "resume",
-            Self::Control => "control",
-            Self::Close => "close",
-        }
-    }
-}
+wire_enum_impl!(FrameKind {
+    Request = 1 => "request",
+    Response = 2 => "response",
+    Data = 3 => "data",
+    Ack = 4 => "ack",
+    Resume = 5 => "resume",
+    Control = 6 => "control",
+    Close = 7 => "close",
+});
 
 /// SPEC ENC-4: the AEAD algorithm identifier written in plaintext in the header.
 /// A plaintext frame writes 0.
@@ -167,24 +148,10 @@ pub enum AeadAlgorithm {
     ChaCha20Poly1305 = 2,
 }
 
-impl AeadAlgorithm {
-    /// The algorithm for a header byte (0, plaintext, is not an algorithm).
-    pub fn from_u8(b: u8) -> Option<Self> {
-        match b {
-            1 => Some(Self::Aes256Gcm),
-            2 => Some(Self::ChaCha20Poly1305),
-            _ => None,
-        }
-    }
-
-    /// The name used by the pretty printer and the JSON form.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Aes256Gcm => "aes-256-gcm",
-            Self::ChaCha20Poly1305 => "chacha20-poly1305",
-        }
-    }
-}
+wire_enum_impl!(AeadAlgorithm {
+    Aes256Gcm = 1 => "aes-256-gcm",
+    ChaCha20Poly1305 = 2 => "chacha20-poly1305",
+});
 
 /// SPEC ENC-1, ENC-4: a sealed (encrypted) body.
 ///
@@ -221,25 +188,11 @@ pub enum RequestType {
     Adjustment = 3,
 }
 
-impl RequestType {
-    pub(crate) fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            1 => Self::Collection,
-            2 => Self::Injection,
-            3 => Self::Adjustment,
-            _ => return None,
-        })
-    }
-
-    /// The spec's name of the request type.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Collection => "collection",
-            Self::Injection => "injection",
-            Self::Adjustment => "adjustment",
-        }
-    }
-}
+wire_enum_impl!(RequestType {
+    Collection = 1 => "collection",
+    Injection = 2 => "injection",
+    Adjustment = 3 => "adjustment",
+});
 
 /// SPEC AGR-1: a Request_Frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -376,25 +329,11 @@ pub enum RelationType {
     Supersedes = 3,
 }
 
-impl RelationType {
-    pub(crate) fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            1 => Self::DerivedFrom,
-            2 => Self::Annotates,
-            3 => Self::Supersedes,
-            _ => return None,
-        })
-    }
-
-    /// The spec's name of the relation type.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::DerivedFrom => "derived_from",
-            Self::Annotates => "annotates",
-            Self::Supersedes => "supersedes",
-        }
-    }
-}
+wire_enum_impl!(RelationType {
+    DerivedFrom = 1 => "derived_from",
+    Annotates = 2 => "annotates",
+    Supersedes = 3 => "supersedes",
+});
 
 /// A cumulative acknowledgement: every fragment up to `cumulative` arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,6 +33,29 @@
 //! ```
 #![forbid(unsafe_code)]
 
+/// `from_u8` and `name` for an enum whose variants are wire bytes with the
+/// spec's names.
+macro_rules! wire_enum_impl {
+    ($ty:ident { $($variant:ident = $value:literal => $name:literal),* $(,)? }) => {
+        impl $ty {
+            /// The value a wire byte stands for, if this version knows it.
+            pub fn from_u8(b: u8) -> Option<Self> {
+                match b {
+                    $($value => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The spec's name of the value.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
 mod control;
 mod decode;
 mod encode;

@@ -432,3 +432,23 @@ impl Driver {
         dispatch!(self, b => b.bufs().region())
     }
 }
+
+/// A listening TCP socket on `addr` (close-on-exec, SO_REUSEADDR, and
+/// SO_REUSEPORT when asked, so every shard can listen on one port).
+pub(crate) fn listener_socket(
+    addr: std::net::SocketAddr,
+    reuse_port: bool,
+) -> std::io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM.cloexec(),
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket)
+}

@@ -106,18 +106,8 @@ impl Epoll {
         addr: SocketAddr,
         reuse_port: bool,
     ) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM.cloexec(),
-            None,
-        )?;
-        socket.set_reuse_address(true)?;
-        if reuse_port {
-            socket.set_reuse_port(true)?;
-        }
+        let socket = crate::driver::listener_socket(addr, reuse_port)?;
         socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(4096)?;
         let listener = TcpListener::from_std(socket.into());
         let local = listener.local_addr()?;
         let id = self
@@ -208,13 +198,12 @@ impl Epoll {
 
     pub(crate) fn want_writable(&mut self, conn: ConnId) {
         let max = self.config.max_send_queue;
-        let Some(c) = self.conns.get_mut(conn.0) else {
-            return;
-        };
-        if c.sendq.queued() <= max / 2 {
+        if self
+            .conns
+            .get_mut(conn.0)
+            .is_some_and(|c| c.sendq.want_writable(max))
+        {
             self.pending.push(Event::Writable { conn });
-        } else {
-            c.sendq.wants_writable = true;
         }
     }
 

@@ -56,6 +56,18 @@ pub(crate) struct SendQueue {
 }
 
 impl SendQueue {
+    /// A producer asks to hear when the queue is at most half of `max`:
+    /// true if it already is (report Writable now), else remembered for the
+    /// send completion that gets it there.
+    pub(crate) fn want_writable(&mut self, max: usize) -> bool {
+        if self.queued <= max / 2 {
+            true
+        } else {
+            self.wants_writable = true;
+            false
+        }
+    }
+
     /// Bytes queued and not yet sent.
     pub(crate) fn queued(&self) -> usize {
         self.queued

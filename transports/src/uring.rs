@@ -270,13 +270,7 @@ impl Uring {
         addr: SocketAddr,
         reuse_port: bool,
     ) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
-        socket.set_reuse_address(true)?;
-        if reuse_port {
-            socket.set_reuse_port(true)?;
-        }
-        socket.bind(&addr.into())?;
-        socket.listen(4096)?;
+        let socket = crate::driver::listener_socket(addr, reuse_port)?;
         let local = socket
             .local_addr()?
             .as_socket()
@@ -415,13 +409,12 @@ impl Uring {
 
     pub(crate) fn want_writable(&mut self, conn: ConnId) {
         let max = self.config.max_send_queue;
-        let Some(c) = self.conns.get_mut(conn.0) else {
-            return;
-        };
-        if c.sendq.queued() <= max / 2 {
+        if self
+            .conns
+            .get_mut(conn.0)
+            .is_some_and(|c| c.sendq.want_writable(max))
+        {
             self.pending.push(Event::Writable { conn });
-        } else {
-            c.sendq.wants_writable = true;
         }
     }
 
