@@ -6,8 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use bytes::{Buf, Bytes, BytesMut};
+use dtp_codec::{
+    Body, CloseFrame, DecodeError, ErrorCode, FrameDecoder, Limits, LogicalFrame, decode_frame,
+    peek_frame_len,
+};
 use dtp_transports::{ConnId, Driver, Event, SendError};
 
 use crate::control::{Decision, Request, ShardLink};
@@ -76,8 +79,6 @@ pub struct Shard<S: Service> {
     conns: Table<S::Conn>,
     decoder: FrameDecoder,
     limits: Limits,
-    /// Decode buffer for connections with nothing pending (most of them).
-    scratch: BytesMut,
     /// The current connection's outgoing batch.
     out: BytesMut,
     events: Vec<Event>,
@@ -113,7 +114,6 @@ impl<S: Service> Shard<S> {
             },
             decoder: FrameDecoder::new(limits),
             limits,
-            scratch: BytesMut::new(),
             out: BytesMut::new(),
             events: Vec::new(),
             max_send_queue,
@@ -223,7 +223,7 @@ impl<S: Service> Shard<S> {
                     slot.paused = false;
                     self.driver.resume_reading(conn);
                     if !slot.rx.is_empty() {
-                        self.process(conn, false);
+                        self.process(conn, Bytes::new());
                     }
                 }
             }
@@ -302,18 +302,33 @@ impl<S: Service> Shard<S> {
                     self.driver.recycle(chunk);
                     return;
                 };
-                let data = self.driver.recv_data(&chunk);
-                let direct = slot.rx.is_empty() && !slot.paused && !slot.closing;
-                if direct {
-                    self.scratch.clear();
-                    self.scratch.extend_from_slice(data);
-                } else if !slot.closing {
-                    slot.rx.extend_from_slice(data);
+                if slot.closing {
+                    self.driver.recycle(chunk);
+                    return;
                 }
-                self.driver.recycle(chunk);
-                if !slot.paused && !slot.closing {
-                    self.process(conn, direct);
+                // The chunk itself, as Bytes: frames wholly inside it are
+                // decoded in place, without a copy.
+                let mut data = self.driver.recv_bytes(chunk);
+                if slot.paused {
+                    slot.rx.extend_from_slice(&data);
+                    return;
                 }
+                // A frame begun in an earlier chunk is completed by copying
+                // only the bytes it lacks.
+                while !slot.rx.is_empty() && !data.is_empty() {
+                    let want = match peek_frame_len(&slot.rx, &self.limits) {
+                        Ok(total) => total,
+                        Err(DecodeError::Incomplete { needed }) => needed,
+                        Err(_) => break, // malformed: `process` reports it
+                    };
+                    if slot.rx.len() >= want {
+                        break;
+                    }
+                    let take = (want - slot.rx.len()).min(data.len());
+                    slot.rx.extend_from_slice(&data[..take]);
+                    data.advance(take);
+                }
+                self.process(conn, data);
             }
             Event::Writable { conn } => self.writable(conn),
             Event::Closed { conn, reason } => {
@@ -354,17 +369,16 @@ impl<S: Service> Shard<S> {
     /// Decodes and serves every whole frame of the connection's input, until
     /// the input runs out or the connection's send budget is half used (then
     /// reading pauses until the driver reports it writable).
-    fn process(&mut self, conn: ConnId, direct: bool) {
+    ///
+    /// Frames come first from the connection's assembly buffer, then from
+    /// `data` in place; whatever is left of `data` (a partial frame, or input
+    /// held back by a pause) is copied into the assembly buffer.
+    fn process(&mut self, conn: ConnId, mut data: Bytes) {
         self.out.clear();
         let soft_limit = self.max_send_queue / 2;
         let queued = self.driver.queued(conn);
         let Some(slot) = self.conns.get_mut(conn) else {
             return;
-        };
-        let input = if direct {
-            &mut self.scratch
-        } else {
-            &mut slot.rx
         };
         let mut failure = None;
         let mut held_back = false;
@@ -376,7 +390,19 @@ impl<S: Service> Shard<S> {
                 self.metrics.paused.fetch_add(1, Ordering::Relaxed);
                 break;
             }
-            match self.decoder.decode(input) {
+            let next = if !slot.rx.is_empty() {
+                self.decoder.decode(&mut slot.rx)
+            } else {
+                match decode_frame(&data, &self.limits) {
+                    Ok((frame, used)) => {
+                        data.advance(used);
+                        Ok(Some(frame))
+                    }
+                    Err(DecodeError::Incomplete { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            };
+            match next {
                 Ok(Some(LogicalFrame {
                     body: Body::Control(msg),
                     ..
@@ -420,10 +446,11 @@ impl<S: Service> Shard<S> {
                 }
             }
         }
-        if direct && !self.scratch.is_empty() && failure.is_none() {
-            // A partial frame (or input left by a pause) moves to the connection.
-            slot.rx = self.scratch.split();
-        } else if !direct && slot.rx.is_empty() {
+        if failure.is_none() && !data.is_empty() {
+            // A partial frame (or input held back by a pause) waits here; the
+            // chunk it came in goes back to the kernel.
+            slot.rx.extend_from_slice(&data);
+        } else if slot.rx.is_empty() {
             slot.rx = BytesMut::new(); // free the assembly buffer between frames
         }
         self.flush(conn);
@@ -476,7 +503,7 @@ impl<S: Service> Shard<S> {
             slot.paused = false;
             self.driver.resume_reading(conn);
             if !slot.rx.is_empty() {
-                self.process(conn, false);
+                self.process(conn, Bytes::new());
             }
         }
         let Some(slot) = self.conns.get_mut(conn) else {

@@ -133,11 +133,43 @@ unsafe impl Send for RawSpan {}
 // SAFETY: as above.
 unsafe impl Sync for RawSpan {}
 
+/// The anonymous mapping behind a backing; unmapped when the last holder
+/// (the backing, or a [`MappingGuard`]) lets go.
+#[derive(Debug)]
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `Mapping` is an address range and owns nothing but the right to
+// unmap it once; it never reads or writes through the pointer.
+unsafe impl Send for Mapping {}
+// SAFETY: as above: shared references only compare or drop it.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr+len` is the mapping made in `Backing::new`; this
+        // is the last holder, so it is unmapped exactly once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Keeps a region's backing mapped while it lives, even after the region
+/// itself is dropped: for memory lent out beyond the region's lifetime (a
+/// receive chunk handed to an application as a `bytes::Bytes`). It gives no
+/// access to the memory; whoever lent the memory answers for that.
+#[derive(Clone, Debug)]
+pub struct MappingGuard {
+    _mapping: std::sync::Arc<Mapping>,
+}
+
 /// One page-aligned allocation, zero-filled, cut into chunks, with a stack of
 /// free chunk indices.
 #[derive(Debug)]
 pub(crate) struct Backing {
     ptr: NonNull<u8>,
+    mapping: std::sync::Arc<Mapping>,
     layout: Layout,
     chunk_size: u32,
     chunk_count: u32,
@@ -199,6 +231,10 @@ impl Backing {
             .ok_or(PoolError::AllocationFailed { bytes: rounded })?;
         Ok(Self {
             ptr,
+            mapping: std::sync::Arc::new(Mapping {
+                ptr,
+                len: layout.size(),
+            }),
             layout,
             chunk_size,
             chunk_count,
@@ -325,20 +361,41 @@ impl Backing {
     }
 }
 
+impl Backing {
+    pub(crate) fn mapping_guard(&self) -> MappingGuard {
+        MappingGuard {
+            _mapping: self.mapping.clone(),
+        }
+    }
+}
+
 impl Drop for Backing {
     fn drop(&mut self) {
         if self.leak {
-            return;
+            // A backend may still access the memory: never unmap it.
+            std::mem::forget(self.mapping.clone());
         }
-        // SAFETY: `ptr..ptr+layout.size()` is the mapping made in `new`, not
-        // unmapped before: `Backing` is its only owner and is dropped once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.layout.size()) };
+        // Otherwise dropping `mapping` unmaps, unless a guard still holds it.
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mapping_guard_outlives_the_backing() {
+        let b = Backing::new(4096, 2).unwrap();
+        let guard = b.mapping_guard();
+        let ptr = b.raw().as_ptr();
+        drop(b);
+        // SAFETY: the guard keeps the mapping alive; the bytes were zeroed by
+        // the kernel and nothing else writes them. Were it unmapped, this read
+        // would fault and fail the test.
+        let byte = unsafe { std::ptr::read_volatile(ptr) };
+        assert_eq!(byte, 0);
+        drop(guard);
+    }
 
     #[test]
     fn backing_is_page_aligned_and_rounded() {

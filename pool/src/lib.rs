@@ -79,7 +79,7 @@ mod ring;
 mod sync;
 
 pub use accounting::{HighWater, MemoryReport, MetadataBytes};
-pub use backing::{BACKING_ALIGN, RawRegion, RawSpan};
+pub use backing::{BACKING_ALIGN, MappingGuard, RawRegion, RawSpan};
 pub use budget::{Class, ClassBytes, RegionConfig};
 pub use completion::{Completion, CompletionPoster, Diagnostic, DiagnosticCounts, Status};
 pub use error::{BusyReason, HandleKind, PoolError, Resource};

@@ -241,6 +241,12 @@ impl Region {
         self.backing.raw()
     }
 
+    /// A guard that keeps the backing mapped while it lives, even after the
+    /// region is dropped (see [`MappingGuard`]).
+    pub fn mapping_guard(&self) -> crate::MappingGuard {
+        self.backing.mapping_guard()
+    }
+
     /// The index of the chunk behind `handle` (io_uring `buf_index` when chunks
     /// are registered one iovec each, or a provided-buffer `bid`).
     pub fn chunk_index(&self, handle: BufferHandle) -> Result<u32, PoolError> {

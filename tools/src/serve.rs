@@ -47,6 +47,10 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .engine()
         .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
     let limits = engine_config.limits;
+    // Catch SIGINT/SIGTERM before anything is announced, so a supervisor
+    // that signals as soon as it sees the address still gets a drain.
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
     let engine = Engine::start_with_control(
         engine_config,
         move |_| Gateway { limits },
@@ -72,8 +76,6 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             .map_err(|e| CliError::Io(format!("admin port {addr}: {e}")))?;
         println!("metrics http://{bound}/metrics");
     }
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
     let stop = engine.stop_flag();
     let wakers_engine = &engine;
     // Block here until SIGINT or SIGTERM, then drain and stop.

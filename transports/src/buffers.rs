@@ -162,6 +162,23 @@ impl Buffers {
             .unwrap_or(&[])
     }
 
+    /// The bytes of a received chunk as `Bytes` without a copy: the chunk
+    /// comes back through `returns` when the last `Bytes` is dropped.
+    pub(crate) fn lend_to_app(
+        &self,
+        chunk: &RecvChunk,
+        returns: &std::sync::Arc<crate::lent::Returns>,
+    ) -> bytes::Bytes {
+        let data = self.data(chunk);
+        crate::lent::lend(
+            data.as_ptr(),
+            data.len(),
+            chunk.bid,
+            returns,
+            self.region.mapping_guard(),
+        )
+    }
+
     /// Empties a received chunk so it can be lent again.
     pub(crate) fn reset(&mut self, chunk: RecvChunk) -> Result<u16, PoolError> {
         let lent = self

@@ -411,6 +411,14 @@ impl Driver {
         dispatch!(mut self, b => b.recycle(chunk))
     }
 
+    /// The bytes of a received chunk as [`bytes::Bytes`], without a copy.
+    /// The chunk goes back to the kernel at the first poll after the last
+    /// `Bytes` sharing it is dropped (on any thread): hold them briefly, as
+    /// the core's receive memory is what they hold.
+    pub fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
+        dispatch!(mut self, b => b.recv_bytes(chunk))
+    }
+
     /// Submits what is queued, waits up to `timeout` (`None`: until something
     /// happens) and appends what happened to `events`.
     pub fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {

@@ -50,6 +50,9 @@ pub(crate) struct Epoll {
     /// Connections refused because the core's send chunks ran out.
     chunk_waiters: Vec<ConnId>,
     to_read: Vec<ConnId>,
+    /// Chunks lent as `Bytes` come back here.
+    returns: std::sync::Arc<crate::lent::Returns>,
+    returned: Vec<u16>,
     /// Events produced outside `poll` or not yet handed out.
     pending: Vec<Event>,
     waker: Arc<mio::Waker>,
@@ -80,6 +83,8 @@ impl Epoll {
             chunk_waiters: Vec::new(),
             to_read: Vec::new(),
             pending: Vec::new(),
+            returns: Default::default(),
+            returned: Vec::new(),
             waker,
             config: config.clone(),
             stats: DriverStats::default(),
@@ -246,6 +251,21 @@ impl Epoll {
         }
     }
 
+    pub(crate) fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
+        // The chunk is out: it is recycled when its id comes back.
+        self.bufs.lend_to_app(&chunk, &self.returns)
+    }
+
+    /// Gives the kernel back every chunk whose last `Bytes` was dropped.
+    fn take_returns(&mut self) {
+        let mut ids = std::mem::take(&mut self.returned);
+        self.returns.drain(&mut ids);
+        for bid in ids.drain(..) {
+            self.recycle(RecvChunk { bid, len: 0 });
+        }
+        self.returned = ids;
+    }
+
     pub(crate) fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
         self.bufs.data(chunk)
     }
@@ -268,6 +288,7 @@ impl Epoll {
         events: &mut Vec<Event>,
         timeout: Option<Duration>,
     ) -> io::Result<()> {
+        self.take_returns();
         self.flush_all();
         self.read_ready();
         let busy = !self.pending.is_empty() || !events.is_empty() || self.has_ready_reads();

@@ -153,6 +153,9 @@ pub(crate) struct Uring {
     wake_armed: bool,
     /// Events produced outside `poll` (a close with nothing in flight).
     pending: Vec<Event>,
+    /// Chunks lent as `Bytes` come back here.
+    returns: std::sync::Arc<crate::lent::Returns>,
+    returned: Vec<u16>,
     /// Completions taken off the queue, reused across polls.
     cqes: Vec<cqueue::Entry>,
     config: DriverConfig,
@@ -200,6 +203,8 @@ impl Uring {
             wake_buf: Box::new(0),
             wake_armed: false,
             pending: Vec::new(),
+            returns: Default::default(),
+            returned: Vec::new(),
             cqes: Vec::with_capacity(256),
             config: config.clone(),
             stats: DriverStats::default(),
@@ -488,6 +493,21 @@ impl Uring {
         }
     }
 
+    pub(crate) fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
+        // The chunk is out: it is recycled when its id comes back.
+        self.bufs.lend_to_app(&chunk, &self.returns)
+    }
+
+    /// Gives the kernel back every chunk whose last `Bytes` was dropped.
+    fn take_returns(&mut self) {
+        let mut ids = std::mem::take(&mut self.returned);
+        self.returns.drain(&mut ids);
+        for bid in ids.drain(..) {
+            self.recycle(RecvChunk { bid, len: 0 });
+        }
+        self.returned = ids;
+    }
+
     pub(crate) fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
         self.bufs.data(chunk)
     }
@@ -567,6 +587,7 @@ impl Uring {
         events: &mut Vec<Event>,
         timeout: Option<Duration>,
     ) -> io::Result<()> {
+        self.take_returns();
         events.append(&mut self.pending);
         // Receives that starved for buffers get another chance first.
         for conn in std::mem::take(&mut self.starved) {

@@ -441,3 +441,54 @@ fn send_zc_delivers_every_byte_unaltered_and_frees_chunks_after_the_notification
     assert_eq!(client.queued(conn), 0);
     assert!(client.region().report().chunks_used <= before);
 }
+
+#[test]
+fn received_chunks_lent_as_bytes_come_back_when_dropped_on_any_thread() {
+    for backend in backends() {
+        // Four receive buffers, two of them held at any time below: if lent
+        // chunks never came back, the transfer would stall for want of buffers.
+        let mut server = driver(DriverConfig {
+            recv_buffers: 4,
+            ..config(backend)
+        });
+        let mut client = driver(DriverConfig {
+            max_send_queue: 1 << 20,
+            send_chunks: 128,
+            ..config(backend)
+        });
+        let addr = listen(&mut server);
+        let conn = client.connect(addr).unwrap();
+        let payload: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
+        client.send(conn, &payload).unwrap();
+        let mut got = Vec::new();
+        let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
+        // A thread that keeps a few chunks a while, then drops them.
+        let keeper = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for b in rx {
+                held.push(b);
+                if held.len() > 1 {
+                    held.remove(0);
+                }
+            }
+        });
+        let mut last = None;
+        pump(&mut server, &mut client, |side, d, e| {
+            if let (0, Event::Received { chunk, .. }) = (side, e) {
+                let b = d.recv_bytes(chunk);
+                got.extend_from_slice(&b);
+                tx.send(b.clone()).unwrap();
+                last = Some(b);
+            }
+            got.len() == payload.len()
+        });
+        drop(tx);
+        keeper.join().unwrap();
+        assert!(got == payload, "{backend:?}");
+        // A Bytes may outlive its driver: the memory stays mapped and intact.
+        drop(server);
+        let last = last.unwrap();
+        let tail = &payload[payload.len() - last.len()..];
+        assert_eq!(&last[..], tail);
+    }
+}
