@@ -104,6 +104,9 @@ pub struct DriverConfig {
     /// (0: never). On loopback the kernel copies anyway, so it does not pay
     /// there (perf/README.md); it may on a real NIC with large frames.
     pub send_zc_threshold: usize,
+    /// How long an outgoing connect may take before it fails with
+    /// ETIMEDOUT (io_uring: a linked timeout; epoll: a deadline).
+    pub connect_timeout: Duration,
 }
 
 impl Default for DriverConfig {
@@ -124,6 +127,7 @@ impl Default for DriverConfig {
             batch: 1,
             batch_wait_us: 0,
             send_zc_threshold: 0,
+            connect_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -148,6 +152,9 @@ impl DriverConfig {
                 "ring_entries {} must be within 8 … 32768",
                 self.ring_entries
             ));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err("connect_timeout must be positive".to_owned());
         }
         if self.send_chunks == 0 || self.max_send_queue == 0 || self.max_connections == 0 {
             return Err(

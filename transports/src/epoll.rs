@@ -50,6 +50,8 @@ pub(crate) struct Epoll {
     /// Connections refused because the core's send chunks ran out.
     chunk_waiters: Vec<ConnId>,
     to_read: Vec<ConnId>,
+    /// Outgoing connects and when they time out.
+    connect_deadlines: Vec<(ConnId, std::time::Instant)>,
     /// Chunks lent as `Bytes` come back here.
     returns: std::sync::Arc<crate::lent::Returns>,
     returned: Vec<u16>,
@@ -83,6 +85,7 @@ impl Epoll {
             chunk_waiters: Vec::new(),
             to_read: Vec::new(),
             pending: Vec::new(),
+            connect_deadlines: Vec::new(),
             returns: Default::default(),
             returned: Vec::new(),
             waker,
@@ -164,8 +167,12 @@ impl Epoll {
 
     pub(crate) fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
         let stream = TcpStream::connect(addr)?;
-        self.add_conn(stream, true)?
-            .ok_or_else(|| io::Error::other("connection table full"))
+        let conn = self
+            .add_conn(stream, true)?
+            .ok_or_else(|| io::Error::other("connection table full"))?;
+        let deadline = std::time::Instant::now() + self.config.connect_timeout;
+        self.connect_deadlines.push((conn, deadline));
+        Ok(conn)
     }
 
     pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
@@ -293,6 +300,14 @@ impl Epoll {
         self.read_ready();
         let busy = !self.pending.is_empty() || !events.is_empty() || self.has_ready_reads();
         let timeout = if busy { Some(Duration::ZERO) } else { timeout };
+        // Wake in time for the first connect deadline.
+        let timeout = match self.connect_deadlines.iter().map(|(_, d)| *d).min() {
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                Some(timeout.map_or(left, |t| t.min(left)))
+            }
+            None => timeout,
+        };
         self.stats.enters += 1;
         match self.poll.poll(&mut self.mio_events, timeout) {
             Ok(()) => {}
@@ -321,8 +336,35 @@ impl Epoll {
         }
         self.read_ready();
         self.flush_all();
+        self.expire_connects();
         events.append(&mut self.pending);
         Ok(())
+    }
+
+    /// Fails connects past their deadline with ETIMEDOUT; forgets the ones
+    /// that completed or closed.
+    fn expire_connects(&mut self) {
+        if self.connect_deadlines.is_empty() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let mut expired = Vec::new();
+        let conns = &self.conns;
+        self.connect_deadlines
+            .retain(|(conn, deadline)| match conns.get(conn.0) {
+                Some(c) if c.connecting => {
+                    if now >= *deadline {
+                        expired.push(*conn);
+                        false
+                    } else {
+                        true
+                    }
+                }
+                _ => false,
+            });
+        for conn in expired {
+            self.finish(conn, CloseReason::ConnectFailed(libc::ETIMEDOUT));
+        }
     }
 
     fn has_ready_reads(&self) -> bool {

@@ -38,6 +38,8 @@ enum Op {
     Connect = 4,
     Cancel = 5,
     Wake = 6,
+    /// The timeout linked to a connect.
+    ConnectTimeout = 7,
 }
 
 fn user_data(op: Op, id: SlotId) -> u64 {
@@ -135,6 +137,8 @@ struct Conn {
     connecting: Option<Box<SockAddr>>,
     /// A zero-copy send's result, held until its notification.
     zc_result: Option<i32>,
+    /// The timespec of a connect's linked timeout, alive until it completes.
+    connect_timeout: Option<Box<Timespec>>,
 }
 
 pub(crate) struct Uring {
@@ -321,6 +325,7 @@ impl Uring {
             closing: None,
             connecting,
             zc_result: None,
+            connect_timeout: None,
         };
         match self.conns.insert(conn) {
             Ok(id) => Some(ConnId(id)),
@@ -340,12 +345,29 @@ impl Uring {
         let id = self
             .new_conn(fd, Some(sa))
             .ok_or_else(|| io::Error::other("connection table full"))?;
-        let e = opcode::Connect::new(Fd(raw), ptr.cast(), len)
+        // The connect and its linked timeout must go in one submission.
+        let ring = self.ring()?;
+        let free = {
+            let sq = ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if free < 2 {
+            ring.submit()?;
+        }
+        let t = self.config.connect_timeout;
+        let ts = Box::new(Timespec::new().sec(t.as_secs()).nsec(t.subsec_nanos()));
+        let connect = opcode::Connect::new(Fd(raw), ptr.cast(), len)
             .build()
+            .flags(squeue::Flags::IO_LINK)
             .user_data(user_data(Op::Connect, id.0));
-        self.push(e)?;
+        let timeout = opcode::LinkTimeout::new(&*ts)
+            .build()
+            .user_data(user_data(Op::ConnectTimeout, id.0));
+        self.push(connect)?;
+        self.push(timeout)?;
         if let Some(c) = self.conns.get_mut(id.0) {
-            c.ops += 1;
+            c.ops += 2;
+            c.connect_timeout = Some(ts);
         }
         Ok(id)
     }
@@ -682,6 +704,16 @@ impl Uring {
             x if x == Op::Recv as u8 => self.on_recv(packed, res, flags, events),
             x if x == Op::Send as u8 => self.on_send(packed, res, flags, events),
             x if x == Op::Connect as u8 => self.on_connect(packed, res, events),
+            x if x == Op::ConnectTimeout as u8 => {
+                if let Some(id) = self.conns.find_packed(packed) {
+                    if let Some(c) = self.conns.get_mut(id) {
+                        c.ops = c.ops.saturating_sub(1);
+                        c.connect_timeout = None;
+                    }
+                    self.maybe_finish(ConnId(id), events);
+                }
+                Ok(())
+            }
             x if x == Op::Wake as u8 => {
                 self.wake_armed = false;
                 events.push(Event::Woken);
@@ -856,7 +888,13 @@ impl Uring {
             c.connecting = None;
         }
         if res < 0 {
-            self.begin_close(conn, CloseReason::ConnectFailed(sys(res)));
+            // Cancelled by its linked timeout: the connect timed out.
+            let errno = if res == -libc::ECANCELED {
+                libc::ETIMEDOUT
+            } else {
+                sys(res)
+            };
+            self.begin_close(conn, CloseReason::ConnectFailed(errno));
             self.maybe_finish(conn, events);
         } else {
             events.push(Event::Connected { conn });

@@ -492,3 +492,57 @@ fn received_chunks_lent_as_bytes_come_back_when_dropped_on_any_thread() {
         assert_eq!(&last[..], tail);
     }
 }
+
+#[test]
+fn a_connect_that_hangs_fails_with_etimedout_after_the_timeout() {
+    // A listener that never accepts, with its backlog filled: the kernel
+    // drops further SYNs, so a new connect hangs until our timeout.
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let _ = s.connect(&addr.into());
+        fillers.push(s);
+    }
+    for backend in backends() {
+        let cfg = DriverConfig {
+            connect_timeout: Duration::from_millis(300),
+            ..config(backend)
+        };
+        let mut client = driver(cfg);
+        let mut other = driver(config(backend));
+        let conn = client.connect(addr).unwrap();
+        pump(&mut other, &mut client, |side, _, e| match (side, e) {
+            (1, Event::Closed { conn: c, reason }) => {
+                assert_eq!(c, conn);
+                assert_eq!(
+                    reason,
+                    CloseReason::ConnectFailed(libc_etimedout()),
+                    "{backend:?}"
+                );
+                true
+            }
+            (1, Event::Connected { .. }) => panic!("{backend:?}: connected to a full backlog"),
+            _ => false,
+        });
+        assert_eq!(client.stats().connections, 0);
+    }
+}
+
+fn libc_etimedout() -> i32 {
+    std::io::Error::from(std::io::ErrorKind::TimedOut)
+        .raw_os_error()
+        .unwrap_or(110)
+}
