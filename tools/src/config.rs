@@ -66,6 +66,8 @@ pub(crate) struct IoSection {
     pub(crate) batch_wait_us: u32,
     /// io_uring: SEND_ZC for sends of at least this many bytes (0: never).
     pub(crate) send_zc_threshold: usize,
+    /// Milliseconds an outgoing connect may take.
+    pub(crate) connect_timeout_ms: u64,
 }
 
 impl Default for IoSection {
@@ -83,6 +85,7 @@ impl Default for IoSection {
             batch: d.batch,
             batch_wait_us: d.batch_wait_us,
             send_zc_threshold: d.send_zc_threshold,
+            connect_timeout_ms: d.connect_timeout.as_millis() as u64,
         }
     }
 }
@@ -150,6 +153,7 @@ impl Config {
             batch: self.io.batch,
             batch_wait_us: self.io.batch_wait_us,
             send_zc_threshold: self.io.send_zc_threshold,
+            connect_timeout: Duration::from_millis(self.io.connect_timeout_ms),
         };
         driver.validate().map_err(|e| format!("io: {e}"))?;
         let limits = Limits {
