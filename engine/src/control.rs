@@ -125,6 +125,14 @@ impl ShardLink {
     }
 }
 
+impl Drop for ShardLink {
+    fn drop(&mut self) {
+        // The shard is gone: the control thread must wake to see its ring
+        // abandoned (the ring marks it; this makes sure it is noticed).
+        self.control.unpark();
+    }
+}
+
 /// The control thread's end of one shard's rings.
 pub(crate) struct ControlLink {
     pub(crate) requests: Consumer<Request>,
