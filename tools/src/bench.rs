@@ -209,11 +209,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
                 rate: None,
                 window: 512,
                 shards: plan.shards,
-                driver: DriverConfig {
-                    backend: BackendPreference::Auto,
-                    max_connections: 32 * 1024,
-                    ..DriverConfig::default()
-                },
+                driver: crate::load_driver(32 * 1024, 0),
             };
             let mut sides = Vec::new();
             for (name, argv) in [("ours", &ours_args[..]), ("tokio", &peer_args[..])] {

@@ -93,12 +93,14 @@ pub struct DriverConfig {
     pub max_connections: usize,
     /// Set TCP_NODELAY on every connection.
     pub nodelay: bool,
-    /// io_uring: when waiting, wait for this many completions at once
-    /// (1: return at the first).
+    /// io_uring: while streaming (the last poll received 32 KiB or more),
+    /// wait for this many completions at once (1: return at the first; at
+    /// most half of `recv_buffers` is used, as a wait cannot hold out for
+    /// more receives than the ring has buffers).
     pub batch: u32,
-    /// io_uring: how long (µs) a wait may hold out for `batch` completions
-    /// once at least one is there: fewer wake-ups per operation, for at most
-    /// this much added latency (kernel 6.12+; ignored where unsupported).
+    /// io_uring: how long (µs) such a wait may hold out for `batch`
+    /// completions once at least one is there: fewer wake-ups per byte, for
+    /// at most this much added latency (kernel 6.12+; ignored elsewhere).
     pub batch_wait_us: u32,
     /// io_uring: send chunks of at least this many bytes with SEND_ZC
     /// (0: never). On loopback the kernel copies anyway, so it does not pay
@@ -114,18 +116,19 @@ impl Default for DriverConfig {
         Self {
             backend: BackendPreference::Auto,
             ring_entries: 1024,
-            // 64 receive buffers of 16 KiB: a 1 MiB receive working set that
-            // stays in cache. io_uring hands provided buffers out in ring
-            // order, so a large ring cycles through cold memory: 256 × 64 KiB
-            // cost 15–20% more CPU per byte on `stream` (perf/README.md).
-            chunk_size: 16 * 1024,
-            recv_buffers: 64,
-            send_chunks: 4096,
+            // 16 receive buffers of 64 KiB: a 1 MiB receive working set that
+            // stays in cache (io_uring hands provided buffers out in ring
+            // order, so a large ring cycles through cold memory), in chunks
+            // large enough that most 16 KiB frames decode in place
+            // (perf/README.md).
+            chunk_size: 64 * 1024,
+            recv_buffers: 16,
+            send_chunks: 1024,
             max_send_queue: 4 * 1024 * 1024,
             max_connections: 16 * 1024,
             nodelay: true,
-            batch: 1,
-            batch_wait_us: 0,
+            batch: 8,
+            batch_wait_us: 100,
             send_zc_threshold: 0,
             connect_timeout: Duration::from_secs(10),
         }

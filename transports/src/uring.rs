@@ -25,6 +25,10 @@ use crate::sendq::{SendError, SendQueue};
 use crate::slots::{SlotId, Slots};
 use crate::waker::EventFd;
 
+/// Bytes received in one poll from which the next wait holds out for a
+/// batch of completions (see [`DriverConfig::batch`]).
+const STREAMING_BYTES: u64 = 32 * 1024;
+
 /// Buffer group id of the core's provided buffer ring.
 const BGID: u16 = 0;
 
@@ -166,6 +170,8 @@ pub(crate) struct Uring {
     stats: DriverStats,
     /// Completions a wait holds out for (1 where the kernel lacks min-wait).
     batch: u32,
+    /// The last poll received at least [`STREAMING_BYTES`].
+    streaming: bool,
 }
 
 fn sys(res: i32) -> i32 {
@@ -189,12 +195,13 @@ impl Uring {
             )?;
         }
         let batch = if ring.params().is_feature_min_timeout() && config.batch_wait_us > 0 {
-            config.batch.max(1)
+            config.batch.min(u32::from(config.recv_buffers) / 2).max(1)
         } else {
             1
         };
         let mut this = Self {
             batch,
+            streaming: false,
             ring: Some(ring),
             buf_ring: BufRing::new(1)?, // replaced below
             bufs,
@@ -623,7 +630,9 @@ impl Uring {
             Some(Duration::ZERO)
         };
         self.enter(wait_for)?;
+        let bytes_before = self.stats.bytes_in;
         self.drain(events)?;
+        self.streaming = self.stats.bytes_in - bytes_before >= STREAMING_BYTES;
         // Sends queued by completions (e.g. the next chunk) start at once.
         if !self.dirty.is_empty() {
             self.start_sends(events)?;
@@ -637,7 +646,10 @@ impl Uring {
     /// completion or the timeout.
     fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.stats.enters += 1;
-        let (batch, wait_us) = (self.batch, self.config.batch_wait_us);
+        // Hold out for a batch only while streaming: request/response
+        // traffic would pay the wait in latency and gain nothing.
+        let batch = if self.streaming { self.batch } else { 1 };
+        let wait_us = self.config.batch_wait_us;
         let ring = self.ring()?;
         let res = match timeout {
             Some(t) if t.is_zero() => {
