@@ -393,7 +393,10 @@ fn run_peer(listen: std::net::SocketAddr, workers: usize) -> Result<(), CliError
 /// The load generator's IO settings: it sends far more than it receives, so
 /// small chunks (more sends in flight per poll) and no batched waits suit
 /// it better than the gateway's defaults (measured: perf/README.md).
-pub(crate) fn load_driver(connections: usize, send_zc_threshold: usize) -> dtp_transports::DriverConfig {
+pub(crate) fn load_driver(
+    connections: usize,
+    send_zc_threshold: usize,
+) -> dtp_transports::DriverConfig {
     dtp_transports::DriverConfig {
         max_connections: connections + 64,
         send_zc_threshold,
