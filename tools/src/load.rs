@@ -70,6 +70,7 @@ impl Tally {
         }
     }
 
+    /// Adds `o`'s counts; `done` is left to the caller.
     fn merge(&mut self, o: &Tally) {
         self.ops += o.ops;
         self.bytes += o.bytes;
@@ -81,7 +82,6 @@ impl Tally {
         if o.last_errno != 0 {
             self.last_errno = o.last_errno;
         }
-        self.done &= o.done;
     }
 }
 
@@ -182,20 +182,9 @@ impl Client {
         let Ok(mut shared) = self.shared.lock() else {
             return;
         };
-        let done = final_flush;
-        let mut delta = std::mem::replace(&mut self.local, Tally::new());
-        delta.done = done;
-        shared.ops += delta.ops;
-        shared.bytes += delta.bytes;
-        shared.latency.merge(&delta.latency);
-        shared.connected += delta.connected;
-        shared.failed += delta.failed;
-        shared.errors += delta.errors;
-        shared.backlogged += delta.backlogged;
-        if delta.last_errno != 0 {
-            shared.last_errno = delta.last_errno;
-        }
-        shared.done |= done;
+        let delta = std::mem::replace(&mut self.local, Tally::new());
+        shared.merge(&delta);
+        shared.done |= final_flush;
     }
 }
 
@@ -467,7 +456,6 @@ pub(crate) fn run(
         .join()
         .map_err(|e| format!("load generator failed: {e}"))?;
     let mut total = Tally::new();
-    total.done = true;
     for t in &tallies {
         if let Ok(t) = t.lock() {
             total.merge(&t);
