@@ -15,6 +15,9 @@
 //!
 //! The decisions themselves are a [`ControlPlane`]'s: a sans-IO state
 //! machine that takes requests and time and answers with decisions.
+//!
+//! The wake-up logic of [`run`] over several rings is model-checked in
+//! `pool/tests/control_loom.rs` (a lost wake-up there is a loom deadlock).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
