@@ -160,7 +160,18 @@ fn measure(server: &Server, spec: &LoadSpec, workload: Workload) -> Result<Figur
 }
 
 pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
-    let plan = Plan::new(&args);
+    let mut plan = Plan::new(&args);
+    // Each idle connection costs this process one descriptor (the server
+    // its own, in its process): fit the workload to the open-file limit.
+    let limit = dtp_transports::raise_fd_limit().unwrap_or(1024) as usize;
+    let room = limit.saturating_sub(256);
+    if plan.idle_connections > room {
+        eprintln!(
+            "note: the open-file limit is {limit}: the connections workload opens {room} connections instead of {}",
+            plan.idle_connections
+        );
+        plan.idle_connections = room;
+    }
     let backend = args.backend.clone();
     let shards = plan.shards.to_string();
     let ours_args = [

@@ -228,6 +228,13 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    if matches!(
+        cli.command,
+        Command::Serve(_) | Command::Load(_) | Command::Bench(_) | Command::PeerTokio { .. }
+    ) && let Err(e) = dtp_transports::raise_fd_limit()
+    {
+        tracing::warn!(error = %e, "could not raise the open-file limit");
+    }
     let result = match cli.command {
         Command::Serve(a) => serve::run(serve::ServeArgs {
             config: a.config.as_deref(),

@@ -65,3 +65,29 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Raises this process's open-file limit (RLIMIT_NOFILE) to its hard limit
+/// and returns the new soft limit: a gateway or load generator with many
+/// connections needs one descriptor each.
+pub fn raise_fd_limit() -> std::io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live, writable rlimit the call fills in.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit within the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        lim = raised;
+    }
+    Ok(lim.rlim_cur)
+}
