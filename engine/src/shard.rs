@@ -17,6 +17,10 @@ use crate::control::{Decision, Request, ShardLink};
 use crate::runtime::ShardMetrics;
 use crate::service::{Ctl, Origin, Outbox, Service};
 
+/// Receives up to this many bytes are copied out of their chunk rather
+/// than lent (see `Event::Received` in `handle`).
+const SMALL_RECEIVE: usize = 4096;
+
 /// How soon a shard with requests waiting for the control ring looks again.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
 
@@ -308,7 +312,15 @@ impl<S: Service> Shard<S> {
                 }
                 // The chunk itself, as Bytes: frames wholly inside it are
                 // decoded in place, without a copy.
-                let mut data = self.driver.recv_bytes(chunk);
+                let mut data = if chunk.len() <= SMALL_RECEIVE {
+                    // Small reads (requests, acks) are cheaper copied than
+                    // lent: the chunk goes straight back to the kernel.
+                    let copy = Bytes::copy_from_slice(self.driver.recv_data(&chunk));
+                    self.driver.recycle(chunk);
+                    copy
+                } else {
+                    self.driver.recv_bytes(chunk)
+                };
                 if slot.paused {
                     slot.rx.extend_from_slice(&data);
                     return;
