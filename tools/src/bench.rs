@@ -221,6 +221,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
                 window: 512,
                 shards: plan.shards,
                 driver: crate::load_driver(32 * 1024, 0),
+                payload: None,
             };
             let mut sides = Vec::new();
             for (name, argv) in [("ours", &ours_args[..]), ("tokio", &peer_args[..])] {

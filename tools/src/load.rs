@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary, Schedule};
-use dtp_bench::workload::{self, PINGPONG_FRAME_LEN, STREAM_FRAME_LEN, StreamWindow, Workload};
+use dtp_bench::workload::{self, DATA_FIELDS_LEN, PINGPONG_STREAM_ID, StreamWindow, Workload};
+use dtp_codec::{Body, DataFrame, HEADER_LEN};
 use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
 use dtp_transports::{CloseReason, ConnId, DriverConfig};
@@ -34,6 +35,9 @@ pub(crate) struct LoadSpec {
     /// Client shards (threads).
     pub(crate) shards: usize,
     pub(crate) driver: DriverConfig,
+    /// Payload bytes per request (pingpong) or frame (stream); `None`: the
+    /// workload's standard size (66 B, 16 KiB).
+    pub(crate) payload: Option<usize>,
 }
 
 /// What one client shard measured (merged across shards at the end).
@@ -138,6 +142,34 @@ struct Client {
 }
 
 impl Client {
+    /// Bytes on the wire of one request or stream frame.
+    fn frame_len(&self) -> usize {
+        HEADER_LEN + DATA_FIELDS_LEN + self.payload.len()
+    }
+
+    /// The pingpong request with this sequence, carrying this run's payload.
+    fn request(&self, sequence: u64) -> LogicalFrame {
+        LogicalFrame::plain(
+            PINGPONG_STREAM_ID,
+            Body::Data(DataFrame {
+                agreement_id: None,
+                fragment_id: sequence,
+                sequence,
+                relations: Vec::new(),
+                payload: self.payload.clone(),
+            }),
+        )
+    }
+
+    /// Whether `answer` is the server's echo of request `sequence`.
+    fn check(&self, sequence: u64, answer: &LogicalFrame) -> Result<(), ErrorCode> {
+        if *answer == self.request(sequence) {
+            Ok(())
+        } else {
+            Err(ErrorCode::INVALID_VALUE)
+        }
+    }
+
     fn measuring(&self, now: Instant) -> bool {
         now >= self.measure_from && now < self.end
     }
@@ -159,7 +191,7 @@ impl Client {
             return;
         }
         loop {
-            if out.room() < STREAM_FRAME_LEN {
+            if out.room() < self.frame_len() {
                 // Out of room, not out of window: go on when the queue drains.
                 out.want_writable();
                 break;
@@ -197,7 +229,7 @@ impl Service for Client {
         let now = Instant::now();
         match (self.spec.workload, self.spec.rate) {
             (Workload::Pingpong, None) => {
-                if out.send(&workload::pingpong_request(1)).is_err() {
+                if out.send(&self.request(1)).is_err() {
                     self.local.errors += 1;
                 }
                 ConnState::Ping {
@@ -220,7 +252,7 @@ impl Service for Client {
                 s
             }
             (Workload::Idle, _) => {
-                if out.send(&workload::pingpong_request(1)).is_err() {
+                if out.send(&self.request(1)).is_err() {
                     self.local.errors += 1;
                 }
                 ConnState::Idle { answered: false }
@@ -238,13 +270,12 @@ impl Service for Client {
         match state {
             ConnState::Ping { next, sent_at } => {
                 let seq = *next - 1;
-                workload::check_pingpong_answer(seq, &frame)
-                    .map_err(|_| ErrorCode::INVALID_VALUE)?;
+                self.check(seq, &frame)?;
                 if let Some(t) = sent_at.take() {
-                    self.count(now, 1, 2 * PINGPONG_FRAME_LEN as u64, now - t);
+                    self.count(now, 1, 2 * self.frame_len() as u64, now - t);
                 }
                 if now < self.end {
-                    out.send(&workload::pingpong_request(*next))?;
+                    out.send(&self.request(*next))?;
                     *sent_at = Some(now);
                     *next += 1;
                 }
@@ -254,13 +285,12 @@ impl Service for Client {
                     return Err(ErrorCode::INVALID_VALUE);
                 };
                 let seq = d.sequence;
-                workload::check_pingpong_answer(seq, &frame)
-                    .map_err(|_| ErrorCode::INVALID_VALUE)?;
+                self.check(seq, &frame)?;
                 if let Some((schedule, _)) = &self.schedule {
                     let intended = schedule.intended(seq);
                     if self.measuring(intended) {
                         self.local.ops += 1;
-                        self.local.bytes += 2 * PINGPONG_FRAME_LEN as u64;
+                        self.local.bytes += 2 * self.frame_len() as u64;
                         self.local.latency.record_open_loop(intended, now);
                     }
                 }
@@ -281,12 +311,12 @@ impl Service for Client {
                 }
                 if let Some(t) = first {
                     // Latency of an ack batch: from its first frame's send to the ack.
-                    self.count(now, newly, newly * STREAM_FRAME_LEN as u64, now - t);
+                    self.count(now, newly, newly * self.frame_len() as u64, now - t);
                 }
                 self.fill_stream(state, out);
             }
             ConnState::Idle { answered } => {
-                workload::check_pingpong_answer(1, &frame).map_err(|_| ErrorCode::INVALID_VALUE)?;
+                self.check(1, &frame)?;
                 *answered = true;
                 self.local.ops += 1;
             }
@@ -323,26 +353,25 @@ impl Service for Client {
                 }
             }
         }
-        if let (Some((schedule, sent)), false) = (&mut self.schedule, self.open.is_empty()) {
+        if let Some((schedule, mut sent)) = self.schedule.take() {
             let due = schedule.due_by(now.min(self.end));
-            while *sent < due {
+            while sent < due && !self.open.is_empty() {
+                let request = self.request(sent);
                 let mut placed = false;
                 for _ in 0..self.open.len() {
                     self.rr = (self.rr + 1) % self.open.len();
-                    if ctl
-                        .send(self.open[self.rr], &workload::pingpong_request(*sent))
-                        .is_ok()
-                    {
+                    if ctl.send(self.open[self.rr], &request).is_ok() {
                         placed = true;
                         break;
                     }
                 }
                 if !placed {
-                    self.local.backlogged += due - *sent;
+                    self.local.backlogged += due - sent;
                     break;
                 }
-                *sent += 1;
+                sent += 1;
             }
+            self.schedule = Some((schedule, sent));
         }
         if now >= self.end + Duration::from_millis(200) {
             self.flush(true);
@@ -414,7 +443,11 @@ pub(crate) fn run(
             schedule: rate.map(|r| (Schedule::per_second(start, r), 0)),
             open: Vec::new(),
             rr: 0,
-            payload: workload::stream_payload(),
+            payload: match (base.workload, base.payload) {
+                (_, Some(n)) => (0..n).map(|i| (i % 251) as u8).collect(),
+                (Workload::Stream, None) => workload::stream_payload(),
+                (_, None) => workload::pingpong_payload(),
+            },
             last_flush: start,
         }
     })

@@ -129,6 +129,10 @@ struct LoadCli {
     /// stream: frames in flight per connection (a multiple of 64).
     #[arg(long, default_value_t = 512)]
     window: u64,
+    /// Payload bytes per request (pingpong) or frame (stream); default 66
+    /// and 16384. At most 1048576 − 18 (the frame ceiling).
+    #[arg(long, value_name = "BYTES")]
+    payload: Option<usize>,
     /// Client threads (default: one per core).
     #[arg(long)]
     shards: Option<usize>,
@@ -285,6 +289,14 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
             "--duration must be in (0, 86400] and --warmup in [0, 3600] seconds",
         ));
     }
+    let max_payload =
+        dtp_codec::Limits::default().max_frame_len as usize - dtp_bench::workload::DATA_FIELDS_LEN;
+    if a.payload.is_some_and(|n| n > max_payload) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            format!("--payload must be at most {max_payload} bytes"),
+        ));
+    }
     if a.connections == 0 {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
@@ -302,6 +314,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         window: a.window,
         shards: a.shards.unwrap_or(cores).max(1),
         driver: load_driver(a.connections, a.send_zc_threshold),
+        payload: a.payload,
     };
     let total = a.warmup + a.duration;
     let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {

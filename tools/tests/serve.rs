@@ -106,6 +106,29 @@ fn serve_answers_exports_metrics_and_stops_on_sigterm() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("throughput"), "{text}");
+    // Other payload sizes, both workloads: every answer is checked by the client.
+    for (workload, payload) in [("pingpong", "5000"), ("stream", "3000")] {
+        let out = dtp()
+            .args([
+                "load",
+                "--target",
+                &g.addr.to_string(),
+                "--workload",
+                workload,
+                "--payload",
+                payload,
+            ])
+            .args(["--connections", "2", "--duration", "0.3", "--warmup", "0"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{workload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(!text.contains("problems"), "{workload}: {text}");
+    }
 
     let metrics = http_get(g.metrics.unwrap(), "/metrics");
     assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
