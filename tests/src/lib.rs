@@ -1,3 +1,5 @@
-//! End-to-end and conformance tests of DTP. The tests themselves are in
-//! `tests/`; this library holds what they share.
+//! End-to-end tests of DTP across its crates. The tests themselves are in
+//! `tests/` (today: frames through the in-memory transport and the fault
+//! injector into the codec's stream decoder); tests of one crate live
+//! beside it. This library holds what the tests share.
 #![forbid(unsafe_code)]
