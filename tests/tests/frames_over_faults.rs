@@ -21,9 +21,7 @@ use dtp_transports::{
 
 fn frame(seq: u64) -> LogicalFrame {
     // Sizes from 0 to ~3 KiB, so frames straddle every delivery boundary.
-    let payload: Vec<u8> = (0..(seq * 131 % 3000))
-        .map(|i| (i as u64 ^ seq) as u8)
-        .collect();
+    let payload: Vec<u8> = (0..(seq * 131 % 3000)).map(|i| (i ^ seq) as u8).collect();
     LogicalFrame::plain(
         (seq % 3) as u32,
         Body::Data(DataFrame {
