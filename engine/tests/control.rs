@@ -8,7 +8,10 @@
     reason = "tests: a panic is the failure report"
 )]
 
-use std::io::{Read, Write};
+mod support;
+use support::read_frames;
+
+use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use dtp_codec::{
-    Beat, Body, ControlMessage, ErrorCode, FrameDecoder, Heartbeat, HeartbeatAck, Limits,
-    LogicalFrame, SessionRelease,
+    Beat, Body, ControlMessage, ErrorCode, Heartbeat, HeartbeatAck, Limits, LogicalFrame,
+    SessionRelease,
 };
 use dtp_engine::{ControlPlane, Decision, Engine, EngineConfig, Origin, Outbox, Request, Service};
 use dtp_transports::{BackendPreference, ConnId, DriverConfig};
@@ -111,23 +114,6 @@ fn heartbeat(seq: u64) -> LogicalFrame {
             }],
         })),
     )
-}
-
-fn read_frames(s: &mut TcpStream, n: usize) -> Vec<LogicalFrame> {
-    let dec = FrameDecoder::default();
-    let (mut buf, mut out, mut tmp) = (BytesMut::new(), Vec::new(), [0u8; 65536]);
-    while out.len() < n {
-        while let Some(f) = dec.decode(&mut buf).unwrap() {
-            out.push(f);
-        }
-        if out.len() >= n {
-            break;
-        }
-        let k = s.read(&mut tmp).unwrap();
-        assert!(k > 0, "closed after {} frames", out.len());
-        buf.extend_from_slice(&tmp[..k]);
-    }
-    out
 }
 
 #[test]

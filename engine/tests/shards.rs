@@ -7,12 +7,15 @@
     reason = "tests: a panic is the failure report"
 )]
 
+mod support;
+use support::read_frames;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use dtp_codec::{AckFrame, Body, DataFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use dtp_codec::{AckFrame, Body, DataFrame, ErrorCode, Limits, LogicalFrame};
 use dtp_engine::{Engine, EngineConfig, Origin, Outbox, Service};
 use dtp_transports::{BackendPreference, ConnId, DriverConfig};
 
@@ -76,25 +79,6 @@ fn data(seq: u64, payload: &[u8]) -> LogicalFrame {
             payload: Bytes::copy_from_slice(payload),
         }),
     )
-}
-
-fn read_frames(s: &mut TcpStream, n: usize) -> Vec<LogicalFrame> {
-    let dec = FrameDecoder::default();
-    let mut buf = BytesMut::new();
-    let mut out = Vec::new();
-    let mut tmp = [0u8; 65536];
-    while out.len() < n {
-        while let Some(f) = dec.decode(&mut buf).unwrap() {
-            out.push(f);
-        }
-        if out.len() >= n {
-            break;
-        }
-        let k = s.read(&mut tmp).unwrap();
-        assert!(k > 0, "server closed after {} frames", out.len());
-        buf.extend_from_slice(&tmp[..k]);
-    }
-    out
 }
 
 #[test]
