@@ -110,19 +110,25 @@ pub(crate) struct ShardLink {
     pub(crate) requests: Producer<Request>,
     pub(crate) decisions: Consumer<Decision>,
     pub(crate) control: Thread,
+    /// A request was pushed since the last [`ShardLink::wake`].
+    pub(crate) pushed: bool,
 }
 
 impl ShardLink {
     /// Pushes a request; gives it back when the ring is full. The control
     /// thread is woken once per loop turn, by [`ShardLink::wake`].
     pub(crate) fn push(&mut self, r: Request) -> Result<(), Request> {
-        self.requests.push(r).map_err(|full| full.into_inner())
+        self.requests.push(r).map_err(|full| full.into_inner())?;
+        self.pushed = true;
+        Ok(())
     }
 
-    /// Wakes the control thread if it announced sleep since the last call
-    /// (once per turn: the check is an atomic read-modify-write).
+    /// Wakes the control thread if a request was pushed since the last call
+    /// and the control thread announced sleep (once per turn: the check is an
+    /// atomic read-modify-write). A turn that pushed nothing costs nothing:
+    /// a parked control thread has nothing new to see.
     pub(crate) fn wake(&mut self) {
-        if self.requests.needs_wake() {
+        if std::mem::take(&mut self.pushed) && self.requests.needs_wake() {
             self.control.unpark();
         }
     }

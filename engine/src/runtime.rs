@@ -271,6 +271,7 @@ impl Engine {
                     requests: req_tx,
                     decisions: dec_rx,
                     control: control.clone(),
+                    pushed: false,
                 });
                 far_end = Some((req_rx, dec_tx));
             }

@@ -184,3 +184,70 @@ fn control_messages_round_trip_in_order_through_tiny_rings() {
         engine.join().unwrap();
     }
 }
+
+/// Echoes every data frame back.
+struct EchoData;
+
+impl Service for EchoData {
+    type Conn = ();
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
+    fn frame(
+        &mut self,
+        _: &mut (),
+        f: LogicalFrame,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        out.send(&f)
+    }
+}
+
+/// Data traffic alone must not wake the control thread: a shard wakes it
+/// only after pushing a request. (It once woke it on every loop turn once it
+/// had parked — a futex wake-up and a context switch per round trip.)
+#[test]
+fn data_traffic_does_not_wake_the_control_thread() {
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let plane = Plane::default();
+        let engine =
+            Engine::start_with_control(config(backend, 64), |_| EchoData, Box::new(plane.clone()))
+                .unwrap();
+        let addr = engine.local_addrs()[0];
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // The Up request is the only one; let the control thread take it
+        // and park.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while plane.ups.load(Ordering::SeqCst) < 1 {
+            assert!(Instant::now() < deadline, "{backend:?}: no Up");
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let m = engine.control_metrics().unwrap();
+        let parks_before = m.parks.load(Ordering::Relaxed);
+        // 1,000 round trips: at least 1,000 shard loop turns.
+        let frame = LogicalFrame::plain(
+            3,
+            Body::Data(dtp_codec::DataFrame {
+                agreement_id: None,
+                fragment_id: 1,
+                sequence: 1,
+                relations: Vec::new(),
+                payload: bytes::Bytes::from_static(&[7u8; 40]),
+            }),
+        );
+        let wire = frame.to_bytes(&Limits::default()).unwrap();
+        for _ in 0..1000 {
+            c.write_all(&wire).unwrap();
+            assert_eq!(read_frames(&mut c, 1)[0], frame, "{backend:?}");
+        }
+        let parks = m.parks.load(Ordering::Relaxed) - parks_before;
+        assert!(
+            parks < 100,
+            "{backend:?}: the control thread woke {parks} times for 1,000 data round trips"
+        );
+        drop(c);
+        engine.stop();
+        engine.join().unwrap();
+    }
+}
