@@ -9,6 +9,11 @@
 //! decode and acks, only adds to the copy), so `dtp bench` reports our
 //! `stream` goodput as a fraction of it, measured in the same run.
 //!
+//! Both ends use the congestion control the load generator uses (reno by
+//! default, see `dtp load --help`): with the kernel's default on this
+//! machine, BBR, pacing caps the copy at about half, which would understate
+//! the limit.
+//!
 //! Plain `std::net` and blocking IO: the point is the kernel's copy cost, with
 //! as little user-space work as possible. This module owns its two threads
 //! and its socket and leaves nothing running when it returns.
@@ -33,20 +38,30 @@ pub struct LoopbackResult {
 }
 
 /// Measures one connection on 127.0.0.1 for `duration` with [`BUF_LEN`]
-/// buffers.
-pub fn measure(duration: Duration) -> io::Result<LoopbackResult> {
-    measure_with(duration, BUF_LEN)
+/// buffers, both ends using the TCP congestion control `congestion`
+/// (`None`: the system's default).
+pub fn measure(duration: Duration, congestion: Option<&str>) -> io::Result<LoopbackResult> {
+    measure_with(duration, BUF_LEN, congestion)
 }
 
 /// Measures one connection on 127.0.0.1 for `duration`, writing and reading
 /// `buf_len` bytes at a time.
-pub fn measure_with(duration: Duration, buf_len: usize) -> io::Result<LoopbackResult> {
+pub fn measure_with(
+    duration: Duration,
+    buf_len: usize,
+    congestion: Option<&str>,
+) -> io::Result<LoopbackResult> {
     let buf_len = buf_len.max(1);
     let listener = TcpListener::bind(("127.0.0.1", 0))?;
     // Connect before accepting (the backlog takes it), so a failure on
     // either end is an error here, never a thread blocked in accept.
     let mut client = TcpStream::connect(listener.local_addr()?)?;
     let (server, _) = listener.accept()?;
+    if let Some(cc) = congestion {
+        for s in [&client, &server] {
+            socket2::SockRef::from(s).set_tcp_congestion(cc.as_bytes())?;
+        }
+    }
     let writer = thread::Builder::new()
         .name("loopback-writer".into())
         .spawn(move || -> io::Result<u64> {
@@ -100,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_short_run_moves_bytes() {
-        let r = measure_with(Duration::from_millis(50), 64 * 1024).unwrap();
+        let r = measure_with(Duration::from_millis(50), 64 * 1024, None).unwrap();
         assert!(r.bytes > 0);
         assert_eq!(r.bytes % (64 * 1024), 0);
         assert!(r.bytes_per_s > 0.0);

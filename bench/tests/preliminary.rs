@@ -96,7 +96,7 @@ impl Drop for PeerProcess {
 fn loopback_limit_3x2s() {
     let runs: Vec<f64> = (0..3)
         .map(|i| {
-            let r = loopback::measure(Duration::from_secs(2)).unwrap();
+            let r = loopback::measure(Duration::from_secs(2), None).unwrap();
             println!(
                 "loopback run {i}: {:.3} GB/s ({} bytes in {:?})",
                 r.bytes_per_s / 1e9,

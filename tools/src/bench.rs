@@ -220,7 +220,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
                 rate: None,
                 window: 512,
                 shards: plan.shards,
-                driver: crate::load_driver(32 * 1024, 0),
+                driver: crate::load_driver(32 * 1024, 0, crate::LOAD_CONGESTION),
                 payload: None,
             };
             let mut sides = Vec::new();
@@ -238,8 +238,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
             let ours = sides.pop().unwrap_or_default();
             let mut entry = WorkloadReport::new(w.name(), ours, "tokio", peer);
             if w == Workload::Stream {
-                let limit = dtp_bench::loopback::measure(plan.duration.min(Duration::from_secs(3)))
-                    .map_err(|e| CliError::Io(format!("loopback limit: {e}")))?;
+                let limit = dtp_bench::loopback::measure(
+                    plan.duration.min(Duration::from_secs(3)),
+                    crate::congestion_name(crate::LOAD_CONGESTION).as_deref(),
+                )
+                .map_err(|e| CliError::Io(format!("loopback limit: {e}")))?;
                 let l = Limit::loopback(limit.bytes_per_s, &entry.ours, &entry.peer.figures);
                 entry = entry.with_limit(l);
             }

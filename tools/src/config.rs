@@ -60,6 +60,9 @@ pub(crate) struct IoSection {
     pub(crate) max_send_queue: usize,
     pub(crate) max_connections: usize,
     pub(crate) nodelay: bool,
+    /// TCP congestion control of every connection (`system`: the kernel's
+    /// default).
+    pub(crate) tcp_congestion: String,
     /// io_uring: completions one wait holds out for.
     pub(crate) batch: u32,
     /// io_uring: µs a wait may hold out for `batch` completions.
@@ -82,6 +85,7 @@ impl Default for IoSection {
             max_send_queue: d.max_send_queue,
             max_connections: d.max_connections,
             nodelay: d.nodelay,
+            tcp_congestion: d.tcp_congestion.unwrap_or_else(|| "system".to_owned()),
             batch: d.batch,
             batch_wait_us: d.batch_wait_us,
             send_zc_threshold: d.send_zc_threshold,
@@ -150,6 +154,7 @@ impl Config {
             max_send_queue: self.io.max_send_queue,
             max_connections: self.io.max_connections,
             nodelay: self.io.nodelay,
+            tcp_congestion: crate::congestion_name(&self.io.tcp_congestion),
             batch: self.io.batch,
             batch_wait_us: self.io.batch_wait_us,
             send_zc_threshold: self.io.send_zc_threshold,

@@ -139,6 +139,13 @@ struct LoadCli {
     /// io_uring: send frames of at least this many bytes with SEND_ZC (0: never).
     #[arg(long, default_value_t = 0)]
     send_zc_threshold: usize,
+    /// TCP congestion control of the load generator's own connections
+    /// (`system`: the kernel's default). Reno by default: on loopback,
+    /// BBR's pacing caps one connection's large writes at about half of
+    /// what reno reaches, which would make the client the bottleneck. The
+    /// gateway under test keeps its own setting.
+    #[arg(long, default_value = LOAD_CONGESTION, value_name = "NAME")]
+    congestion: String,
     /// Write the result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -313,7 +320,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         rate: a.rate,
         window: a.window,
         shards: a.shards.unwrap_or(cores).max(1),
-        driver: load_driver(a.connections, a.send_zc_threshold),
+        driver: load_driver(a.connections, a.send_zc_threshold, &a.congestion),
         payload: a.payload,
     };
     let total = a.warmup + a.duration;
@@ -410,16 +417,30 @@ fn run_peer(listen: std::net::SocketAddr, workers: usize) -> Result<(), CliError
     .map_err(|e| CliError::Io(format!("tokio peer: {e}")))
 }
 
+/// The load generator's default congestion control (see `dtp load --help`).
+pub(crate) const LOAD_CONGESTION: &str = "reno";
+
+/// A congestion control setting: `system` (or empty) keeps the kernel's
+/// default, anything else names an algorithm.
+pub(crate) fn congestion_name(s: &str) -> Option<String> {
+    match s {
+        "" | "system" => None,
+        name => Some(name.to_owned()),
+    }
+}
+
 /// The load generator's IO settings: it sends far more than it receives, so
 /// small chunks (more sends in flight per poll) and no batched waits suit
 /// it better than the gateway's defaults (measured: perf/README.md).
 pub(crate) fn load_driver(
     connections: usize,
     send_zc_threshold: usize,
+    congestion: &str,
 ) -> dtp_transports::DriverConfig {
     dtp_transports::DriverConfig {
         max_connections: connections + 64,
         send_zc_threshold,
+        tcp_congestion: congestion_name(congestion),
         chunk_size: 16 * 1024,
         recv_buffers: 64,
         send_chunks: 4096,

@@ -232,6 +232,7 @@ fn a_bad_configuration_is_refused_naming_the_key() {
         ("[io]\nrecv_buffers = 100\n", "recv_buffers"),
         ("[limits]\nmax_frame_len = 99999999\n", "max_frame_len"),
         ("[engine]\nlisten = []\n", "engine.listen"),
+        ("[io]\ntcp_congestion = \"a b\"\n", "tcp_congestion"),
     ] {
         let path = dir.join("bad.toml");
         std::fs::write(&path, text).unwrap();
@@ -246,6 +247,19 @@ fn a_bad_configuration_is_refused_naming_the_key() {
             "{text}: {err}"
         );
     }
+    // A congestion control the kernel does not have fails at start-up.
+    let path = dir.join("cc.toml");
+    std::fs::write(&path, "[io]\ntcp_congestion = \"nosuch\"\n").unwrap();
+    let out = dtp()
+        .args(["serve", "--no-admin", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("tcp_congestion \"nosuch\": not available"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
     // The defaults print as TOML naming every section.
     let out = dtp().args(["serve", "--print-config"]).output().unwrap();

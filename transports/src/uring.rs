@@ -21,13 +21,21 @@ use crate::buffers::{Buffers, RecvChunk};
 use crate::driver::{
     CloseReason, ConnId, DriverConfig, DriverStats, Event, ListenerId, Waker, WakerInner,
 };
-use crate::sendq::{SendError, SendQueue};
+use crate::sendq::{GATHER_MAX, SendError, SendQueue};
 use crate::slots::{SlotId, Slots};
 use crate::waker::EventFd;
 
 /// Bytes received in one poll from which the next wait holds out for a
 /// batch of completions (see [`DriverConfig::batch`]).
 const STREAMING_BYTES: u64 = 32 * 1024;
+
+/// The iovecs and message header of a connection's gathered send. The
+/// kernel reads them while the send is in flight, so they live in the
+/// connection (boxed: their address must not move) until it completes.
+struct Gather {
+    iov: [libc::iovec; GATHER_MAX],
+    msg: libc::msghdr,
+}
 
 /// Buffer group id of the core's provided buffer ring.
 const BGID: u16 = 0;
@@ -141,6 +149,9 @@ struct Conn {
     connecting: Option<Box<SockAddr>>,
     /// A zero-copy send's result, held until its notification.
     zc_result: Option<i32>,
+    /// Storage for gathered sends, allocated by the first one: an idle
+    /// connection does not pay for it.
+    gather: Option<Box<Gather>>,
     /// The timespec of a connect's linked timeout, alive until it completes.
     connect_timeout: Option<Box<Timespec>>,
 }
@@ -316,10 +327,7 @@ impl Uring {
     }
 
     fn new_conn(&mut self, fd: OwnedFd, connecting: Option<Box<SockAddr>>) -> Option<ConnId> {
-        if self.config.nodelay {
-            // A socket that refuses TCP_NODELAY still works; latency suffers.
-            let _ = socket2::SockRef::from(&fd).set_tcp_nodelay(true);
-        }
+        crate::driver::tune_socket(socket2::SockRef::from(&fd), &self.config);
         let conn = Conn {
             fd,
             ops: 0,
@@ -332,6 +340,7 @@ impl Uring {
             closing: None,
             connecting,
             zc_result: None,
+            gather: None,
             connect_timeout: None,
         };
         match self.conns.insert(conn) {
@@ -567,48 +576,93 @@ impl Uring {
             if c.closing.is_some() || c.sendq.in_flight() {
                 continue;
             }
-            let Some((h, offset, len)) = c.sendq.head() else {
+            if c.sendq.is_empty() {
                 if c.close_after_flush {
                     self.begin_close(*conn, CloseReason::Local);
                     self.maybe_finish(*conn, events);
                 }
                 continue;
-            };
-            let fd = c.fd.as_raw_fd();
-            match self.bufs.start_send(h, offset, len) {
-                Ok((ticket, span)) => {
-                    let Some(c) = self.conns.get_mut(conn.0) else {
-                        continue;
-                    };
-                    c.sendq.set_in_flight(ticket);
-                    c.ops += 1;
-                    let zc = self.config.send_zc_threshold;
-                    let e = if zc > 0 && span.len() as usize >= zc {
-                        // The chunk stays leased until the kernel's
-                        // notification says it no longer reads it.
-                        self.stats.zc_sends += 1;
-                        opcode::SendZc::new(Fd(fd), span.as_ptr(), span.len())
-                            .flags(libc::MSG_NOSIGNAL)
-                            .build()
-                            .user_data(user_data(Op::Send, conn.0))
-                    } else {
-                        opcode::Send::new(Fd(fd), span.as_ptr(), span.len())
-                            .flags(libc::MSG_NOSIGNAL)
-                            .build()
-                            .user_data(user_data(Op::Send, conn.0))
-                    };
-                    self.push(e)?;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "send could not be admitted by the pool; closing the connection");
-                    self.begin_close(*conn, CloseReason::Error(libc::ENOBUFS));
-                    self.maybe_finish(*conn, events);
-                }
+            }
+            if let Err(e) = self.submit_send(*conn) {
+                tracing::error!(error = %e, "send could not be admitted by the pool; closing the connection");
+                self.begin_close(*conn, CloseReason::Error(libc::ENOBUFS));
+                self.maybe_finish(*conn, events);
             }
         }
         self.dirty = dirty;
         self.dirty.clear();
         Ok(())
+    }
+
+    /// Starts one send of the head of `conn`'s queue: a plain `send` for one
+    /// chunk (zero-copy above the threshold), a gathered `sendmsg` over up to
+    /// [`GATHER_MAX`] chunks when more are queued. Each chunk it reads is
+    /// leased to the send by its own pool request until the completion.
+    fn submit_send(&mut self, conn: ConnId) -> io::Result<()> {
+        let Some(c) = self.conns.get_mut(conn.0) else {
+            return Ok(());
+        };
+        let fd = Fd(c.fd.as_raw_fd());
+        let mut heads = [None; GATHER_MAX];
+        for (slot, head) in heads.iter_mut().zip(c.sendq.heads(GATHER_MAX)) {
+            *slot = Some(head);
+        }
+        let mut spans = [(std::ptr::null::<u8>(), 0u32); GATHER_MAX];
+        let mut n = 0;
+        for (h, offset, len) in heads.into_iter().flatten() {
+            match self.bufs.start_send(h, offset, len) {
+                Ok((ticket, span)) => {
+                    c.sendq.add_in_flight(ticket);
+                    spans[n] = (span.as_ptr(), span.len());
+                    n += 1;
+                }
+                Err(e) => {
+                    // End what was admitted: nothing is in flight yet.
+                    for t in c.sendq.take_in_flight() {
+                        self.bufs.send_done(t, true);
+                    }
+                    return Err(io::Error::other(e.to_string()));
+                }
+            }
+        }
+        c.ops += 1;
+        let data = user_data(Op::Send, conn.0);
+        let zc = self.config.send_zc_threshold;
+        let e = if n == 1 && zc > 0 && spans[0].1 as usize >= zc {
+            // The chunk stays leased until the kernel's notification says
+            // it no longer reads it.
+            self.stats.zc_sends += 1;
+            opcode::SendZc::new(fd, spans[0].0, spans[0].1)
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
+        } else if n == 1 {
+            opcode::Send::new(fd, spans[0].0, spans[0].1)
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
+        } else {
+            let g = c.gather.get_or_insert_with(|| {
+                Box::new(Gather {
+                    iov: [libc::iovec {
+                        iov_base: std::ptr::null_mut(),
+                        iov_len: 0,
+                    }; GATHER_MAX],
+                    // SAFETY: msghdr is a plain C struct; all zeroes is its
+                    // empty value (no name, no control data).
+                    msg: unsafe { std::mem::zeroed() },
+                })
+            });
+            for (iov, &(ptr, len)) in g.iov.iter_mut().zip(&spans[..n]) {
+                iov.iov_base = ptr.cast_mut().cast();
+                iov.iov_len = len as usize;
+            }
+            g.msg.msg_iov = g.iov.as_mut_ptr();
+            g.msg.msg_iovlen = n;
+            self.stats.gathered_sends += 1;
+            opcode::SendMsg::new(fd, &raw const g.msg)
+                .flags(libc::MSG_NOSIGNAL as u32)
+                .build()
+        };
+        self.push(e.user_data(data))
     }
 
     pub(crate) fn poll(
@@ -863,7 +917,7 @@ impl Uring {
             res
         };
         c.ops = c.ops.saturating_sub(1);
-        if let Some(ticket) = c.sendq.take_in_flight() {
+        for ticket in c.sendq.take_in_flight() {
             self.bufs.send_done(ticket, res < 0);
         }
         let Some(c) = self.conns.get_mut(id) else {

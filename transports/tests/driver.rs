@@ -109,6 +109,9 @@ fn trn5_echo_delivers_every_byte_unaltered_in_order() {
             got.len() == payload.len()
         });
         assert!(got == payload, "{backend:?}: echoed bytes differ");
+        // The queue held several chunks at times: they went out gathered
+        // (one sendmsg over several chunks), partial sends included.
+        assert!(client.stats().gathered_sends > 0, "{backend:?}");
     }
 }
 
