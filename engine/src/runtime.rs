@@ -270,8 +270,8 @@ impl Engine {
                 link = Some(ShardLink {
                     requests: req_tx,
                     decisions: dec_rx,
-                    control: control.clone(),
                     pushed: false,
+                    control: crate::control::UnparkOnDrop(control.clone()),
                 });
                 far_end = Some((req_rx, dec_tx));
             }
@@ -298,7 +298,7 @@ impl Engine {
                 control_links.push(ControlLink {
                     requests,
                     decisions,
-                    waker: started.waker.clone(),
+                    waker: Box::new(started.waker.clone()),
                     held: Default::default(),
                 });
             }

@@ -30,6 +30,14 @@ impl ConnId {
     pub fn as_u64(self) -> u64 {
         (u64::from(self.0.generation()) << 32) | u64::from(self.0.index())
     }
+
+    /// The id [`ConnId::as_u64`] made this number from (for ids that went
+    /// through a log, a metric or another thread as numbers). A made-up
+    /// number is at worst an unknown connection: every call taking a
+    /// `ConnId` checks the generation.
+    pub fn from_u64(v: u64) -> ConnId {
+        ConnId(SlotId::from_parts(v as u32, (v >> 32) as u32))
+    }
 }
 
 /// Which IO backend to use.

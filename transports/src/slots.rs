@@ -20,6 +20,11 @@ impl SlotId {
         self.generation
     }
 
+    /// An id from its parts (see [`crate::ConnId::from_u64`]).
+    pub(crate) fn from_parts(index: u32, generation: u32) -> Self {
+        Self { index, generation }
+    }
+
     /// Packs the id into 56 bits for an io_uring `user_data` (the top byte
     /// is left for the operation kind). Generations are compared modulo 2^24
     /// there, which is enough to refuse completions of a recently freed slot.
