@@ -9,9 +9,10 @@ use crate::control::{
 };
 use crate::error::{DecodeError, DecodeErrorKind, ErrorCode};
 use crate::frame::{
-    AckFrame, AeadAlgorithm, Body, CloseFrame, DataFrame, Decision, FrameKind, HEADER_LEN,
-    LogicalFrame, MAGIC, Relation, RelationType, RequestFrame, RequestType, ResponseFrame,
-    ResumeFrame, SEAL_COUNTER_LEN, Sealed, TAG_LEN, VERSION,
+    AckFrame, AeadAlgorithm, Body, CloseFrame, DataFrame, Decision, FrameKind, HANDSHAKE_MAX_LEN,
+    HANDSHAKE_MAX_STAGE, HEADER_LEN, HandshakeFrame, LogicalFrame, MAGIC, Relation, RelationType,
+    RequestFrame, RequestType, ResponseFrame, ResumeFrame, SEAL_COUNTER_LEN, Sealed, TAG_LEN,
+    VERSION,
 };
 use crate::limits::Limits;
 use crate::wire::{Reader, Result, malformed};
@@ -173,9 +174,31 @@ pub(crate) fn decode_body(kind: FrameKind, r: &mut Reader<'_>, limits: &Limits) 
             code: ErrorCode(r.u16("close.code")?),
             reason: r.string("close.reason", limits)?,
         }),
+        FrameKind::Handshake => return handshake(r),
     };
     r.finish("body")?;
     Ok(body)
+}
+
+fn handshake(r: &mut Reader<'_>) -> Result<Body> {
+    let at = r.pos();
+    let stage = r.u8("handshake.stage")?;
+    if stage == 0 || stage > HANDSHAKE_MAX_STAGE {
+        let kind = DecodeErrorKind::InvalidValue(stage.into());
+        return Err(malformed(kind, "handshake.stage", at));
+    }
+    let at = r.pos();
+    if r.remaining() > HANDSHAKE_MAX_LEN {
+        let kind = DecodeErrorKind::LimitExceeded {
+            found: r.remaining() as u64,
+            max: HANDSHAKE_MAX_LEN as u64,
+        };
+        return Err(malformed(kind, "handshake.message", at));
+    }
+    Ok(Body::Handshake(HandshakeFrame {
+        stage,
+        message: r.rest(),
+    }))
 }
 
 fn request(r: &mut Reader<'_>, limits: &Limits) -> Result<RequestFrame> {

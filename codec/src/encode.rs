@@ -10,8 +10,8 @@ use crate::control::{AuthOutcome, Beat, ControlMessage};
 use crate::decode::DATA_HAS_AGREEMENT;
 use crate::error::EncodeError;
 use crate::frame::{
-    Body, Decision, HEADER_LEN, LogicalFrame, MAGIC, RequestType, SEAL_COUNTER_LEN, TAG_LEN, Terms,
-    VERSION,
+    Body, Decision, HANDSHAKE_MAX_LEN, HANDSHAKE_MAX_STAGE, HEADER_LEN, LogicalFrame, MAGIC,
+    RequestType, SEAL_COUNTER_LEN, TAG_LEN, Terms, VERSION,
 };
 use crate::limits::Limits;
 
@@ -151,6 +151,19 @@ fn body_len(body: &Body, limits: &Limits) -> Result<usize> {
         Body::Resume(_) => UUID + 8,
         Body::Control(c) => 1 + control_len(c, limits)?,
         Body::Close(c) => 2 + str_len(&c.reason, "close.reason", limits)?,
+        Body::Handshake(h) => {
+            if h.stage == 0 || h.stage > HANDSHAKE_MAX_STAGE {
+                return Err(EncodeError::Inconsistent(
+                    "a handshake stage is 1 … HANDSHAKE_MAX_STAGE",
+                ));
+            }
+            if h.message.len() > HANDSHAKE_MAX_LEN {
+                return Err(EncodeError::Inconsistent(
+                    "a handshake message is at most HANDSHAKE_MAX_LEN bytes",
+                ));
+            }
+            1 + h.message.len()
+        }
         Body::Sealed(s) => {
             if s.ciphertext.len() < TAG_LEN {
                 return Err(EncodeError::Inconsistent(
@@ -299,6 +312,10 @@ fn write_body<B: BufMut>(body: &Body, dst: &mut B) {
         Body::Close(c) => {
             dst.put_u16(c.code.0);
             put_blob(dst, c.reason.as_bytes());
+        }
+        Body::Handshake(h) => {
+            dst.put_u8(h.stage);
+            dst.put_slice(&h.message);
         }
         Body::Sealed(s) => {
             dst.put_u64(s.seal_counter);

@@ -74,6 +74,8 @@ pub enum Body {
     Control(ControlMessage),
     /// An error or a close, with a numeric code.
     Close(CloseFrame),
+    /// SPEC SEQ-1: one CAP handshake message (before any other frame).
+    Handshake(HandshakeFrame),
     /// SPEC ENC-1, ENC-4: an encrypted body; the kind, algorithm and key
     /// version stay in plaintext.
     Sealed(Sealed),
@@ -90,6 +92,7 @@ impl Body {
             Body::Resume(_) => FrameKind::Resume,
             Body::Control(_) => FrameKind::Control,
             Body::Close(_) => FrameKind::Close,
+            Body::Handshake(_) => FrameKind::Handshake,
             Body::Sealed(s) => s.kind,
         }
     }
@@ -118,6 +121,8 @@ pub enum FrameKind {
     Control = 6,
     /// Error / close.
     Close = 7,
+    /// CAP handshake message.
+    Handshake = 8,
 }
 
 wire_enum_impl!(FrameKind {
@@ -128,6 +133,7 @@ wire_enum_impl!(FrameKind {
     Resume = 5 => "resume",
     Control = 6 => "control",
     Close = 7 => "close",
+    Handshake = 8 => "handshake",
 });
 
 /// SPEC ENC-4: the AEAD algorithm identifier written in plaintext in the header.
@@ -361,6 +367,33 @@ pub struct ResumeFrame {
     /// The highest sequence number received successfully (0: none).
     pub highest_received: u64,
 }
+
+/// SPEC SEQ-1: one message of the CAP handshake (FORMAT.md §5.8). The
+/// codec carries it opaquely; the CAP machines (`dtp-crypto`) read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "json",
+    derive(Serialize, Deserialize),
+    serde(deny_unknown_fields)
+)]
+pub struct HandshakeFrame {
+    /// The message's number in the handshake, 1 … [`HANDSHAKE_MAX_STAGE`].
+    pub stage: u8,
+    /// The handshake message, at most [`HANDSHAKE_MAX_LEN`] bytes.
+    #[cfg_attr(
+        feature = "json",
+        serde(with = "crate::json::hex_bytes", rename = "message_hex")
+    )]
+    pub message: Bytes,
+}
+
+/// The highest handshake stage number (CAP has four messages; a few spare
+/// for a later version).
+pub const HANDSHAKE_MAX_STAGE: u8 = 8;
+
+/// The longest handshake message: a CAP message with the largest
+/// credential fits well below it.
+pub const HANDSHAKE_MAX_LEN: usize = 65_535;
 
 /// An error report or a close.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -65,6 +65,7 @@ pub fn to_json(frame: &LogicalFrame) -> Value {
         Body::Resume(b) => (body(serde_json::to_value(b)), None),
         Body::Control(b) => (body(serde_json::to_value(b)), None),
         Body::Close(b) => (body(serde_json::to_value(b)), None),
+        Body::Handshake(b) => (body(serde_json::to_value(b)), None),
         Body::Sealed(s) => (
             None,
             Some(SealedJson {
@@ -115,6 +116,7 @@ pub fn from_json(value: Value) -> Result<LogicalFrame, JsonError> {
                 FrameKind::Resume => Body::Resume(serde_json::from_value(v).map_err(b)?),
                 FrameKind::Control => Body::Control(serde_json::from_value(v).map_err(b)?),
                 FrameKind::Close => Body::Close(serde_json::from_value(v).map_err(b)?),
+                FrameKind::Handshake => Body::Handshake(serde_json::from_value(v).map_err(b)?),
             }
         }
     };

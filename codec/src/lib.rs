@@ -78,8 +78,9 @@ pub use decode::{FrameDecoder, decode_frame, decode_opened, peek_frame_len};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError, ErrorCode};
 pub use frame::{
     AckFrame, AeadAlgorithm, AgreementId, Body, CloseFrame, DataFrame, Decision, FragmentId,
-    FrameKind, HEADER_LEN, LogicalFrame, MAGIC, Relation, RelationType, RequestFrame, RequestType,
-    ResponseFrame, ResumeFrame, SEAL_COUNTER_LEN, Sealed, SessionId, TAG_LEN, Terms, VERSION,
+    FrameKind, HANDSHAKE_MAX_LEN, HANDSHAKE_MAX_STAGE, HEADER_LEN, HandshakeFrame, LogicalFrame,
+    MAGIC, Relation, RelationType, RequestFrame, RequestType, ResponseFrame, ResumeFrame,
+    SEAL_COUNTER_LEN, Sealed, SessionId, TAG_LEN, Terms, VERSION,
 };
 pub use inherit::{AgreementContext, InheritError};
 pub use limits::Limits;

@@ -95,6 +95,10 @@ impl Display for LogicalFrame {
                 field(f, "code", c.code)?;
                 field(f, "reason", format_args!("{:?}", c.reason))
             }
+            Body::Handshake(h) => {
+                field(f, "stage", h.stage)?;
+                field(f, "message", Preview(&h.message))
+            }
             Body::Sealed(s) => {
                 field(f, "sealed_kind", s.kind.name())?;
                 field(f, "seal_counter", s.seal_counter)?;

@@ -11,9 +11,9 @@ use crate::control::{
 };
 use crate::error::ErrorCode;
 use crate::frame::{
-    AckFrame, AeadAlgorithm, Body, CloseFrame, DataFrame, Decision, FrameKind, LogicalFrame,
-    Relation, RelationType, RequestFrame, RequestType, ResponseFrame, ResumeFrame, Sealed, TAG_LEN,
-    Terms,
+    AckFrame, AeadAlgorithm, Body, CloseFrame, DataFrame, Decision, FrameKind, HandshakeFrame,
+    LogicalFrame, Relation, RelationType, RequestFrame, RequestType, ResponseFrame, ResumeFrame,
+    Sealed, TAG_LEN, Terms,
 };
 
 fn terms(pairs: &[(&str, &str)]) -> Terms {
@@ -108,6 +108,13 @@ pub fn samples() -> Vec<LogicalFrame> {
             }),
         ),
         LogicalFrame::plain(1, Body::Ack(AckFrame { cumulative: 2 })),
+        LogicalFrame::plain(
+            0,
+            Body::Handshake(HandshakeFrame {
+                stage: 1,
+                message: Bytes::from_static(&[0x5a; 40]),
+            }),
+        ),
         LogicalFrame::plain(
             0,
             Body::Resume(ResumeFrame {

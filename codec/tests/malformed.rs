@@ -59,7 +59,7 @@ fn unknown_version_is_refused() {
 
 #[test]
 fn unknown_kind_is_refused() {
-    for k in [0u8, 8, 0xff] {
+    for k in [0u8, 9, 0xff] {
         let mut w = wire(&sample(FrameKind::Ack));
         w[3] = k;
         assert_eq!(
@@ -401,4 +401,30 @@ fn pretty_printer_never_shows_credentials() {
     let text = f.to_string();
     assert!(!text.contains("signed-credential-bytes"));
     assert!(text.contains("bytes (not shown)"));
+}
+
+/// FORMAT.md §5.8: a handshake stage outside 1 … 8 is refused with its
+/// field and offset, and the encoder refuses to write one.
+#[test]
+fn bad_handshake_bodies_are_refused() {
+    for stage in [0u8, HANDSHAKE_MAX_STAGE + 1, 0xff] {
+        let mut w = wire(&sample(FrameKind::Handshake));
+        w[HEADER_LEN] = stage;
+        assert_eq!(
+            malformed(w),
+            (
+                DecodeErrorKind::InvalidValue(stage.into()),
+                "handshake.stage",
+                HEADER_LEN
+            )
+        );
+    }
+    let empty = LogicalFrame::plain(
+        0,
+        Body::Handshake(HandshakeFrame {
+            stage: 0,
+            message: Bytes::new(),
+        }),
+    );
+    assert!(empty.to_bytes(&Limits::default()).is_err());
 }

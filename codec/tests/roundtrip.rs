@@ -246,6 +246,14 @@ fn body() -> impl Strategy<Value = Body> {
             reason
         })),
         sealed().prop_map(Body::Sealed),
+        (
+            1u8..=HANDSHAKE_MAX_STAGE,
+            prop::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|(stage, message)| Body::Handshake(HandshakeFrame {
+                stage,
+                message: message.into()
+            })),
     ]
 }
 

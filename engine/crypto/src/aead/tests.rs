@@ -75,7 +75,7 @@ fn round_trip_every_kind_both_algorithms() {
         let (_, mut opener2) = link(alg);
         let frames = plain_samples();
         let kinds: std::collections::HashSet<_> = frames.iter().map(|f| f.kind()).collect();
-        assert_eq!(kinds.len(), 7, "every frame kind is covered");
+        assert_eq!(kinds.len(), 8, "every frame kind is covered");
         for (i, frame) in frames.iter().enumerate() {
             let wire = seal(&mut sealer, frame);
             // The codec sees a sealed frame with the plaintext metadata (ENC-4).
