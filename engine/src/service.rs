@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use dtp_codec::{ErrorCode, Limits, LogicalFrame};
+use dtp_codec::{ErrorCode, Limits, LogicalFrame, decode_frame};
 use dtp_transports::{CloseReason, ConnId};
 
 /// How a connection came to be.
@@ -25,6 +25,8 @@ pub struct Outbox<'a> {
     pub(crate) room: usize,
     /// The service held back for lack of room and wants [`Service::writable`].
     pub(crate) wants_writable: bool,
+    /// A new deadline for [`Service::timeout`] (`Some(None)`: cancel it).
+    pub(crate) timer: Option<Option<Instant>>,
 }
 
 impl<'a> Outbox<'a> {
@@ -34,6 +36,7 @@ impl<'a> Outbox<'a> {
             limits,
             room,
             wants_writable: false,
+            timer: None,
         }
     }
 
@@ -52,6 +55,24 @@ impl<'a> Outbox<'a> {
             .encode(self.buf, self.limits)
             .map_err(|_| ErrorCode::LIMIT_EXCEEDED)?;
         Ok(())
+    }
+
+    /// The connection's outgoing batch, for frames a protocol layer has
+    /// already encoded (e.g. sealed, SPEC ENC-1). Append whole frames only,
+    /// and no more than [`Outbox::room`] allows.
+    pub fn wire(&mut self) -> &mut BytesMut {
+        self.buf
+    }
+
+    /// The encoding limits of this shard.
+    pub fn limits(&self) -> &Limits {
+        self.limits
+    }
+
+    /// Asks for [`Service::timeout`] on this connection at `at` (replacing
+    /// any earlier request; `None` cancels it).
+    pub fn set_timer(&mut self, at: Option<Instant>) {
+        self.timer = Some(at);
     }
 
     /// Bytes that may still be queued on this connection now.
@@ -96,6 +117,32 @@ pub trait Service {
         frame: LogicalFrame,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode>;
+
+    /// Whether frames should arrive as wire bytes ([`Service::frame_wire`])
+    /// instead of decoded ([`Service::frame`]): for a protocol layer that
+    /// decrypts in place. Asked once per received chunk.
+    fn wants_wire(&self) -> bool {
+        false
+    }
+
+    /// A frame arrived, as exactly its wire bytes (header included), in a
+    /// buffer the service may modify (decrypt in place). Only called when
+    /// [`Service::wants_wire`] says so; by default decodes and calls
+    /// [`Service::frame`].
+    fn frame_wire(
+        &mut self,
+        state: &mut Self::Conn,
+        wire: BytesMut,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        let (frame, _) = decode_frame(&wire.freeze(), out.limits).map_err(|e| e.code())?;
+        self.frame(state, frame, out)
+    }
+
+    /// The deadline set with [`Outbox::set_timer`] has come.
+    fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_>) {
+        let _ = (state, now, out);
+    }
 
     /// The connection's send budget has room again, after `BUFFER_FULL` or
     /// [`Outbox::want_writable`].

@@ -1,5 +1,7 @@
 //! One core's loop: the driver's events in, the service's frames out.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +37,9 @@ struct Slot<C> {
     pending: BytesMut,
     paused: bool,
     closing: bool,
+    /// The deadline the service asked for ([`Outbox::set_timer`]); the
+    /// shard's timer heap may hold stale entries, this is the live one.
+    timer: Option<Instant>,
 }
 
 /// The shard's connection table, indexed by the driver's slot index.
@@ -98,6 +103,9 @@ pub struct Shard<S: Service> {
     /// Connections paused until the backlog drains.
     waiting_for_control: Vec<ConnId>,
     decisions: Vec<Decision>,
+    /// Per-connection deadlines, earliest first (`ConnId::as_u64`); stale
+    /// entries (the slot's `timer` changed) are skipped when they come up.
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
 }
 
 impl<S: Service> Shard<S> {
@@ -127,6 +135,7 @@ impl<S: Service> Shard<S> {
             backlog: std::collections::VecDeque::new(),
             waiting_for_control: Vec::new(),
             decisions: Vec::new(),
+            timers: BinaryHeap::new(),
         }
     }
 
@@ -152,7 +161,11 @@ impl<S: Service> Shard<S> {
         let mut drain_deadline = None;
         loop {
             let now = Instant::now();
-            let timeout = match (drain_deadline, next_tick) {
+            let next = match (next_tick, self.next_timer()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = match (drain_deadline, next) {
                 (Some(_), _) => Some(Duration::from_millis(10)),
                 (None, Some(t)) => Some(t.saturating_duration_since(now)),
                 (None, None) => None,
@@ -182,6 +195,7 @@ impl<S: Service> Shard<S> {
             self.events = events;
             self.control_turn();
             let now = Instant::now();
+            self.fire_timers(now);
             next_tick = self.tick(now);
             self.publish_metrics();
             if stop.load(Ordering::Acquire) && drain_deadline.is_none() {
@@ -363,6 +377,7 @@ impl<S: Service> Shard<S> {
         let mut outbox = Outbox::new(&mut self.out, &self.limits, self.max_send_queue);
         let app = self.service.open(conn, origin, &mut outbox);
         let wants = outbox.wants_writable;
+        let timer = outbox.timer;
         let slot = Slot {
             id: conn,
             app,
@@ -370,8 +385,10 @@ impl<S: Service> Shard<S> {
             pending: BytesMut::new(),
             paused: false,
             closing: false,
+            timer: None,
         };
         self.conns.insert(slot);
+        self.set_timer(conn, timer);
         self.flush(conn);
         if wants {
             self.driver.want_writable(conn);
@@ -394,6 +411,14 @@ impl<S: Service> Shard<S> {
         };
         let mut failure = None;
         let mut held_back = false;
+        let mut timer = None;
+        let wire = self.service.wants_wire();
+        if wire && !data.is_empty() {
+            // Frames go to the service as their own mutable bytes (it
+            // decrypts in place): assemble everything in the buffer.
+            slot.rx.extend_from_slice(&data);
+            data = Bytes::new();
+        }
         loop {
             if queued + slot.pending.len() + self.out.len() >= soft_limit {
                 slot.paused = true;
@@ -401,6 +426,29 @@ impl<S: Service> Shard<S> {
                 self.driver.pause_reading(conn);
                 self.metrics.paused.fetch_add(1, Ordering::Relaxed);
                 break;
+            }
+            if wire {
+                let len = match peek_frame_len(&slot.rx, &self.limits) {
+                    Ok(len) if len <= slot.rx.len() => len,
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) => break,
+                    Err(e) => {
+                        self.metrics.decode_errors.fetch_add(1, Ordering::Relaxed);
+                        failure = Some((e.code(), "malformed frame"));
+                        break;
+                    }
+                };
+                self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
+                let frame = slot.rx.split_to(len);
+                let room = self.max_send_queue.saturating_sub(queued);
+                let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
+                let result = self.service.frame_wire(&mut slot.app, frame, &mut outbox);
+                held_back |= outbox.wants_writable;
+                timer = outbox.timer.or(timer);
+                if let Err(code) = result {
+                    failure = Some((code, "the service refused a frame"));
+                    break;
+                }
+                continue;
             }
             let next = if !slot.rx.is_empty() {
                 self.decoder.decode(&mut slot.rx)
@@ -445,6 +493,7 @@ impl<S: Service> Shard<S> {
                     let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
                     let result = self.service.frame(&mut slot.app, frame, &mut outbox);
                     held_back |= outbox.wants_writable;
+                    timer = outbox.timer.or(timer);
                     if let Err(code) = result {
                         failure = Some((code, "the service refused a frame"));
                         break;
@@ -465,12 +514,71 @@ impl<S: Service> Shard<S> {
         } else if slot.rx.is_empty() {
             slot.rx = BytesMut::new(); // free the assembly buffer between frames
         }
+        self.set_timer(conn, timer);
         self.flush(conn);
         if held_back {
             self.driver.want_writable(conn);
         }
         if let Some((code, why)) = failure {
             self.close_with(conn, code, why);
+        }
+    }
+
+    /// Records a service's timer request for `conn` (`None`: no change).
+    fn set_timer(&mut self, conn: ConnId, change: Option<Option<Instant>>) {
+        let Some(at) = change else {
+            return;
+        };
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        slot.timer = at;
+        if let Some(at) = at {
+            self.timers.push(Reverse((at, conn.as_u64())));
+        }
+    }
+
+    /// The earliest live per-connection deadline (stale heap entries are
+    /// dropped on the way).
+    fn next_timer(&mut self) -> Option<Instant> {
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            let live = self
+                .conns
+                .get_mut(ConnId::from_u64(id))
+                .is_some_and(|s| s.timer == Some(at));
+            if live {
+                return Some(at);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Runs [`Service::timeout`] for every connection whose deadline passed.
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(at) = self.next_timer() {
+            if at > now {
+                return;
+            }
+            let Some(Reverse((_, id))) = self.timers.pop() else {
+                return;
+            };
+            let conn = ConnId::from_u64(id);
+            self.out.clear();
+            let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+            let Some(slot) = self.conns.get_mut(conn) else {
+                continue;
+            };
+            slot.timer = None;
+            let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
+            self.service.timeout(&mut slot.app, now, &mut outbox);
+            let wants = outbox.wants_writable;
+            let timer = outbox.timer;
+            self.set_timer(conn, timer);
+            self.flush(conn);
+            if wants {
+                self.driver.want_writable(conn);
+            }
         }
     }
 
@@ -526,6 +634,8 @@ impl<S: Service> Shard<S> {
         let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
         self.service.writable(&mut slot.app, &mut outbox);
         let wants = outbox.wants_writable;
+        let timer = outbox.timer;
+        self.set_timer(conn, timer);
         self.flush(conn);
         if wants {
             self.driver.want_writable(conn);

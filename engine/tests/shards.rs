@@ -191,3 +191,98 @@ fn stop_closes_connections_and_returns() {
         "the connection was closed by the stop"
     );
 }
+
+/// Takes frames as wire bytes, flips every payload byte in place, and sends
+/// the bytes back as they are; answers after a per-connection timer.
+struct WireFlipper;
+
+impl Service for WireFlipper {
+    type Conn = Vec<u64>;
+
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) -> Vec<u64> {
+        Vec::new()
+    }
+
+    fn frame(
+        &mut self,
+        _: &mut Vec<u64>,
+        f: LogicalFrame,
+        _: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        panic!("decoded frame {f:?} given to a wire service");
+    }
+
+    fn wants_wire(&self) -> bool {
+        true
+    }
+
+    fn frame_wire(
+        &mut self,
+        seen: &mut Vec<u64>,
+        mut wire: BytesMut,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        let (frame, used) = dtp_codec::decode_frame(&wire.clone().freeze(), out.limits()).unwrap();
+        assert_eq!(used, wire.len(), "exactly one frame's bytes");
+        let Body::Data(d) = frame.body else {
+            return Err(ErrorCode::UNKNOWN_KIND);
+        };
+        seen.push(d.sequence);
+        // The payload is the frame's tail: flip it where it lies.
+        let n = wire.len();
+        for b in &mut wire[n - d.payload.len()..] {
+            *b = !*b;
+        }
+        out.wire().extend_from_slice(&wire);
+        out.set_timer(Some(std::time::Instant::now() + Duration::from_millis(20)));
+        Ok(())
+    }
+
+    fn timeout(&mut self, seen: &mut Vec<u64>, _: std::time::Instant, out: &mut Outbox<'_>) {
+        // One ack with the count of frames seen, when the timer fires.
+        out.send(&LogicalFrame::plain(
+            0,
+            Body::Ack(AckFrame {
+                cumulative: seen.len() as u64,
+            }),
+        ))
+        .unwrap();
+    }
+}
+
+/// A service may take frames as mutable wire bytes (to decrypt in place) and
+/// queue already-encoded bytes, and gets per-connection timers — on both
+/// backends, with frames split across reads.
+#[test]
+fn wire_frames_and_per_connection_timers() {
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let engine = Engine::start(config(backend, 1), |_| WireFlipper).unwrap();
+        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut wire = BytesMut::new();
+        for seq in 1..=50u64 {
+            data(seq, &vec![seq as u8; (seq as usize * 331) % 5000])
+                .encode(&mut wire, &Limits::default())
+                .unwrap();
+        }
+        // In uneven pieces, so frames straddle reads.
+        for piece in wire.chunks(777) {
+            c.write_all(piece).unwrap();
+        }
+        let got = read_frames(&mut c, 51);
+        for (i, f) in got[..50].iter().enumerate() {
+            let seq = i as u64 + 1;
+            let flipped: Vec<u8> = vec![!(seq as u8); (seq as usize * 331) % 5000];
+            assert_eq!(*f, data(seq, &flipped), "{backend:?}");
+        }
+        // The timer, re-armed by every frame, fired once after the last.
+        assert_eq!(
+            got[50].body,
+            Body::Ack(AckFrame { cumulative: 50 }),
+            "{backend:?}"
+        );
+        drop(c);
+        engine.stop();
+        engine.join().unwrap();
+    }
+}
