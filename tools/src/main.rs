@@ -7,6 +7,7 @@ mod admin;
 mod bench;
 mod cli_error;
 mod config;
+mod cred_cmd;
 mod frame_cmd;
 mod gateway;
 mod inspect;
@@ -77,6 +78,15 @@ enum Command {
     /// Build binary frames from their JSON form, or print sample frames.
     #[command(subcommand)]
     Frame(FrameCommand),
+    /// Issuer keys, Fay credentials and revocation lists (CAP identity).
+    ///
+    /// Flow: `issuer-key` once per issuer, `noise-key` per Fay, `issue` a
+    /// credential binding the Fay's Noise key to its grants, `verify` it as a
+    /// terminal would, `revoke` it. Exit status: 0 on success, 2 on bad input
+    /// or a credential that does not verify (`error: <code> <what>`), 1 when
+    /// a file cannot be read or written.
+    #[command(subcommand)]
+    Cred(cred_cmd::CredCommand),
 }
 
 #[derive(Args)]
@@ -266,6 +276,7 @@ fn main() -> ExitCode {
             .limits()
             .and_then(|limits| frame_cmd::encode(file.as_deref(), limits)),
         Command::Frame(FrameCommand::Sample) => frame_cmd::sample(),
+        Command::Cred(c) => cred_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
