@@ -18,6 +18,8 @@
 #![forbid(unsafe_code)]
 
 mod control;
+#[cfg(not(loom))]
+pub mod dtp;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]

@@ -1,0 +1,146 @@
+//! SPEC SES-2, SES-3: the registry of suspended sessions that the shards of
+//! a gateway share, so that a reconnect landing on another core finds its
+//! session.
+//!
+//! Why a mutex: the registry is touched only at connect and disconnect —
+//! insert when a connection is lost, take when a Fay asks to resume, expire
+//! on a slow timer — never per frame. Those events are rare next to frames,
+//! each holds the lock for one map operation, and the hot path (frames of a
+//! live connection) never sees the registry. A lock-free map would buy
+//! nothing measurable and cost clarity.
+//!
+//! A poisoned lock (a panic elsewhere while holding it) is recovered: each
+//! operation is a single map call, so the map is never left half-updated.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use dtp_codec::{ErrorCode, SessionId};
+
+use super::SuspendedSession;
+
+/// SPEC SES-2: a bounded, thread-safe map of suspended sessions by
+/// Session_ID, each with its expiry (the endpoint's `suspend_timeout`).
+#[derive(Debug)]
+pub struct SessionRegistry {
+    sessions: Mutex<HashMap<SessionId, SuspendedSession>>,
+    max_sessions: usize,
+}
+
+/// The registry holds its most sessions: the session is handed back.
+#[derive(Debug)]
+pub struct RegistryFull {
+    /// The ceiling.
+    pub max: usize,
+    /// The session that did not fit.
+    pub session: Box<SuspendedSession>,
+}
+
+impl RegistryFull {
+    /// The wire code (LIMIT_EXCEEDED).
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::LIMIT_EXCEEDED
+    }
+}
+
+impl fmt::Display for RegistryFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} the session registry holds its ceiling of {} suspended sessions; session {} cannot be kept (raise the ceiling or lower suspend_timeout)",
+            self.code(),
+            self.max,
+            self.session.session_id()
+        )
+    }
+}
+
+impl std::error::Error for RegistryFull {}
+
+impl SessionRegistry {
+    /// An empty registry holding at most `max_sessions` sessions.
+    pub fn new(max_sessions: usize) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            max_sessions,
+        }
+    }
+
+    /// SPEC SES-2: keeps a suspended session until it is taken or expires.
+    /// At the ceiling, expired sessions are dropped first; if none is, the
+    /// session is handed back. A session with the same id replaces the
+    /// older one (one connection per session: the older is stale).
+    pub fn insert(&self, session: SuspendedSession, now: Instant) -> Result<(), RegistryFull> {
+        let mut map = self.lock();
+        let id = session.session_id();
+        if !map.contains_key(&id) && map.len() >= self.max_sessions {
+            Self::expire_locked(&mut map, now);
+            if map.len() >= self.max_sessions {
+                return Err(RegistryFull {
+                    max: self.max_sessions,
+                    session: Box::new(session),
+                });
+            }
+        }
+        map.insert(id, session);
+        Ok(())
+    }
+
+    /// SPEC SES-3: takes the session to resume it (see
+    /// [`DtpEndpoint::resume_with`](super::DtpEndpoint::resume_with), which
+    /// checks the peer); `None` when unknown or expired (an expired one is
+    /// released). A taken session is no longer here, so a second
+    /// connection cannot resume it at the same time.
+    pub fn take(&self, session_id: SessionId, now: Instant) -> Option<SuspendedSession> {
+        let session = self.lock().remove(&session_id)?;
+        if session.is_expired(now) {
+            session.expire();
+            return None;
+        }
+        Some(session)
+    }
+
+    /// SPEC SES-2: releases every session whose suspend timeout passed
+    /// (FSM Suspended → Idle); returns how many.
+    pub fn expire(&self, now: Instant) -> usize {
+        Self::expire_locked(&mut self.lock(), now)
+    }
+
+    /// The earliest expiry, for the driver's timer.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.lock()
+            .values()
+            .filter_map(SuspendedSession::expires_at)
+            .min()
+    }
+
+    /// Number of sessions held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, SuspendedSession>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn expire_locked(map: &mut HashMap<SessionId, SuspendedSession>, now: Instant) -> usize {
+        let due: Vec<SessionId> = map
+            .iter()
+            .filter(|(_, s)| s.is_expired(now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &due {
+            if let Some(session) = map.remove(id) {
+                session.expire();
+            }
+        }
+        due.len()
+    }
+}
