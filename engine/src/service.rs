@@ -27,6 +27,8 @@ pub struct Outbox<'a> {
     pub(crate) wants_writable: bool,
     /// A new deadline for [`Service::timeout`] (`Some(None)`: cancel it).
     pub(crate) timer: Option<Option<Instant>>,
+    /// Close the connection once what is queued has been sent.
+    pub(crate) close: bool,
 }
 
 impl<'a> Outbox<'a> {
@@ -37,6 +39,7 @@ impl<'a> Outbox<'a> {
             room,
             wants_writable: false,
             timer: None,
+            close: false,
         }
     }
 
@@ -73,6 +76,13 @@ impl<'a> Outbox<'a> {
     /// any earlier request; `None` cancels it).
     pub fn set_timer(&mut self, at: Option<Instant>) {
         self.timer = Some(at);
+    }
+
+    /// Closes the connection once what is queued (this batch included) has
+    /// been sent, without a close frame of the shard's: for a protocol layer
+    /// that wrote its own.
+    pub fn close(&mut self) {
+        self.close = true;
     }
 
     /// Bytes that may still be queued on this connection now.

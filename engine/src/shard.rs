@@ -378,6 +378,7 @@ impl<S: Service> Shard<S> {
         let app = self.service.open(conn, origin, &mut outbox);
         let wants = outbox.wants_writable;
         let timer = outbox.timer;
+        let close = outbox.close;
         let slot = Slot {
             id: conn,
             app,
@@ -392,6 +393,9 @@ impl<S: Service> Shard<S> {
         self.flush(conn);
         if wants {
             self.driver.want_writable(conn);
+        }
+        if close {
+            self.close_quietly(conn);
         }
     }
 
@@ -412,6 +416,7 @@ impl<S: Service> Shard<S> {
         let mut failure = None;
         let mut held_back = false;
         let mut timer = None;
+        let mut close = false;
         let wire = self.service.wants_wire();
         if wire && !data.is_empty() {
             // Frames go to the service as their own mutable bytes (it
@@ -444,6 +449,10 @@ impl<S: Service> Shard<S> {
                 let result = self.service.frame_wire(&mut slot.app, frame, &mut outbox);
                 held_back |= outbox.wants_writable;
                 timer = outbox.timer.or(timer);
+                if outbox.close {
+                    close = true;
+                    break;
+                }
                 if let Err(code) = result {
                     failure = Some((code, "the service refused a frame"));
                     break;
@@ -494,6 +503,10 @@ impl<S: Service> Shard<S> {
                     let result = self.service.frame(&mut slot.app, frame, &mut outbox);
                     held_back |= outbox.wants_writable;
                     timer = outbox.timer.or(timer);
+                    if outbox.close {
+                        close = true;
+                        break;
+                    }
                     if let Err(code) = result {
                         failure = Some((code, "the service refused a frame"));
                         break;
@@ -521,7 +534,23 @@ impl<S: Service> Shard<S> {
         }
         if let Some((code, why)) = failure {
             self.close_with(conn, code, why);
+        } else if close {
+            self.close_quietly(conn);
         }
+    }
+
+    /// Closes `conn` after what is queued, on the service's request
+    /// ([`Outbox::close`]: it wrote its own close frame, if any).
+    fn close_quietly(&mut self, conn: ConnId) {
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if slot.closing {
+            return;
+        }
+        slot.closing = true;
+        slot.rx = BytesMut::new();
+        self.driver.close(conn);
     }
 
     /// Records a service's timer request for `conn` (`None`: no change).
@@ -574,10 +603,14 @@ impl<S: Service> Shard<S> {
             self.service.timeout(&mut slot.app, now, &mut outbox);
             let wants = outbox.wants_writable;
             let timer = outbox.timer;
+            let close = outbox.close;
             self.set_timer(conn, timer);
             self.flush(conn);
             if wants {
                 self.driver.want_writable(conn);
+            }
+            if close {
+                self.close_quietly(conn);
             }
         }
     }
@@ -635,10 +668,14 @@ impl<S: Service> Shard<S> {
         self.service.writable(&mut slot.app, &mut outbox);
         let wants = outbox.wants_writable;
         let timer = outbox.timer;
+        let close = outbox.close;
         self.set_timer(conn, timer);
         self.flush(conn);
         if wants {
             self.driver.want_writable(conn);
+        }
+        if close {
+            self.close_quietly(conn);
         }
     }
 

@@ -164,6 +164,7 @@ mod config;
 mod endpoint;
 mod error;
 mod event;
+mod gateway;
 mod recv;
 mod registry;
 mod session;
@@ -176,6 +177,7 @@ pub use config::{EndpointConfig, FayConfig, TerminalConfig};
 pub use endpoint::{DtpEndpoint, Side};
 pub use error::DtpError;
 pub use event::DtpEvent;
+pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE};
 pub use registry::{RegistryFull, SessionRegistry};
 pub use session::{ResumeRefused, SuspendedSession};
 
