@@ -542,15 +542,23 @@ impl<S: Service> Shard<S> {
     /// Closes `conn` after what is queued, on the service's request
     /// ([`Outbox::close`]: it wrote its own close frame, if any).
     fn close_quietly(&mut self, conn: ConnId) {
+        if self.begin_closing(conn) {
+            self.driver.close(conn);
+        }
+    }
+
+    /// Marks `conn` closing (its input is dropped); false if it already was,
+    /// or is gone.
+    fn begin_closing(&mut self, conn: ConnId) -> bool {
         let Some(slot) = self.conns.get_mut(conn) else {
-            return;
+            return false;
         };
         if slot.closing {
-            return;
+            return false;
         }
         slot.closing = true;
         slot.rx = BytesMut::new();
-        self.driver.close(conn);
+        true
     }
 
     /// Records a service's timer request for `conn` (`None`: no change).
@@ -681,14 +689,9 @@ impl<S: Service> Shard<S> {
 
     /// Tells the peer why (a close frame) and closes after what is queued.
     fn close_with(&mut self, conn: ConnId, code: ErrorCode, why: &str) {
-        let Some(slot) = self.conns.get_mut(conn) else {
-            return;
-        };
-        if slot.closing {
+        if !self.begin_closing(conn) {
             return;
         }
-        slot.closing = true;
-        slot.rx = BytesMut::new();
         tracing::debug!(conn = conn.as_u64(), %code, why, "closing connection");
         let frame = LogicalFrame::plain(
             0,
