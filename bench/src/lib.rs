@@ -4,6 +4,9 @@
 //!
 //! - [`workload`]: the application protocol every benchmarked server speaks,
 //!   and the sans-IO [`workload::Responder`] that *is* their server logic.
+//! - [`dtp_workload`]: the same workloads over the full DTP protocol, and
+//!   [`dtp_workload::DtpResponder`], the server application of every DTP
+//!   server in the benchmark.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
@@ -14,6 +17,7 @@
 //! `perf/bench-harness.md`.
 #![forbid(unsafe_code)]
 
+pub mod dtp_workload;
 pub mod latency;
 pub mod loopback;
 pub mod peer_tokio;
