@@ -19,6 +19,41 @@ pub(crate) struct Config {
     pub(crate) io: IoSection,
     pub(crate) limits: LimitsSection,
     pub(crate) admin: AdminSection,
+    pub(crate) dtp: DtpSection,
+}
+
+/// The DTP protocol (SPEC §1): off, the gateway speaks the plaintext
+/// benchmark protocol; on, every connection runs CAP, encryption,
+/// agreements and resume with these keys.
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct DtpSection {
+    /// Run the DTP protocol on every connection.
+    pub(crate) enabled: bool,
+    /// The terminal's Noise private key file (`dtp cred noise-key`).
+    pub(crate) terminal_key: String,
+    /// Issuer public key files whose credentials are trusted
+    /// (`dtp cred issuer-key` writes them as `FILE.pub`).
+    pub(crate) trust: Vec<String>,
+    /// A revocation list file (`dtp cred revoke`); empty for none.
+    pub(crate) revocations: String,
+    /// The session AEADs allowed: `aes-256-gcm`, `chacha20-poly1305`.
+    pub(crate) algorithms: Vec<String>,
+    /// Suspended sessions kept for a resume, across all shards.
+    pub(crate) max_suspended: usize,
+}
+
+impl Default for DtpSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            terminal_key: String::new(),
+            trust: Vec::new(),
+            revocations: String::new(),
+            algorithms: vec!["aes-256-gcm".to_owned(), "chacha20-poly1305".to_owned()],
+            max_suspended: 4096,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, serde::Serialize)]
@@ -120,6 +155,79 @@ impl Default for AdminSection {
         Self {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 9700))),
         }
+    }
+}
+
+impl DtpSection {
+    /// The terminal's DTP configuration, or `None` when DTP is off; errors
+    /// name the key (and the file) at fault.
+    pub(crate) fn terminal(
+        &self,
+        limits: Limits,
+    ) -> Result<Option<dtp_engine::dtp::TerminalConfig>, String> {
+        use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, NoiseKeypair, ResponderConfig};
+        use dtp_crypto::cred::{IssuerPublicKey, RevocationList, Verifier};
+        if !self.enabled {
+            return Ok(None);
+        }
+        let read = |key: &str, path: &str| -> Result<String, String> {
+            if path.is_empty() {
+                return Err(format!("dtp.{key}: a file is needed when dtp.enabled is true"));
+            }
+            std::fs::read_to_string(path).map_err(|e| format!("dtp.{key}: {path}: {e}"))
+        };
+        let keys = NoiseKeypair::from_text(&read("terminal_key", &self.terminal_key)?)
+            .map_err(|e| format!("dtp.terminal_key: {}: {e}", self.terminal_key))?;
+        if self.trust.is_empty() {
+            return Err("dtp.trust: at least one issuer public key file is needed".to_owned());
+        }
+        let mut verifier = Verifier::new();
+        for path in &self.trust {
+            let key = IssuerPublicKey::from_text(&read("trust", path)?)
+                .map_err(|e| format!("dtp.trust: {path}: {e}"))?;
+            verifier
+                .trust(key)
+                .map_err(|e| format!("dtp.trust: {path}: {e}"))?;
+        }
+        if !self.revocations.is_empty() {
+            let list = RevocationList::from_text(
+                &read("revocations", &self.revocations)?,
+                RevocationList::DEFAULT_MAX,
+            )
+            .map_err(|e| format!("dtp.revocations: {}: {e}", self.revocations))?;
+            verifier.set_revocations(list);
+        }
+        let mut algorithms = Vec::new();
+        for name in &self.algorithms {
+            let a = match name.as_str() {
+                "aes-256-gcm" => dtp_codec::AeadAlgorithm::Aes256Gcm,
+                "chacha20-poly1305" => dtp_codec::AeadAlgorithm::ChaCha20Poly1305,
+                other => {
+                    return Err(format!(
+                        "dtp.algorithms: `{other}` is not aes-256-gcm or chacha20-poly1305"
+                    ));
+                }
+            };
+            algorithms.push(a);
+        }
+        if algorithms.is_empty() {
+            return Err("dtp.algorithms: at least one is needed".to_owned());
+        }
+        if self.max_suspended == 0 {
+            return Err("dtp.max_suspended must be positive".to_owned());
+        }
+        let mut endpoint = dtp_engine::dtp::EndpointConfig::terminal();
+        endpoint.limits = limits;
+        endpoint.validate().map_err(|e| format!("dtp: {e}"))?;
+        Ok(Some(dtp_engine::dtp::TerminalConfig {
+            cap: ResponderConfig {
+                static_keypair: keys,
+                algorithms,
+                handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            },
+            verifier: std::sync::Arc::new(verifier),
+            endpoint,
+        }))
     }
 }
 

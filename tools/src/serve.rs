@@ -1,8 +1,11 @@
 //! `dtp serve`: the gateway on the embedded default configuration.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use dtp_bench::dtp_workload::DtpResponder;
 use dtp_engine::Engine;
+use dtp_engine::dtp::{DtpGateway, SessionRegistry};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -51,12 +54,44 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // that signals as soon as it sees the address still gets a drain.
     let mut signals =
         Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
-    let engine = Engine::start_with_control(
-        engine_config,
-        move |_| Gateway { limits },
-        Box::new(MinimalControl),
-    )
-    .map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
+    let terminal = config
+        .dtp
+        .terminal(limits)
+        .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    let started = match terminal {
+        // SPEC §1: every connection runs CAP, encryption, agreements and
+        // resume; suspended sessions are shared by all shards.
+        Some(terminal) => {
+            let terminal = Arc::new(terminal);
+            let registry = Arc::new(SessionRegistry::new(config.dtp.max_suspended));
+            Engine::start_with_control(
+                engine_config,
+                move |_| {
+                    DtpGateway::new(
+                        terminal.clone(),
+                        registry.clone(),
+                        DtpResponder::default(),
+                    )
+                },
+                Box::new(MinimalControl),
+            )
+        }
+        None => Engine::start_with_control(
+            engine_config,
+            move |_| Gateway { limits },
+            Box::new(MinimalControl),
+        ),
+    };
+    let engine =
+        started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
+    println!(
+        "protocol {}",
+        if config.dtp.enabled {
+            "dtp (CAP, encrypted)"
+        } else {
+            "plaintext benchmark protocol"
+        }
+    );
     for addr in engine.local_addrs() {
         // One line per address, for scripts (and `dtp bench`) to read.
         println!("listening {addr}");
