@@ -172,7 +172,9 @@ impl DtpSection {
         }
         let read = |key: &str, path: &str| -> Result<String, String> {
             if path.is_empty() {
-                return Err(format!("dtp.{key}: a file is needed when dtp.enabled is true"));
+                return Err(format!(
+                    "dtp.{key}: a file is needed when dtp.enabled is true"
+                ));
             }
             std::fs::read_to_string(path).map_err(|e| format!("dtp.{key}: {path}: {e}"))
         };

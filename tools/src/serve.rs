@@ -67,11 +67,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             Engine::start_with_control(
                 engine_config,
                 move |_| {
-                    DtpGateway::new(
-                        terminal.clone(),
-                        registry.clone(),
-                        DtpResponder::default(),
-                    )
+                    DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default())
                 },
                 Box::new(MinimalControl),
             )
@@ -82,8 +78,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             Box::new(MinimalControl),
         ),
     };
-    let engine =
-        started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
+    let engine = started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
     println!(
         "protocol {}",
         if config.dtp.enabled {
