@@ -9,6 +9,7 @@
 //!   server in the benchmark.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
+//! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
 //! - [`latency`]: the latency histogram, with coordinated-omission correction.
 //! - [`report`]: the JSON report, the median of several runs, the table.
@@ -17,6 +18,7 @@
 //! `perf/bench-harness.md`.
 #![forbid(unsafe_code)]
 
+pub mod aead_limit;
 pub mod dtp_workload;
 pub mod latency;
 pub mod loopback;
