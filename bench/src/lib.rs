@@ -8,6 +8,7 @@
 //!   [`dtp_workload::DtpResponder`], the server application of every DTP
 //!   server in the benchmark.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
+//! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on tokio.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
@@ -23,6 +24,7 @@ pub mod dtp_workload;
 pub mod latency;
 pub mod loopback;
 pub mod peer_tokio;
+pub mod peer_tokio_dtp;
 pub mod procstat;
 pub mod report;
 pub mod workload;

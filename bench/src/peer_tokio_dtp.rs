@@ -1,0 +1,618 @@
+//! The peer server of `dtp bench` running the full DTP protocol (SPEC §1)
+//! on tokio (epoll), written the way a careful tokio user would write it:
+//! the terminal side of CAP, sealed frames, agreements, resume — the same
+//! sans-IO [`DtpEndpoint`] and the same application ([`DtpResponder`]) as
+//! our gateway ([`DtpGateway`](dtp_engine::dtp::DtpGateway)), so the
+//! CPU-per-byte ratio of `dtp bench` measures the IO path and the runtime,
+//! not two protocol implementations.
+//!
+//! **Owns**: the tokio driver of one terminal endpoint per accepted
+//! connection — frames split off a `BytesMut` read buffer with
+//! [`peek_frame_len`] and handed to [`DtpEndpoint::handle_frame`] (which
+//! decrypts them in place), `poll_transmit` into a write buffer written
+//! with one `write_all` per read batch, `poll_event` to the application,
+//! `poll_timeout` as a `sleep_until` raced against the read in `select!`,
+//! resume requests answered from a [`SessionRegistry`] shared by every
+//! task, and lost connections' sessions parked there. **Never touches**:
+//! the protocol's rules (the endpoint's), the application's decisions
+//! ([`DtpResponder`]'s), or the CLI (the hidden subcommand builds a
+//! [`DtpPeerConfig`] and calls [`run_child`]).
+//!
+//! # Shape
+//!
+//! The same as the plaintext peer ([`crate::peer_tokio`]): a multi-thread
+//! runtime with one worker per core (configurable), a `TcpListener` accept
+//! loop in `block_on` (what `#[tokio::main]` expands to), one task per
+//! connection with `TCP_NODELAY` on, a read buffer that keeps
+//! [`READ_RESERVE`] of spare room, no pinning, no custom allocator, no
+//! socket options but `TCP_NODELAY`. [`serve`] runs it on a background
+//! thread for tests; [`run_child`] prints the same `listening ADDR` line
+//! and stops on the same end of standard input.
+//!
+//! # Choices
+//!
+//! - **Drain after every frame, write once per read.** The endpoint's
+//!   queues are bounded on the assumption that its driver drains events
+//!   and transmits after every input (see `dtp_engine::dtp`), so events go
+//!   to the application and transmits into the write buffer after each
+//!   frame, as the gateway does; the socket is written once per read batch,
+//!   like the plaintext peer.
+//! - **One application per connection.** [`DtpResponder`] holds nothing
+//!   but a handle to the system random generator, so each task owns one:
+//!   sharing it behind a mutex would add a lock per event that our gateway
+//!   (one per shard, no lock) does not pay.
+//! - **Timers.** One `Sleep` per connection, reset only when the deadline
+//!   changes (the endpoint's `poll_timeout`, and while a resume request
+//!   waits for its session, a retry every [`RESUME_POLL`]).
+//! - **Resume grace.** A Fay whose connection was cut reconnects at once
+//!   and may ask for its session before the old connection's task has seen
+//!   the end of its socket; the request then waits up to
+//!   [`RESUME_GRACE`](dtp_engine::dtp::RESUME_GRACE) (the gateway's grace),
+//!   looking in the registry every [`RESUME_POLL`], before it is refused
+//!   with RESUME_FAILED.
+//! - **Bounded memory.** The registry holds at most
+//!   [`MAX_SUSPENDED_SESSIONS`]; past it a lost session is dropped (the
+//!   registry expires stale ones first). The endpoint bounds everything
+//!   else; the read buffer holds at most one frame beyond a read's batch
+//!   (the codec's `max_frame_len`).
+//! - **Randomness.** `ring`'s system generator, as in the gateway; if it
+//!   fails the connection is dropped rather than the process panicking.
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use dtp_codec::DecodeError;
+use dtp_codec::{ErrorCode, Limits, SessionId, peek_frame_len};
+use dtp_engine::dtp::{
+    DtpApp, DtpEndpoint, DtpError, DtpEvent, RESUME_GRACE, SessionRegistry, TerminalConfig,
+};
+use ring::rand::{SecureRandom, SystemRandom};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+use crate::dtp_workload::{DtpResponder, ResponderSession};
+use crate::peer_tokio::stdin_closed;
+
+pub use crate::peer_tokio::{READ_RESERVE, SHUTDOWN_GRACE, parse_listening_line};
+
+/// The peer's name in the report.
+pub const NAME: &str = "tokio-dtp";
+/// How often a resume request waiting for its session looks again.
+pub const RESUME_POLL: Duration = Duration::from_millis(5);
+/// SPEC SES-2: most suspended sessions the peer keeps (shared by every
+/// connection); past it a lost session is dropped.
+pub const MAX_SUSPENDED_SESSIONS: usize = 16 * 1024;
+
+/// The peer's settings.
+#[derive(Clone, Debug)]
+pub struct DtpPeerConfig {
+    /// Address to listen on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Runtime worker threads (0: one per available core).
+    pub workers: usize,
+    /// The terminal's CAP keys, trusted issuers, ceilings and timers,
+    /// shared by every connection.
+    pub terminal: Arc<TerminalConfig>,
+    /// Codec limits for splitting the byte stream into frames; keep them
+    /// equal to `terminal.endpoint.limits` (the endpoint checks every frame
+    /// against its own), as [`DtpPeerConfig::new`] does.
+    pub limits: Limits,
+}
+
+impl DtpPeerConfig {
+    /// Listen on `listen` with `workers` worker threads (0: one per core),
+    /// as the terminal `terminal`, splitting frames with its limits.
+    pub fn new(listen: SocketAddr, workers: usize, terminal: Arc<TerminalConfig>) -> Self {
+        let limits = terminal.endpoint.limits;
+        Self {
+            listen,
+            workers,
+            terminal,
+            limits,
+        }
+    }
+
+    /// The number of worker threads the runtime gets.
+    pub fn worker_threads(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+/// Counters the peer keeps per read batch or per connection event (never
+/// per frame, so they cost nothing measurable).
+#[derive(Debug, Default)]
+pub struct DtpPeerStats {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Connections that ended (for any reason).
+    pub closed: AtomicU64,
+    /// Connections that ended on an IO error, a protocol error (a close
+    /// with a code other than NORMAL, either side) or a failed start.
+    pub errors: AtomicU64,
+    /// SPEC SEQ-4: fragments handed to the application (a session delivers
+    /// each exactly once, resumes included). Updated after every read
+    /// batch, before the batch's answer is written.
+    pub fragments_in: AtomicU64,
+    /// Sealed frames opened, by connections that have ended.
+    pub frames_in: AtomicU64,
+    /// Sealed frames sent, by connections that have ended.
+    pub frames_out: AtomicU64,
+    /// SPEC SES-2: sessions parked in the registry when their connection
+    /// was lost.
+    pub parked: AtomicU64,
+    /// SPEC SES-3, SEQ-5: sessions resumed.
+    pub resumed: AtomicU64,
+    /// SPEC SEQ-5: resume requests that found no parked session at first
+    /// and waited for it (the old connection had not ended yet).
+    pub resume_waited: AtomicU64,
+    /// SPEC SEQ-5: resume requests refused (no such session within the
+    /// grace, or not this peer's).
+    pub resume_refused: AtomicU64,
+}
+
+/// What every connection task shares.
+struct Shared {
+    terminal: Arc<TerminalConfig>,
+    limits: Limits,
+    registry: SessionRegistry,
+    stats: Arc<DtpPeerStats>,
+    rng: SystemRandom,
+}
+
+/// Runs the peer until `shutdown` completes, on the calling thread (which
+/// runs the accept loop, as with `#[tokio::main]`). `on_bound` is called
+/// once with the bound address before the first accept.
+pub fn run<F>(
+    config: DtpPeerConfig,
+    on_bound: impl FnOnce(SocketAddr),
+    shutdown: F,
+) -> io::Result<()>
+where
+    F: Future<Output = ()> + Send,
+{
+    run_with_stats(config, Arc::default(), on_bound, shutdown)
+}
+
+fn run_with_stats<F>(
+    config: DtpPeerConfig,
+    stats: Arc<DtpPeerStats>,
+    on_bound: impl FnOnce(SocketAddr),
+    shutdown: F,
+) -> io::Result<()>
+where
+    F: Future<Output = ()> + Send,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads())
+        .thread_name("tokio-dtp-peer-worker")
+        .enable_all()
+        .build()?;
+    let shared = Arc::new(Shared {
+        terminal: config.terminal,
+        limits: config.limits,
+        registry: SessionRegistry::new(MAX_SUSPENDED_SESSIONS),
+        stats,
+        rng: SystemRandom::new(),
+    });
+    let result = runtime.block_on(async {
+        let listener = TcpListener::bind(config.listen).await?;
+        on_bound(listener.local_addr()?);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                accepted = listener.accept() => {
+                    let sock = match accepted {
+                        Ok((sock, _)) => sock,
+                        // EMFILE, ECONNABORTED, …: this connection is lost,
+                        // the listener is not. Back off a little on EMFILE.
+                        Err(e) => {
+                            if e.raw_os_error() == Some(24) {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            continue;
+                        }
+                    };
+                    shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                    let shared = Arc::clone(&shared);
+                    tokio::spawn(async move {
+                        let clean = connection(sock, &shared).await.is_ok();
+                        shared.stats.closed.fetch_add(1, Ordering::Relaxed);
+                        if !clean {
+                            shared.stats.errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
+            }
+        }
+    });
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    result
+}
+
+/// Why a connection ended other than cleanly.
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("no DTP endpoint for this connection: {0}")]
+    Endpoint(#[from] DtpError),
+    #[error("the system random generator failed")]
+    Random,
+    #[error("the connection closed with code {0}")]
+    Closed(ErrorCode),
+}
+
+/// One connection's endpoint and application state.
+struct Conn {
+    ep: DtpEndpoint,
+    app: DtpResponder,
+    session: ResponderSession,
+    /// A resume request whose session is not parked yet, and until when it
+    /// may wait ([`RESUME_GRACE`]).
+    waiting_resume: Option<(SessionId, Instant)>,
+    /// Fragments delivered since the counters were last updated.
+    fragments: u64,
+}
+
+impl Conn {
+    /// SPEC SEQ-1: a terminal endpoint waiting for CAP message 1.
+    fn open(shared: &Shared, now: Instant) -> Result<Self, ConnError> {
+        let mut failed = false;
+        let mut fill = |b: &mut [u8]| {
+            if shared.rng.fill(b).is_err() {
+                failed = true;
+            }
+        };
+        let ep = DtpEndpoint::terminal(&shared.terminal, now, unix_now(), &mut fill)?;
+        if failed {
+            return Err(ConnError::Random);
+        }
+        Ok(Self {
+            ep,
+            app: DtpResponder::default(),
+            session: ResponderSession::default(),
+            waiting_resume: None,
+            fragments: 0,
+        })
+    }
+
+    /// Drains the endpoint after an input: events to the application (or,
+    /// for resume requests, to the registry), then transmits into `out`;
+    /// again while the application's calls produce more.
+    fn drive(&mut self, shared: &Shared, out: &mut BytesMut, now: Instant) {
+        loop {
+            let mut any = false;
+            while let Some(event) = self.ep.poll_event() {
+                any = true;
+                match event {
+                    DtpEvent::ResumeRequested { session_id } => {
+                        self.waiting_resume = Some((session_id, now + RESUME_GRACE));
+                        self.try_resume(shared, now);
+                        if self.waiting_resume.is_some() {
+                            shared.stats.resume_waited.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    event => {
+                        match &event {
+                            DtpEvent::Fragment { .. } => self.fragments += 1,
+                            DtpEvent::Established { resumed: true, .. } => {
+                                shared.stats.resumed.fetch_add(1, Ordering::Relaxed);
+                            }
+                            _ => {}
+                        }
+                        self.app.event(&mut self.session, &mut self.ep, event, now);
+                    }
+                }
+            }
+            self.ep.poll_transmit(out);
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// SPEC SEQ-5, SES-3: answers a waiting resume request from the
+    /// registry: resumes, refuses (the grace is over), or leaves it waiting.
+    fn try_resume(&mut self, shared: &Shared, now: Instant) {
+        let Some((session_id, until)) = self.waiting_resume else {
+            return;
+        };
+        match shared.registry.take(session_id, now) {
+            Some(s) => {
+                self.waiting_resume = None;
+                if let Err(refused) = self.ep.resume_with(s, now) {
+                    // Not this peer's (or not now): the session stays
+                    // parked for its owner.
+                    shared.stats.resume_refused.fetch_add(1, Ordering::Relaxed);
+                    let _ = shared.registry.insert(*refused.session, now);
+                }
+            }
+            None if now >= until => {
+                self.waiting_resume = None;
+                shared.stats.resume_refused.fetch_add(1, Ordering::Relaxed);
+                self.ep.refuse_resume();
+            }
+            None => {}
+        }
+    }
+
+    /// When the connection's timer must next fire: the endpoint's deadline,
+    /// or sooner while a resume request waits for its session.
+    fn deadline(&self, now: Instant) -> Option<Instant> {
+        let wait = self
+            .waiting_resume
+            .map(|(_, until)| (now + RESUME_POLL).min(until));
+        match (self.ep.poll_timeout(), wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Hands every complete frame at the front of `input` to the endpoint,
+    /// draining after each. A header the codec refuses goes to the endpoint
+    /// whole: it closes the connection with the decode error's code.
+    fn frames(&mut self, shared: &Shared, input: &mut BytesMut, out: &mut BytesMut, now: Instant) {
+        while !self.ep.is_closed() {
+            let len = match peek_frame_len(input, &shared.limits) {
+                Ok(len) if len <= input.len() => len,
+                Ok(_) | Err(DecodeError::Incomplete { .. }) => return,
+                Err(_) => input.len(),
+            };
+            self.ep.handle_frame(input.split_to(len), now);
+            self.drive(shared, out, now);
+        }
+    }
+
+    /// Publishes the counters kept since the last call.
+    fn flush_stats(&mut self, stats: &DtpPeerStats) {
+        if self.fragments > 0 {
+            stats
+                .fragments_in
+                .fetch_add(self.fragments, Ordering::Relaxed);
+            self.fragments = 0;
+        }
+    }
+}
+
+/// One connection: read, hand the frames to the endpoint, write what it
+/// produced once per batch, repeat; the endpoint's timers race the read.
+async fn connection(mut sock: TcpStream, shared: &Shared) -> Result<(), ConnError> {
+    sock.set_nodelay(true)?;
+    let start = Instant::now();
+    let mut conn = Conn::open(shared, start)?;
+    let mut input = BytesMut::new();
+    let mut output = BytesMut::new();
+    conn.drive(shared, &mut output, start);
+    let mut armed = conn.deadline(start);
+    let timer = tokio::time::sleep_until(armed.unwrap_or(start).into());
+    tokio::pin!(timer);
+    let outcome = loop {
+        if !output.is_empty() {
+            if let Err(e) = sock.write_all(&output).await {
+                break Err(e);
+            }
+            output.clear();
+        }
+        if conn.ep.is_closed() {
+            break Ok(());
+        }
+        // Room for the rest of a partial frame whose length is known, and
+        // at least READ_RESERVE (the plaintext peer's rule).
+        let want = match peek_frame_len(&input, &shared.limits) {
+            Ok(total) => total.saturating_sub(input.len()).max(READ_RESERVE),
+            Err(_) => READ_RESERVE,
+        };
+        input.reserve(want);
+        let now = tokio::select! {
+            read = sock.read_buf(&mut input) => {
+                let now = Instant::now();
+                match read {
+                    Ok(0) => break Ok(()),
+                    Ok(_) => conn.frames(shared, &mut input, &mut output, now),
+                    Err(e) => break Err(e),
+                }
+                now
+            }
+            () = &mut timer, if armed.is_some() => {
+                let now = Instant::now();
+                conn.try_resume(shared, now);
+                conn.ep.handle_timeout(now);
+                conn.drive(shared, &mut output, now);
+                now
+            }
+        };
+        conn.flush_stats(&shared.stats);
+        let next = conn.deadline(now);
+        if let Some(at) = next
+            && next != armed
+        {
+            timer.as_mut().reset(at.into());
+        }
+        armed = next;
+    };
+    conn.flush_stats(&shared.stats);
+    finish(conn.ep, shared, outcome)
+}
+
+/// The connection is over: a session still live is parked for a resume
+/// (SPEC SES-2), the counters are published, and the outcome classified.
+fn finish(mut ep: DtpEndpoint, shared: &Shared, outcome: io::Result<()>) -> Result<(), ConnError> {
+    let now = Instant::now();
+    let crypto = ep.crypto_stats();
+    shared
+        .stats
+        .frames_in
+        .fetch_add(crypto.opened_frames, Ordering::Relaxed);
+    shared
+        .stats
+        .frames_out
+        .fetch_add(crypto.sealed_frames, Ordering::Relaxed);
+    let code = ep.close_code();
+    if let Some(s) = ep.connection_lost(now) {
+        // A full registry ends the session (bounded memory).
+        match shared.registry.insert(s, now) {
+            Ok(()) => {
+                shared.stats.parked.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(full) => tracing::warn!(error = %full, "a suspended session is dropped"),
+        }
+    }
+    let _ = shared.registry.expire(now);
+    outcome?;
+    match code {
+        Some(code) if code != ErrorCode::NORMAL => Err(ConnError::Closed(code)),
+        _ => Ok(()),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A peer running on a background thread of this process.
+#[derive(Debug)]
+pub struct DtpPeerHandle {
+    local_addr: SocketAddr,
+    stats: Arc<DtpPeerStats>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<thread::JoinHandle<io::Result<()>>>,
+}
+
+/// Starts the peer on a background thread; returns once it listens.
+pub fn serve(config: DtpPeerConfig) -> io::Result<DtpPeerHandle> {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+    let stats = Arc::new(DtpPeerStats::default());
+    let thread_stats = Arc::clone(&stats);
+    let thread = thread::Builder::new()
+        .name("tokio-dtp-peer".into())
+        .spawn(move || {
+            let shutdown = async move {
+                // A dropped sender also means stop.
+                let _ = stopped.await;
+            };
+            run_with_stats(
+                config,
+                thread_stats,
+                |addr| {
+                    let _ = bound_tx.send(addr);
+                },
+                shutdown,
+            )
+        })?;
+    match bound_rx.recv() {
+        Ok(local_addr) => Ok(DtpPeerHandle {
+            local_addr,
+            stats,
+            stop: Some(stop),
+            thread: Some(thread),
+        }),
+        // The thread ended before binding: its result says why.
+        Err(_) => Err(match thread.join() {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => io::Error::other("the tokio DTP peer stopped before listening"),
+            Err(_) => io::Error::other("the tokio DTP peer panicked"),
+        }),
+    }
+}
+
+impl DtpPeerHandle {
+    /// The address the peer listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The peer's counters (still readable after
+    /// [`DtpPeerHandle::shutdown`]; a connection still open at shutdown is
+    /// dropped, not counted as closed).
+    pub fn stats(&self) -> Arc<DtpPeerStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Stops accepting, gives connections [`SHUTDOWN_GRACE`] to finish, and
+    /// waits for the peer's thread.
+    pub fn shutdown(mut self) -> io::Result<()> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| io::Error::other("the tokio DTP peer panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for DtpPeerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+/// The body of the hidden `dtp` subcommand that runs this peer in its own
+/// process: prints `listening <addr>` on stdout once bound (parse it with
+/// [`parse_listening_line`]), and stops when its standard input reaches
+/// end of file (the parent closes the pipe, or dies).
+pub fn run_child(config: DtpPeerConfig) -> io::Result<()> {
+    run(
+        config,
+        |addr| {
+            let mut out = io::stdout().lock();
+            let _ = writeln!(out, "listening {addr}");
+            let _ = out.flush();
+        },
+        stdin_closed(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+    use super::*;
+    use crate::dtp_workload::BenchKeys;
+
+    fn config(listen: SocketAddr) -> DtpPeerConfig {
+        let keys = BenchKeys::generate().unwrap();
+        DtpPeerConfig::new(listen, 1, Arc::new(keys.terminal_config().unwrap()))
+    }
+
+    #[test]
+    fn new_takes_the_terminals_limits() {
+        let c = config("127.0.0.1:0".parse().unwrap());
+        assert_eq!(c.limits, c.terminal.endpoint.limits);
+        assert_eq!(c.worker_threads(), 1);
+    }
+
+    #[test]
+    fn serve_binds_and_shuts_down() {
+        let peer = serve(config("127.0.0.1:0".parse().unwrap())).unwrap();
+        assert_ne!(peer.local_addr().port(), 0);
+        peer.shutdown().unwrap();
+    }
+
+    #[test]
+    fn a_taken_port_is_an_error() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(serve(config(held.local_addr().unwrap())).is_err());
+    }
+}
