@@ -210,8 +210,14 @@ impl Ratio {
 impl Limit {
     /// The loopback limit and each side's fraction of it.
     pub fn loopback(bytes_per_s: f64, ours: &Figures, peer: &Figures) -> Self {
+        Self::named("loopback", bytes_per_s, ours, peer)
+    }
+
+    /// A limit called `name` (e.g. `min(loopback, aead)` for an encrypted
+    /// stream) and each side's fraction of it.
+    pub fn named(name: &str, bytes_per_s: f64, ours: &Figures, peer: &Figures) -> Self {
         Self {
-            name: "loopback".into(),
+            name: name.into(),
             bytes_per_s,
             ours_fraction: ratio(ours.bytes_per_s, bytes_per_s),
             peer_fraction: ratio(peer.bytes_per_s, bytes_per_s),

@@ -60,7 +60,8 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    fn new() -> Self {
+    /// Nothing counted yet.
+    pub(crate) fn new() -> Self {
         Self {
             ops: 0,
             bytes: 0,
@@ -75,7 +76,7 @@ impl Tally {
     }
 
     /// Adds `o`'s counts; `done` is left to the caller.
-    fn merge(&mut self, o: &Tally) {
+    pub(crate) fn merge(&mut self, o: &Tally) {
         self.ops += o.ops;
         self.bytes += o.bytes;
         self.latency.merge(&o.latency);

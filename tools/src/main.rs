@@ -12,6 +12,7 @@ mod frame_cmd;
 mod gateway;
 mod inspect;
 mod load;
+mod load_dtp;
 mod serve;
 
 use std::path::PathBuf;
@@ -156,9 +157,38 @@ struct LoadCli {
     /// gateway under test keeps its own setting.
     #[arg(long, default_value = LOAD_CONGESTION, value_name = "NAME")]
     congestion: String,
-    /// Write the result as JSON to FILE.
+    /// Write the result as JSON to FILE (with --dtp: plus a `dtp` object of
+    /// the counters below).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Run pingpong or stream over the full DTP protocol: per connection a
+    /// Fay session (CAP, a collection agreement naming the workload,
+    /// encrypted fragments, resume acks) against a DTP gateway. Pingpong
+    /// keeps one fragment in flight per connection (closed loop: no
+    /// --rate); stream sends until the resume cache is full (--window does
+    /// not apply). Reports fragments sent, delivered (answered or
+    /// acknowledged), lost, duplicated, and resumes.
+    #[arg(long)]
+    dtp: bool,
+    /// With --dtp: the Fay's Noise private key file (`dtp cred noise-key`).
+    #[arg(long, value_name = "FILE", requires = "dtp")]
+    fay_key: Option<PathBuf>,
+    /// With --dtp: the Fay's credential file (`dtp cred issue`), binding the
+    /// --fay-key's public half.
+    #[arg(long, value_name = "FILE", requires = "dtp")]
+    credential: Option<PathBuf>,
+    /// With --dtp: the terminal's Noise public key, 64 hex digits or its
+    /// FILE.pub; CAP fails against any other terminal. Without it any
+    /// terminal key is accepted (a warning says so).
+    #[arg(long, value_name = "PUBFILE_OR_HEX", requires = "dtp")]
+    pin_terminal: Option<String>,
+    /// With --dtp: cut every connection at its N-th fragment sent — that
+    /// fragment's sealed frame goes out only up to a random byte inside it,
+    /// then the connection closes — reconnect, resume the session and go
+    /// on. Reports resumes and resume latency (from the cut to the resumed
+    /// session); nothing should be lost or duplicated.
+    #[arg(long, value_name = "N", requires = "dtp")]
+    disconnect_every: Option<u64>,
 }
 
 #[derive(Args)]
@@ -334,6 +364,18 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         driver: load_driver(a.connections, a.send_zc_threshold, &a.congestion),
         payload: a.payload,
     };
+    if a.dtp {
+        return load_dtp::run_cli(
+            &spec,
+            load_dtp::DtpCliArgs {
+                fay_key: a.fay_key,
+                credential: a.credential,
+                pin_terminal: a.pin_terminal,
+                disconnect_every: a.disconnect_every,
+                json: a.json,
+            },
+        );
+    }
     let total = a.warmup + a.duration;
     let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let b = indicatif::ProgressBar::new((total * 10.0) as u64);

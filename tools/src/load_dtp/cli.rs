@@ -1,0 +1,272 @@
+//! `dtp load --dtp` as a command: reads the Fay's key and credential files,
+//! runs [`super::run`], prints the text report and writes the JSON.
+//!
+//! **Owns**: the key and credential file reading of DTP mode and the report
+//! format (the plaintext load's keys plus a `dtp` object). **Never
+//! touches**: the run itself (`super`), the `dtp cred` files' writing.
+
+use std::path::{Path, PathBuf};
+
+use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair};
+use dtp_crypto::cred::Credential;
+use dtp_engine::dtp::{EndpointConfig, FayConfig};
+
+use super::{DtpLoadResult, DtpSpec};
+use crate::cli_error::CliError;
+use crate::load::LoadSpec;
+
+/// Largest key or credential file read (they are a few hundred bytes).
+const MAX_KEY_FILE: usize = 64 * 1024;
+
+/// The options DTP mode adds to `dtp load`.
+pub(crate) struct DtpCliArgs {
+    /// The Fay's Noise private key file (`dtp cred noise-key`).
+    pub(crate) fay_key: Option<PathBuf>,
+    /// The Fay's credential file (`dtp cred issue`).
+    pub(crate) credential: Option<PathBuf>,
+    /// The terminal's Noise public key: 64 hex digits or a `.pub` file.
+    pub(crate) pin_terminal: Option<String>,
+    /// Cut every connection at its N-th fragment.
+    pub(crate) disconnect_every: Option<u64>,
+    /// Write the result as JSON here.
+    pub(crate) json: Option<PathBuf>,
+}
+
+/// `dtp load --dtp`: checks the options, reads the keys, runs, reports.
+pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
+    let Some(workload) = super::dtp_workload(spec.workload) else {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--dtp runs the pingpong and stream workloads only",
+        ));
+    };
+    if spec.rate.is_some() {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--rate is not supported with --dtp: DTP pingpong keeps one fragment in flight per connection (closed loop)",
+        ));
+    }
+    if a.disconnect_every == Some(0) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--disconnect-every must be at least 1",
+        ));
+    }
+    let fay = fay_config(&a)?;
+    if fay.cap.pinned_responder_key.is_none() {
+        eprintln!("warning: no --pin-terminal: any terminal key is accepted");
+    }
+    let dtp = DtpSpec {
+        fay,
+        disconnect_every: a.disconnect_every,
+    };
+    let total = (spec.warmup + spec.duration).as_secs_f64();
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new((total * 10.0) as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {elapsed}/{duration} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let result = super::run(
+        spec,
+        &dtp,
+        |secs, ops| {
+            if let Some(b) = &bar {
+                b.set_position((secs * 10.0) as u64);
+                b.set_message(format!("{ops} ops"));
+            }
+        },
+        |_| {},
+    )
+    .map_err(CliError::Io)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    print!("{}", text_report(workload.name(), &dtp, &result));
+    if let Some(path) = a.json {
+        let v = json_report(workload.name(), &dtp, &result);
+        std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
+    }
+    Ok(())
+}
+
+/// The Fay's configuration from the files named on the command line.
+fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
+    let (Some(key_path), Some(cred_path)) = (&a.fay_key, &a.credential) else {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--dtp needs --fay-key FILE (dtp cred noise-key) and --credential FILE (dtp cred issue)",
+        ));
+    };
+    let key = NoiseKeypair::from_text(&read_text(key_path)?).map_err(|e| {
+        CliError::usage(
+            "BAD_KEY",
+            format_args!(
+                "{}: not a Noise private key ({e}); make one with `dtp cred noise-key`",
+                key_path.display()
+            ),
+        )
+    })?;
+    let credential = Credential::from_text(&read_text(cred_path)?).map_err(|e| {
+        CliError::usage(
+            "BAD_CREDENTIAL",
+            format_args!(
+                "{}: not a credential ({e}); make one with `dtp cred issue`",
+                cred_path.display()
+            ),
+        )
+    })?;
+    let pinned = match &a.pin_terminal {
+        Some(arg) => Some(read_public_key(arg)?),
+        None => None,
+    };
+    Ok(FayConfig {
+        cap: InitiatorConfig {
+            static_keypair: key,
+            credential,
+            algorithms: vec![
+                dtp_codec::AeadAlgorithm::Aes256Gcm,
+                dtp_codec::AeadAlgorithm::ChaCha20Poly1305,
+            ],
+            pinned_responder_key: pinned,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+        },
+        endpoint: EndpointConfig::fay(),
+    })
+}
+
+fn read_text(path: &Path) -> Result<String, CliError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| CliError::io(path.display(), e))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_KEY_FILE as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::io(path.display(), e))?;
+    if bytes.len() > MAX_KEY_FILE {
+        return Err(CliError::usage(
+            "BAD_KEY",
+            format_args!("{}: longer than {MAX_KEY_FILE} bytes", path.display()),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        CliError::usage(
+            "BAD_KEY",
+            format_args!("{}: not UTF-8 text", path.display()),
+        )
+    })
+}
+
+/// `--pin-terminal`: 64 hex digits, or a file holding them (`#` comment
+/// lines allowed: the `.pub` file of `dtp cred noise-key`).
+fn read_public_key(arg: &str) -> Result<[u8; 32], CliError> {
+    if let Some(key) = parse_hex32(arg) {
+        return Ok(key);
+    }
+    let path = Path::new(arg);
+    if std::fs::symlink_metadata(path).is_err() {
+        return Err(CliError::usage(
+            "BAD_KEY",
+            format_args!("--pin-terminal `{arg}` is neither 64 hex digits nor a file"),
+        ));
+    }
+    let text = read_text(path)?;
+    let body: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    parse_hex32(&body).ok_or_else(|| {
+        CliError::usage(
+            "BAD_KEY",
+            format_args!(
+                "{arg}: not a Noise public key (64 hex digits, the .pub file of `dtp cred noise-key`)"
+            ),
+        )
+    })
+}
+
+/// A 32-byte key as 64 hex digits (either case, surrounding space allowed).
+pub(crate) fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+    let t = text.trim().as_bytes();
+    if t.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(t.chunks_exact(2)) {
+        let hi = char::from(pair[0]).to_digit(16)?;
+        let lo = char::from(pair[1]).to_digit(16)?;
+        *o = u8::try_from(hi * 16 + lo).ok()?;
+    }
+    Some(out)
+}
+
+/// The human-readable report: the plaintext load's lines, then DTP's.
+pub(crate) fn text_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> String {
+    let (t, l, d) = (&r.load.tally, &r.load.latency, &r.dtp);
+    let (p50, p99) = d.resume_p50_p99_us();
+    let mut s = format!(
+        "{workload} over DTP · {} connections · {:.1} s · backend {}\n",
+        t.connected,
+        r.load.elapsed.as_secs_f64(),
+        r.load.backend
+    );
+    s += &format!(
+        "throughput  {:.0} ops/s  {:.1} MB/s\n",
+        r.load.ops_per_s(),
+        r.load.bytes_per_s() / 1e6
+    );
+    s += &format!(
+        "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}\n",
+        l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+    );
+    s += &format!(
+        "fragments   {} sent  {} delivered  {} lost  {} duplicated\n",
+        d.sent, d.delivered, d.lost, d.duplicated
+    );
+    if let Some(n) = dtp.disconnect_every {
+        s += &format!(
+            "resumes     {} (a cut every {n} fragments: {} cuts)  latency µs p50 {p50}  p99 {p99}\n",
+            d.resumes, d.cuts
+        );
+    }
+    if t.errors + t.failed + d.failed_flows > 0 {
+        s += &format!(
+            "problems    {} errors, {} failed connections, {} connections given up\n",
+            t.errors, t.failed, d.failed_flows
+        );
+    }
+    s
+}
+
+/// The JSON report: the plaintext load's keys and a `dtp` object.
+pub(crate) fn json_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> serde_json::Value {
+    let (t, l, d) = (&r.load.tally, &r.load.latency, &r.dtp);
+    let (p50, p99) = d.resume_p50_p99_us();
+    serde_json::json!({
+        "workload": workload,
+        "connections": t.connected,
+        "duration_s": r.load.elapsed.as_secs_f64(),
+        "backend": r.load.backend,
+        "ops": t.ops,
+        "ops_per_s": r.load.ops_per_s(),
+        "bytes_per_s": r.load.bytes_per_s(),
+        "latency_us": {"p50": l.p50_us, "p90": l.p90_us, "p99": l.p99_us, "p999": l.p999_us, "max": l.max_us},
+        "errors": t.errors,
+        "failed_connections": t.failed,
+        "backlogged": t.backlogged,
+        "dtp": {
+            "sent": d.sent,
+            "delivered": d.delivered,
+            "lost": d.lost,
+            "duplicated": d.duplicated,
+            "resumes": d.resumes,
+            "cuts": d.cuts,
+            "disconnect_every": dtp.disconnect_every,
+            "failed_flows": d.failed_flows,
+            "resume_latency_us": {"p50": p50, "p99": p99},
+        },
+    })
+}

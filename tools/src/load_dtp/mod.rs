@@ -1,0 +1,587 @@
+//! `dtp load --dtp`: the load generator over the full DTP protocol (SPEC
+//! §1) — per connection a Fay endpoint, CAP, a collection agreement naming
+//! the workload (`dtp_bench::dtp_workload`), encrypted fragments, resume
+//! acks — with forced disconnects (`--disconnect-every N`) that cut the
+//! transport inside a frame and resume the session on a new connection.
+//!
+//! **Owns**: the engine [`Service`] that drives one [`flow::Flow`] per
+//! logical connection (the Fay-side twin of
+//! [`DtpGateway`](dtp_engine::dtp::DtpGateway)), the run loop, and the DTP
+//! counters. **Never touches**: the protocol's rules (the endpoint's), the
+//! plaintext load generator's behaviour (`crate::load`, whose `LoadSpec`,
+//! `Tally` and `LoadResult` it reuses), the gateway or the bench.
+//!
+//! # Design choices
+//!
+//! - **Sans-IO core, thin driver.** [`flow::Flow`] is fed inputs and
+//!   drained for wire bytes; it never reads a clock or draws random bytes.
+//!   The service here is the one place that does (like the gateway): it
+//!   reads `Instant::now()` per callback and fills CAP seeds and cut offsets
+//!   from `ring`'s system generator. The unit tests drive the same flows
+//!   against an in-memory terminal in virtual time.
+//! - **A cut is a torn frame.** At the N-th fragment sent on a transport
+//!   connection, everything queued goes out whole, then the fragment's
+//!   sealed frame goes out only up to a random byte inside it
+//!   (1 ..= len − 1), then the transport closes (`Outbox::close`). The
+//!   fragment is in the resume cache (it counts as sent) and is resent on
+//!   the resumed connection. The flow reconnects at once (`Ctl::connect`
+//!   from `tick`) and resumes with `DtpEndpoint::fay_resume`; a resume
+//!   attempt lost before it finished hands the session back
+//!   (`connection_lost` / `take_suspended`) for the next attempt.
+//! - **Counters over the whole run.** `sent`, `delivered`, `duplicated` and
+//!   `resumes` count from the first fragment to the end of the drain
+//!   (warm-up included) so that `lost = sent − delivered` means what it
+//!   says; throughput and latency count only the measured window. After the
+//!   window no fragment is sent; each flow closes its session once all it
+//!   sent is delivered (answered or acknowledged), or at the drain deadline
+//!   ([`flow::DRAIN`]), after which what is left counts as lost.
+//! - **Closed loop only.** DTP pingpong keeps one fragment in flight per
+//!   connection (the responder closes a connection that sends more), so an
+//!   open-loop `--rate` cannot be honoured; the CLI refuses it.
+//! - **Flow control is DTP's own** for the stream: fragments go out until
+//!   the resume cache is full (`BUFFER_FULL`, 6001), then wait for acks
+//!   (`DtpEvent::Writable`); `--window` does not apply. Each connection's
+//!   send queue is raised to hold a whole resume cache, sealed: the resend
+//!   after a resume is one batch, and a batch larger than the queue could
+//!   never be sent.
+//! - **Latency.** Pingpong: each round trip, from `send_fragment` to the
+//!   answer, including those that crossed a cut (that is what the
+//!   application saw; the resume's own cost is reported separately).
+//!   Stream: from the first fragment of an acknowledged batch to the ack.
+//!   Bytes are payload bytes (both directions for pingpong).
+
+mod cli;
+mod flow;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use dtp_bench::dtp_workload::DtpWorkload;
+use dtp_bench::latency::{LatencyRecorder, LatencySummary};
+use dtp_bench::workload::{self, Workload};
+use dtp_codec::{ErrorCode, LogicalFrame};
+use dtp_engine::dtp::FayConfig;
+use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_transports::{CloseReason, ConnId, DriverConfig};
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::load::{LoadResult, LoadSpec, Phase, Tally};
+use flow::{Flow, FlowConfig, FlowCounters, Stats};
+
+pub(crate) use cli::{DtpCliArgs, run_cli};
+
+/// What DTP mode adds to a [`LoadSpec`].
+#[derive(Clone, Debug)]
+pub(crate) struct DtpSpec {
+    /// The Fay's keys, credential and endpoint settings (the bench passes
+    /// `BenchKeys::fay_config()`; the CLI reads files).
+    pub(crate) fay: FayConfig,
+    /// Cut every connection at its N-th fragment sent (`None`: never).
+    pub(crate) disconnect_every: Option<u64>,
+}
+
+/// The DTP counters of a run (see the module docs for their meaning).
+#[derive(Clone, Debug)]
+pub(crate) struct DtpCounters {
+    /// Fragments sent.
+    pub(crate) sent: u64,
+    /// Pingpong: answers received; stream: fragments acknowledged.
+    pub(crate) delivered: u64,
+    /// Sent and never delivered once the run drained.
+    pub(crate) lost: u64,
+    /// Pingpong answers received twice.
+    pub(crate) duplicated: u64,
+    /// Sessions resumed.
+    pub(crate) resumes: u64,
+    /// Cuts made.
+    pub(crate) cuts: u64,
+    /// Flows that gave up (their session ended, or no connection).
+    pub(crate) failed_flows: u64,
+    /// From a cut to `Established { resumed: true }`.
+    pub(crate) resume_latency: LatencyRecorder,
+}
+
+impl DtpCounters {
+    fn new() -> Self {
+        Self {
+            sent: 0,
+            delivered: 0,
+            lost: 0,
+            duplicated: 0,
+            resumes: 0,
+            cuts: 0,
+            failed_flows: 0,
+            resume_latency: LatencyRecorder::new(),
+        }
+    }
+
+    fn add_flow(&mut self, c: FlowCounters, failed: bool) {
+        self.sent += c.sent;
+        self.delivered += c.delivered;
+        self.lost += c.sent.saturating_sub(c.delivered);
+        self.duplicated += c.duplicated;
+        self.resumes += c.resumes;
+        self.cuts += c.cuts;
+        self.failed_flows += u64::from(failed);
+    }
+
+    fn merge(&mut self, o: &DtpCounters) {
+        self.sent += o.sent;
+        self.delivered += o.delivered;
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.resumes += o.resumes;
+        self.cuts += o.cuts;
+        self.failed_flows += o.failed_flows;
+        self.resume_latency.merge(&o.resume_latency);
+    }
+
+    /// Resume latency p50 and p99 in microseconds (0 without resumes).
+    pub(crate) fn resume_p50_p99_us(&self) -> (u64, u64) {
+        flow::resume_quantiles(&self.resume_latency)
+    }
+}
+
+/// The result of a DTP run: the plaintext load's figures and the DTP
+/// counters.
+#[derive(Clone, Debug)]
+pub(crate) struct DtpLoadResult {
+    /// Throughput, latency, connections, errors.
+    pub(crate) load: LoadResult,
+    /// Sent, delivered, lost, duplicated, resumes.
+    pub(crate) dtp: DtpCounters,
+}
+
+/// What a shard shares with the run loop.
+struct Shared {
+    tally: Tally,
+    dtp: DtpCounters,
+}
+
+/// The client service of one shard: one flow per logical connection.
+struct Client {
+    fay: Arc<FayConfig>,
+    target: std::net::SocketAddr,
+    template: FlowConfig,
+    share: usize,
+    flows: Vec<Flow>,
+    /// Flows waiting for a transport connection (bounded by `share`).
+    to_connect: VecDeque<usize>,
+    /// Connections being opened, and their flow (bounded by `share`).
+    connecting: HashMap<ConnId, usize>,
+    /// Flows that had a transport connection at least once.
+    ever_connected: Vec<bool>,
+    stats: Stats,
+    tally: Tally,
+    shared: Arc<Mutex<Shared>>,
+    rng: SystemRandom,
+    drain_until: Instant,
+    last_flush: Instant,
+    finished: bool,
+}
+
+impl Client {
+    /// Fills `b` from the system generator; false if it failed (never use
+    /// the bytes then: they seed CAP).
+    fn fill(rng: &SystemRandom, ok: &mut bool, b: &mut [u8]) {
+        if rng.fill(b).is_err() {
+            *ok = false;
+            b.fill(0);
+        }
+    }
+
+    /// After an input: transmit, the next deadline, close or want writable.
+    fn drive(&mut self, idx: usize, out: &mut Outbox<'_>, now: Instant) {
+        let Some(flow) = self.flows.get_mut(idx) else {
+            out.close();
+            return;
+        };
+        let room = out.room();
+        let rng = &self.rng;
+        let mut ok = true;
+        let t = flow.poll_transmit(
+            out.wire(),
+            room,
+            now,
+            &mut |b| Self::fill(rng, &mut ok, b),
+            &mut self.stats,
+        );
+        if !ok {
+            self.stats.errors += 1;
+        }
+        if t.want_writable {
+            out.want_writable();
+        }
+        out.set_timer(flow.poll_timeout(now));
+        if t.close {
+            out.close();
+        }
+    }
+
+    fn queue_if_waiting(&mut self, idx: usize) {
+        if self.flows.get(idx).is_some_and(Flow::wants_connection) {
+            self.to_connect.push_back(idx);
+        }
+    }
+
+    fn flush(&mut self, final_flush: bool) {
+        let mut delta = Tally::new();
+        std::mem::swap(&mut delta, &mut self.tally);
+        delta.ops += self.stats.ops;
+        delta.bytes += self.stats.bytes;
+        delta.errors += self.stats.errors;
+        delta.latency.merge(&self.stats.latency);
+        let mut dtp = DtpCounters::new();
+        dtp.resume_latency.merge(&self.stats.resume_latency);
+        if final_flush {
+            for f in &self.flows {
+                dtp.add_flow(f.counters(), f.has_failed());
+            }
+            delta.done = true;
+        }
+        self.stats = Stats::new();
+        let Ok(mut shared) = self.shared.lock() else {
+            return;
+        };
+        let done = shared.tally.done || delta.done;
+        shared.tally.merge(&delta);
+        shared.tally.done = done;
+        shared.dtp.merge(&dtp);
+    }
+}
+
+impl Service for Client {
+    type Conn = Option<usize>;
+
+    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Option<usize> {
+        let now = Instant::now();
+        let Some(idx) = self.connecting.remove(&conn) else {
+            out.close();
+            return None;
+        };
+        if let Some(first) = self.ever_connected.get_mut(idx)
+            && !*first
+        {
+            *first = true;
+            self.tally.connected += 1;
+        }
+        let flow = self.flows.get_mut(idx)?;
+        let rng = &self.rng;
+        let mut ok = true;
+        let started = flow.handle_connected(&self.fay, now, &mut |b| Self::fill(rng, &mut ok, b));
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "no DTP endpoint for a load connection");
+            self.stats.errors += 1;
+            out.close();
+            return Some(idx);
+        }
+        if !ok {
+            // The CAP seed is not random: never run the handshake with it.
+            self.stats.errors += 1;
+            flow.handle_lost(now, &mut self.stats);
+            out.close();
+            return Some(idx);
+        }
+        self.drive(idx, out, now);
+        Some(idx)
+    }
+
+    fn frame(
+        &mut self,
+        _: &mut Option<usize>,
+        _: LogicalFrame,
+        _: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        // Never called: frames come as wire bytes (`wants_wire`).
+        Err(ErrorCode::INCONSISTENT)
+    }
+
+    fn wants_wire(&self) -> bool {
+        true
+    }
+
+    fn frame_wire(
+        &mut self,
+        state: &mut Option<usize>,
+        wire: BytesMut,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        let Some(idx) = *state else {
+            out.close();
+            return Ok(());
+        };
+        let now = Instant::now();
+        if let Some(flow) = self.flows.get_mut(idx) {
+            flow.handle_frame(wire, now, &mut self.stats);
+        }
+        self.drive(idx, out, now);
+        Ok(())
+    }
+
+    fn timeout(&mut self, state: &mut Option<usize>, now: Instant, out: &mut Outbox<'_>) {
+        let Some(idx) = *state else { return };
+        if let Some(flow) = self.flows.get_mut(idx) {
+            flow.handle_timeout(now, &mut self.stats);
+        }
+        self.drive(idx, out, now);
+    }
+
+    fn writable(&mut self, state: &mut Option<usize>, out: &mut Outbox<'_>) {
+        if let Some(idx) = *state {
+            self.drive(idx, out, Instant::now());
+        }
+    }
+
+    fn connect_failed(&mut self, conn: ConnId, errno: i32) {
+        self.tally.failed += 1;
+        self.tally.last_errno = errno;
+        if let Some(idx) = self.connecting.remove(&conn) {
+            if let Some(flow) = self.flows.get_mut(idx) {
+                flow.handle_connect_failed();
+            }
+            self.queue_if_waiting(idx);
+        }
+    }
+
+    fn close(&mut self, state: Option<usize>, _: CloseReason) {
+        let Some(idx) = state else { return };
+        if let Some(flow) = self.flows.get_mut(idx) {
+            flow.handle_lost(Instant::now(), &mut self.stats);
+        }
+        self.queue_if_waiting(idx);
+    }
+
+    fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
+        if self.finished {
+            return None;
+        }
+        // Open flows in waves, so a large count does not flood the backlog.
+        let wave = (self.share - self.flows.len()).min(256);
+        for _ in 0..wave {
+            self.to_connect.push_back(self.flows.len());
+            self.flows.push(Flow::new(self.template.clone()));
+            self.ever_connected.push(false);
+        }
+        if !ctl.stopping() {
+            for _ in 0..self.to_connect.len() {
+                let Some(idx) = self.to_connect.pop_front() else {
+                    break;
+                };
+                let Some(flow) = self.flows.get_mut(idx) else {
+                    continue;
+                };
+                if !flow.wants_connection() {
+                    continue;
+                }
+                match ctl.connect(self.target) {
+                    Ok(conn) => {
+                        flow.connecting();
+                        self.connecting.insert(conn, idx);
+                    }
+                    Err(_) => {
+                        self.tally.failed += 1;
+                        flow.connecting();
+                        flow.handle_connect_failed();
+                        self.queue_if_waiting(idx);
+                    }
+                }
+            }
+        }
+        let all_done = self.flows.len() == self.share && self.flows.iter().all(Flow::is_finished);
+        if all_done || now >= self.drain_until {
+            self.flush(true);
+            self.finished = true;
+            return None;
+        }
+        if now.duration_since(self.last_flush) >= Duration::from_millis(100) {
+            self.last_flush = now;
+            self.flush(false);
+        }
+        Some(
+            if self.flows.len() < self.share || !self.to_connect.is_empty() {
+                now + Duration::from_millis(1)
+            } else {
+                now + Duration::from_millis(20)
+            },
+        )
+    }
+}
+
+/// The payload of every fragment: `--payload` bytes, or the workload's
+/// standard size (66 B pingpong, 16 KiB stream).
+fn payload(workload: DtpWorkload, size: Option<usize>) -> Bytes {
+    match (workload, size) {
+        (_, Some(n)) => (0..n).map(|i| (i % 251) as u8).collect(),
+        (DtpWorkload::Stream, None) => workload::stream_payload(),
+        (DtpWorkload::Pingpong, None) => workload::pingpong_payload(),
+    }
+}
+
+/// The load generator's IO settings in DTP mode: a connection's send queue
+/// must take a whole resume cache at once, sealed (the resend after a
+/// resume is one batch; a batch larger than the queue could never be sent).
+fn driver_for(base: &DriverConfig, fay: &FayConfig) -> DriverConfig {
+    let cache = fay.endpoint.resume_cache;
+    let sealed = cache
+        .max_bytes
+        .saturating_add(cache.max_fragments.saturating_mul(flow::FRAME_OVERHEAD));
+    let frame = fay.endpoint.limits.max_frame_len as usize;
+    DriverConfig {
+        max_send_queue: base
+            .max_send_queue
+            .max(sealed.saturating_add(2 * frame).saturating_mul(2)),
+        ..base.clone()
+    }
+}
+
+/// The DTP workload of a plaintext workload name (`connections` has none).
+pub(crate) fn dtp_workload(w: Workload) -> Option<DtpWorkload> {
+    match w {
+        Workload::Pingpong => Some(DtpWorkload::Pingpong),
+        Workload::Stream => Some(DtpWorkload::Stream),
+        Workload::Idle => None,
+    }
+}
+
+/// Runs `spec` over DTP and returns what it measured; the entry point for
+/// the bench (with `BenchKeys::fay_config()`) and the CLI. `progress` is
+/// called about ten times a second with the seconds elapsed and the
+/// operations so far; `phase` at the two edges of the measured window.
+/// `spec.rate` must be `None` (closed loop only) and the workload pingpong
+/// or stream.
+pub(crate) fn run(
+    spec: &LoadSpec,
+    dtp: &DtpSpec,
+    mut progress: impl FnMut(f64, u64),
+    mut phase: impl FnMut(Phase),
+) -> Result<DtpLoadResult, String> {
+    let Some(workload) = dtp_workload(spec.workload) else {
+        return Err("DTP mode runs the pingpong and stream workloads only".to_owned());
+    };
+    if spec.rate.is_some() {
+        return Err(
+            "DTP pingpong runs closed loop (one fragment in flight per connection): --rate is not supported with --dtp"
+                .to_owned(),
+        );
+    }
+    if dtp.disconnect_every == Some(0) {
+        return Err("--disconnect-every must be at least 1".to_owned());
+    }
+    let shards = spec.shards.max(1).min(spec.connections.max(1));
+    let start = Instant::now();
+    let measure_from = start + spec.warmup;
+    let end = measure_from + spec.duration;
+    let drain_until = end + flow::DRAIN;
+    let shared: Vec<Arc<Mutex<Shared>>> = (0..shards)
+        .map(|_| {
+            Arc::new(Mutex::new(Shared {
+                tally: Tally::new(),
+                dtp: DtpCounters::new(),
+            }))
+        })
+        .collect();
+    let factory_shared = shared.clone();
+    let template = FlowConfig {
+        workload,
+        payload: payload(workload, spec.payload),
+        disconnect_every: dtp.disconnect_every,
+        measure_from,
+        end,
+    };
+    let fay = Arc::new(dtp.fay.clone());
+    let (target, connections) = (spec.target, spec.connections);
+    let config = EngineConfig {
+        shards,
+        pin: false,
+        listen: Vec::new(),
+        driver: driver_for(&spec.driver, &dtp.fay),
+        limits: dtp_codec::Limits::default(),
+        drain: Duration::from_secs(2),
+        control_ring: 1024,
+    };
+    let engine = Engine::start(config, move |i| Client {
+        fay: fay.clone(),
+        target,
+        template: template.clone(),
+        share: connections / shards + usize::from(i < connections % shards),
+        flows: Vec::new(),
+        to_connect: VecDeque::new(),
+        connecting: HashMap::new(),
+        ever_connected: Vec::new(),
+        stats: Stats::new(),
+        tally: Tally::new(),
+        shared: factory_shared[i].clone(),
+        rng: SystemRandom::new(),
+        drain_until,
+        last_flush: start,
+        finished: false,
+    })
+    .map_err(|e| format!("could not start the load generator: {e}"))?;
+    let backend = engine.backend().kind.name().to_owned();
+    let deadline = drain_until + Duration::from_secs(5);
+    let mut edges = vec![
+        (end, Phase::MeasureEnd),
+        (measure_from, Phase::MeasureStart),
+    ];
+    loop {
+        let now = Instant::now();
+        let mut wake = now + Duration::from_millis(100);
+        if let Some(&(at, _)) = edges.last() {
+            wake = wake.min(at);
+        }
+        std::thread::sleep(wake.saturating_duration_since(now));
+        let now = Instant::now();
+        while let Some(&(at, p)) = edges.last() {
+            if now < at {
+                break;
+            }
+            phase(p);
+            edges.pop();
+        }
+        let (ops, all_done) = shared
+            .iter()
+            .fold((0, true), |(ops, done), s| match s.lock() {
+                Ok(s) => (ops + s.tally.ops, done && s.tally.done),
+                Err(_) => (ops, done),
+            });
+        progress(now.saturating_duration_since(start).as_secs_f64(), ops);
+        if all_done || now > deadline {
+            break;
+        }
+    }
+    // Flows left mid-phase at the edges still report through `MeasureEnd`.
+    for (_, p) in edges.into_iter().rev() {
+        phase(p);
+    }
+    engine.stop();
+    engine
+        .join()
+        .map_err(|e| format!("load generator failed: {e}"))?;
+    let mut tally = Tally::new();
+    let mut counters = DtpCounters::new();
+    for s in &shared {
+        if let Ok(s) = s.lock() {
+            tally.merge(&s.tally);
+            counters.merge(&s.dtp);
+        }
+    }
+    if tally.connected == 0 {
+        let why = std::io::Error::from_raw_os_error(tally.last_errno);
+        return Err(format!(
+            "no connection to {} could be made ({why})",
+            spec.target
+        ));
+    }
+    let latency: LatencySummary = tally.latency.summary();
+    Ok(DtpLoadResult {
+        load: LoadResult {
+            tally,
+            elapsed: spec.duration,
+            latency,
+            backend,
+        },
+        dtp: counters,
+    })
+}
