@@ -628,26 +628,48 @@ impl<S: Service> Shard<S> {
         if self.out.is_empty() {
             return;
         }
-        let Some(slot) = self.conns.get_mut(conn) else {
-            return;
-        };
-        if !slot.pending.is_empty() {
-            slot.pending.extend_from_slice(&self.out);
+        let out = std::mem::take(&mut self.out);
+        let backed_up = self
+            .conns
+            .get_mut(conn)
+            .is_some_and(|slot| !slot.pending.is_empty());
+        let sent = if backed_up {
+            0
         } else {
-            match self.driver.send(conn, &self.out) {
-                Ok(()) => {}
-                Err(SendError::BufferFull) => {
-                    slot.pending.extend_from_slice(&self.out);
-                    if !slot.paused {
-                        slot.paused = true;
-                        self.driver.pause_reading(conn);
-                        self.metrics.paused.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Err(_) => {}
+            self.send_some(conn, &out)
+        };
+        if sent < out.len()
+            && let Some(slot) = self.conns.get_mut(conn)
+        {
+            slot.pending.extend_from_slice(&out[sent..]);
+            if !slot.paused {
+                slot.paused = true;
+                self.driver.pause_reading(conn);
+                self.metrics.paused.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.out = out;
         self.out.clear();
+    }
+
+    /// Queues as much of `bytes` as the connection's send budget takes now
+    /// and returns how much: a batch larger than the whole budget (a resend
+    /// after a resume can be) goes out in pieces instead of waiting forever.
+    /// When not all went, the driver reports Writable once there is room.
+    fn send_some(&mut self, conn: ConnId, bytes: &[u8]) -> usize {
+        let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+        let n = bytes.len().min(room);
+        let sent = match n {
+            0 => 0,
+            n => match self.driver.send(conn, &bytes[..n]) {
+                Ok(()) => n,
+                Err(_) => 0, // the core's send chunks ran out: Writable comes
+            },
+        };
+        if sent < bytes.len() {
+            self.driver.want_writable(conn);
+        }
+        sent
     }
 
     fn writable(&mut self, conn: ConnId) {
@@ -655,11 +677,20 @@ impl<S: Service> Shard<S> {
             return;
         };
         if !slot.pending.is_empty() {
-            match self.driver.send(conn, &slot.pending) {
-                Ok(()) => slot.pending = BytesMut::new(),
-                Err(_) => return, // still full: the next Writable retries
+            let mut pending = std::mem::take(&mut slot.pending);
+            let sent = self.send_some(conn, &pending);
+            let Some(slot) = self.conns.get_mut(conn) else {
+                return;
+            };
+            if sent < pending.len() {
+                pending.advance(sent);
+                slot.pending = pending;
+                return; // the rest when the driver reports room again
             }
         }
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
         if slot.paused && !slot.closing {
             slot.paused = false;
             self.driver.resume_reading(conn);

@@ -286,3 +286,51 @@ fn wire_frames_and_per_connection_timers() {
         engine.join().unwrap();
     }
 }
+
+/// Queues, on its first frame, one batch four times the connection's whole
+/// send budget (as a protocol layer resending after a resume may).
+struct Burst;
+
+impl Service for Burst {
+    type Conn = ();
+
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
+
+    fn frame(
+        &mut self,
+        _: &mut (),
+        _: LogicalFrame,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        for seq in 1..=64u64 {
+            data(seq, &vec![seq as u8; 16 * 1024])
+                .encode(out.wire(), &Limits::default())
+                .unwrap();
+        }
+        Ok(())
+    }
+}
+
+/// A batch larger than the whole send budget goes out in pieces, never
+/// stuck waiting for room it can never have.
+#[test]
+fn a_batch_larger_than_the_send_budget_still_goes_out() {
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let mut cfg = config(backend, 1);
+        cfg.driver.max_send_queue = 256 * 1024;
+        cfg.limits.max_frame_len = 64 * 1024;
+        let engine = Engine::start(cfg, |_| Burst).unwrap();
+        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(&data(0, b"go").to_bytes(&Limits::default()).unwrap())
+            .unwrap();
+        let got = read_frames(&mut c, 64);
+        for (i, f) in got.iter().enumerate() {
+            let seq = i as u64 + 1;
+            assert_eq!(*f, data(seq, &vec![seq as u8; 16 * 1024]), "{backend:?}");
+        }
+        drop(c);
+        engine.stop();
+        engine.join().unwrap();
+    }
+}
