@@ -13,19 +13,76 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use dtp_bench::dtp_workload::BenchKeys;
 use dtp_bench::procstat::{self, Sample};
 use dtp_bench::report::{self, Figures, Limit, Memory, Report, WorkloadReport};
 use dtp_bench::workload::Workload;
+use dtp_codec::AeadAlgorithm;
 use dtp_transports::{BackendPreference, DriverConfig};
 
 use crate::cli_error::CliError;
-use crate::load::{self, LoadSpec};
+use crate::load::{self, LoadResult, LoadSpec};
+use crate::load_dtp::{self, DtpSpec};
+
+/// A workload of `dtp bench`: the plaintext benchmark protocol, the same
+/// over the full DTP protocol (CAP, an agreement, AES-256-GCM sealed
+/// fragments, resume acks), or `resume`: the DTP stream with forced
+/// disconnects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BenchWorkload {
+    /// The plaintext protocol (`dtp_bench::workload`).
+    Plain(Workload),
+    /// Over DTP (pingpong or stream).
+    Dtp(Workload),
+    /// The DTP stream, each connection cut every [`RESUME_EVERY`] fragments
+    /// and resumed.
+    Resume,
+}
+
+/// Fragments between forced disconnects in the `resume` workload (32 MiB of
+/// 16 KiB fragments).
+const RESUME_EVERY: u64 = 2048;
+
+impl BenchWorkload {
+    /// The name in the report and on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Plain(w) => w.name(),
+            Self::Dtp(Workload::Pingpong) => "dtp-pingpong",
+            Self::Dtp(Workload::Stream) => "dtp-stream",
+            Self::Dtp(Workload::Idle) => "dtp-connections",
+            Self::Resume => "resume",
+        }
+    }
+
+    /// The workload for a name.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "dtp-pingpong" => Self::Dtp(Workload::Pingpong),
+            "dtp-stream" => Self::Dtp(Workload::Stream),
+            "resume" => Self::Resume,
+            other => Self::Plain(Workload::from_name(other)?),
+        })
+    }
+
+    /// The plaintext workload it builds on (sizes, connections).
+    fn base(self) -> Workload {
+        match self {
+            Self::Plain(w) | Self::Dtp(w) => w,
+            Self::Resume => Workload::Stream,
+        }
+    }
+
+    fn is_dtp(self) -> bool {
+        !matches!(self, Self::Plain(_))
+    }
+}
 
 /// What `dtp bench` runs.
 pub(crate) struct BenchArgs {
     pub(crate) quick: bool,
     pub(crate) runs: Option<usize>,
-    pub(crate) workloads: Vec<Workload>,
+    pub(crate) workloads: Vec<BenchWorkload>,
     pub(crate) backend: String,
     pub(crate) json: Option<PathBuf>,
     pub(crate) duration: Option<f64>,
@@ -117,11 +174,17 @@ impl Server {
     }
 }
 
-/// One side's measurement of one workload.
-fn measure(server: &Server, spec: &LoadSpec, workload: Workload) -> Result<Figures, CliError> {
+/// One side's measurement of one workload: the load runs through `load`,
+/// which calls its phase callback at the start and the end of the measured
+/// window, where the server's CPU is sampled.
+fn measure(
+    server: &Server,
+    workload: BenchWorkload,
+    load: impl FnOnce(&mut dyn FnMut(load::Phase)) -> Result<LoadResult, String>,
+) -> Result<Figures, CliError> {
     let before = server.sample()?;
     let mut edges: Vec<Result<Sample, CliError>> = Vec::new();
-    let result = load::run(spec, |_, _| {}, |_| edges.push(server.sample()))
+    let result = load(&mut |_| edges.push(server.sample()))
         .map_err(|e| CliError::Io(format!("{} run: {e}", server.name)))?;
     let mut edges = edges.into_iter();
     let (Some(start), Some(end)) = (edges.next(), edges.next()) else {
@@ -141,13 +204,13 @@ fn measure(server: &Server, spec: &LoadSpec, workload: Workload) -> Result<Figur
         )));
     }
     let figures = Figures::from_run(
-        workload,
+        workload.base(),
         result.tally.ops,
         result.elapsed,
         cpu.cpu_ns,
         &result.latency,
     );
-    Ok(if workload == Workload::Idle {
+    Ok(if workload == BenchWorkload::Plain(Workload::Idle) {
         figures.with_memory(Memory::from_rss(
             result.tally.connected,
             before.rss_bytes,
@@ -157,6 +220,59 @@ fn measure(server: &Server, spec: &LoadSpec, workload: Workload) -> Result<Figur
     } else {
         figures
     })
+}
+
+/// A DTP run on one side: the load over DTP; for `resume`, the figures'
+/// p50/p99 are the resume latencies, and nothing may be lost or duplicated.
+fn measure_dtp(
+    server: &Server,
+    workload: BenchWorkload,
+    spec: &LoadSpec,
+    dtp: &DtpSpec,
+) -> Result<Figures, CliError> {
+    let mut counters = None;
+    let mut figures = measure(server, workload, |phase| {
+        let r = load_dtp::run(spec, dtp, |_, _| {}, phase)?;
+        counters = Some(r.dtp);
+        Ok(r.load)
+    })?;
+    let Some(c) = counters else {
+        return Err(CliError::Io("no DTP counters".to_owned()));
+    };
+    if c.lost > 0 || c.duplicated > 0 || c.failed_flows > 0 {
+        return Err(CliError::Io(format!(
+            "{} {}: {} fragments lost, {} duplicated, {} flows failed",
+            server.name,
+            workload.name(),
+            c.lost,
+            c.duplicated,
+            c.failed_flows
+        )));
+    }
+    if workload == BenchWorkload::Resume {
+        let (p50, p99) = c.resume_p50_p99_us();
+        figures.p50_us = p50 as f64;
+        figures.p99_us = p99 as f64;
+    }
+    Ok(figures)
+}
+
+/// The key files and the `[dtp]` configuration both servers read.
+fn write_dtp_config(dir: &std::path::Path, keys: &BenchKeys) -> Result<PathBuf, CliError> {
+    let io = |e: std::io::Error| CliError::io(dir.display(), e);
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let terminal = dir.join("terminal.key");
+    let issuer = dir.join("issuer.key.pub");
+    std::fs::write(&terminal, keys.terminal_noise.to_text()).map_err(io)?;
+    std::fs::write(&issuer, keys.issuer.public_key().to_text()).map_err(io)?;
+    let config = dir.join("dtp.toml");
+    let text = format!(
+        "[dtp]\nenabled = true\nterminal_key = {:?}\ntrust = [{:?}]\nalgorithms = [\"aes-256-gcm\"]\n",
+        terminal.display().to_string(),
+        issuer.display().to_string()
+    );
+    std::fs::write(&config, text).map_err(io)?;
+    Ok(config)
 }
 
 pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
@@ -191,12 +307,24 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         "--workers",
         shards.as_str(),
     ];
+    // The DTP workloads: fresh keys for this run, in files both servers
+    // read (as `dtp cred` would have written them).
+    let dtp = if args.workloads.iter().any(|w| w.is_dtp()) {
+        let keys = BenchKeys::generate().map_err(CliError::Io)?;
+        let dir = std::env::temp_dir().join(format!("dtp-bench-{}", std::process::id()));
+        let config = write_dtp_config(&dir, &keys)?;
+        Some((keys, dir, config.display().to_string()))
+    } else {
+        None
+    };
     let mut reports = Vec::new();
     let mut backend_name = String::new();
     for run in 0..plan.runs {
         let mut workloads = Vec::new();
-        for &w in &args.workloads {
-            eprintln!("run {}/{} · {} …", run + 1, plan.runs, w.name());
+        let mut dtp_stream_goodput = None;
+        for &bw in &args.workloads {
+            eprintln!("run {}/{} · {} …", run + 1, plan.runs, bw.name());
+            let w = bw.base();
             let spec = LoadSpec {
                 target: "127.0.0.1:0"
                     .parse()
@@ -225,26 +353,75 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
             };
             let mut sides = Vec::new();
             for (name, argv) in [("ours", &ours_args[..]), ("tokio", &peer_args[..])] {
-                let server = Server::start(if name == "ours" { "ours" } else { "tokio" }, argv)?;
+                let mut argv: Vec<&str> = argv.to_vec();
+                if let (true, Some((_, _, config))) = (bw.is_dtp(), &dtp) {
+                    argv.extend(["--config", config.as_str()]);
+                }
+                let server = Server::start(if name == "ours" { "ours" } else { "tokio" }, &argv)?;
                 let spec = LoadSpec {
                     target: server.addr,
                     ..spec.clone()
                 };
-                let figures = measure(&server, &spec, w);
+                let figures = match (&dtp, bw) {
+                    (Some((keys, _, _)), BenchWorkload::Dtp(_) | BenchWorkload::Resume) => {
+                        let dtp_spec = DtpSpec {
+                            fay: keys.fay_config(),
+                            disconnect_every: (bw == BenchWorkload::Resume).then_some(RESUME_EVERY),
+                        };
+                        measure_dtp(&server, bw, &spec, &dtp_spec)
+                    }
+                    _ => measure(&server, bw, |phase| {
+                        load::run(&spec, |_, _| {}, phase).map_err(|e| e.to_string())
+                    }),
+                };
                 server.stop();
                 sides.push(figures?);
             }
             let peer = sides.pop().unwrap_or_default();
             let ours = sides.pop().unwrap_or_default();
-            let mut entry = WorkloadReport::new(w.name(), ours, "tokio", peer);
-            if w == Workload::Stream {
-                let limit = dtp_bench::loopback::measure(
-                    plan.duration.min(Duration::from_secs(3)),
-                    crate::congestion_name(crate::LOAD_CONGESTION).as_deref(),
-                )
-                .map_err(|e| CliError::Io(format!("loopback limit: {e}")))?;
-                let l = Limit::loopback(limit.bytes_per_s, &entry.ours, &entry.peer.figures);
-                entry = entry.with_limit(l);
+            let mut entry = WorkloadReport::new(bw.name(), ours, "tokio", peer);
+            let window = plan.duration.min(Duration::from_secs(3));
+            match bw {
+                BenchWorkload::Plain(Workload::Stream) => {
+                    let limit = loopback_limit(window)?;
+                    let l = Limit::loopback(limit, &entry.ours, &entry.peer.figures);
+                    entry = entry.with_limit(l);
+                }
+                BenchWorkload::Dtp(Workload::Stream) => {
+                    // The lower of the loopback limit and one core sealing
+                    // 16 KiB fragments with AES-256-GCM, both measured now.
+                    let loopback = loopback_limit(window)?;
+                    let aead = dtp_bench::aead_limit::measure(
+                        AeadAlgorithm::Aes256Gcm,
+                        16 * 1024,
+                        window.min(Duration::from_secs(1)),
+                    );
+                    let (name, bytes) = if aead < loopback {
+                        ("aead (AES-256-GCM, one core)", aead)
+                    } else {
+                        ("loopback", loopback)
+                    };
+                    let l = Limit::named(name, bytes, &entry.ours, &entry.peer.figures);
+                    entry = entry.with_limit(l);
+                    dtp_stream_goodput =
+                        Some((entry.ours.bytes_per_s, entry.peer.figures.bytes_per_s));
+                }
+                BenchWorkload::Resume => {
+                    // Goodput with disconnects against goodput without,
+                    // each side against its own dtp-stream of this run.
+                    if let Some((ours, peer)) = dtp_stream_goodput {
+                        let mut l = Limit::named(
+                            "dtp-stream goodput without disconnects (ours)",
+                            ours,
+                            &entry.ours,
+                            &entry.peer.figures,
+                        );
+                        l.peer_fraction =
+                            (peer > 0.0).then(|| entry.peer.figures.bytes_per_s / peer);
+                        entry = entry.with_limit(l);
+                    }
+                }
+                _ => {}
             }
             workloads.push(entry);
         }
@@ -274,6 +451,16 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         std::fs::write(path, json).map_err(|e| CliError::io(path.display(), e))?;
     }
     Ok(())
+}
+
+/// The loopback limit with the load generator's congestion control.
+fn loopback_limit(window: Duration) -> Result<f64, CliError> {
+    dtp_bench::loopback::measure(
+        window,
+        crate::congestion_name(crate::LOAD_CONGESTION).as_deref(),
+    )
+    .map(|l| l.bytes_per_s)
+    .map_err(|e| CliError::Io(format!("loopback limit: {e}")))
 }
 
 /// The backend our gateway picks with this preference (the same logic, in-process).

@@ -57,8 +57,12 @@ enum Command {
     ///
     /// Workloads: pingpong (100-byte request/response, 64 connections),
     /// stream (16 KiB frames), connections (10,000 idle connections: memory
-    /// per connection). Reports the server's CPU time per operation (from
-    /// the OS), throughput, latency, and for stream the loopback limit.
+    /// per connection), and the same over the full DTP protocol:
+    /// dtp-pingpong, dtp-stream, resume (forced disconnects; its p50/p99
+    /// are resume latencies). Reports the server's CPU time per operation
+    /// (from the OS), throughput, latency, and for the streams their limit
+    /// (loopback; for dtp-stream the lower of loopback and one core's
+    /// AES-256-GCM).
     Bench(BenchCli),
     /// The tokio peer server used by `dtp bench` (internal).
     #[command(name = "__peer-tokio", hide = true)]
@@ -69,6 +73,10 @@ enum Command {
         /// Runtime worker threads.
         #[arg(long, default_value_t = 0)]
         workers: usize,
+        /// A `dtp serve` configuration file: with `[dtp] enabled = true`
+        /// the peer runs the DTP protocol with its keys.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Decode one or more concatenated binary frames and print them.
     ///
@@ -199,8 +207,14 @@ struct BenchCli {
     /// Runs per workload; figures are medians.
     #[arg(long)]
     runs: Option<usize>,
-    /// Comma-separated workloads (pingpong,stream,connections).
-    #[arg(long, default_value = "pingpong,stream,connections")]
+    /// Comma-separated workloads: pingpong, stream, connections (plaintext),
+    /// dtp-pingpong, dtp-stream (the full DTP protocol: CAP, an agreement,
+    /// AES-256-GCM sealed fragments, resume acks), resume (dtp-stream with
+    /// every connection cut and resumed every 2,048 fragments).
+    #[arg(
+        long,
+        default_value = "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume"
+    )]
     workloads: String,
     /// Our gateway's IO backend: auto, uring or epoll.
     #[arg(long, default_value = "auto")]
@@ -298,7 +312,11 @@ fn main() -> ExitCode {
         }),
         Command::Load(a) => run_load(a),
         Command::Bench(a) => run_bench(a),
-        Command::PeerTokio { listen, workers } => run_peer(listen, workers),
+        Command::PeerTokio {
+            listen,
+            workers,
+            config,
+        } => run_peer(listen, workers, config.as_deref()),
         Command::Inspect(args) => args.limits.limits().and_then(|limits| {
             inspect::run(args.file.as_deref(), args.hex.as_deref(), args.json, limits)
         }),
@@ -447,7 +465,16 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
     let workloads = a
         .workloads
         .split(',')
-        .map(|w| workload(w.trim()))
+        .map(|w| {
+            bench::BenchWorkload::from_name(w.trim()).ok_or_else(|| {
+                CliError::usage(
+                    "BAD_ARGUMENT",
+                    format!(
+                        "unknown workload `{w}` (pingpong, stream, connections, dtp-pingpong, dtp-stream, resume)"
+                    ),
+                )
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     bench::run(bench::BenchArgs {
         quick: a.quick,
@@ -460,7 +487,33 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
     })
 }
 
-fn run_peer(listen: std::net::SocketAddr, workers: usize) -> Result<(), CliError> {
+fn run_peer(
+    listen: std::net::SocketAddr,
+    workers: usize,
+    config: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let file = config::Config::load(config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    let limits = file
+        .engine()
+        .map_err(|e| CliError::usage("BAD_CONFIG", e))?
+        .limits;
+    if let Some(terminal) = file
+        .dtp
+        .terminal(limits)
+        .map_err(|e| CliError::usage("BAD_CONFIG", e))?
+    {
+        let config = dtp_bench::peer_tokio_dtp::DtpPeerConfig::new(
+            listen,
+            workers,
+            std::sync::Arc::new(terminal),
+        );
+        return dtp_bench::peer_tokio_dtp::run(
+            config,
+            |addr| println!("listening {addr}"),
+            std::future::pending::<()>(),
+        )
+        .map_err(|e| CliError::Io(format!("tokio DTP peer: {e}")));
+    }
     let config = dtp_bench::peer_tokio::PeerConfig::new(listen, workers);
     dtp_bench::peer_tokio::run(
         config,

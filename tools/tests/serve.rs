@@ -332,7 +332,17 @@ fn bench_writes_the_documented_json() {
         .iter()
         .map(|w| w["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["pingpong", "stream", "connections"]);
+    assert_eq!(
+        names,
+        [
+            "pingpong",
+            "stream",
+            "connections",
+            "dtp-pingpong",
+            "dtp-stream",
+            "resume"
+        ]
+    );
     for w in v["workloads"].as_array().unwrap() {
         for side in [&w["ours"], &w["peer"]] {
             for key in [
@@ -352,4 +362,8 @@ fn bench_writes_the_documented_json() {
     }
     assert!(v["workloads"][1]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
     assert!(v["workloads"][2]["ours"]["memory"]["bytes_per_connection"].is_number());
+    // dtp-stream against the lower of loopback and one core's AEAD; resume
+    // against dtp-stream's goodput without disconnects.
+    assert!(v["workloads"][4]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["workloads"][5]["limit"]["ours_fraction"].as_f64().unwrap() > 0.0);
 }
