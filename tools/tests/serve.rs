@@ -365,5 +365,10 @@ fn bench_writes_the_documented_json() {
     // dtp-stream against the lower of loopback and one core's AEAD; resume
     // against dtp-stream's goodput without disconnects.
     assert!(v["workloads"][4]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
-    assert!(v["workloads"][5]["limit"]["ours_fraction"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["workloads"][5]["limit"]["ours_fraction"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
 }
