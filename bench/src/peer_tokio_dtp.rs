@@ -84,8 +84,9 @@ pub use crate::peer_tokio::{READ_RESERVE, SHUTDOWN_GRACE, parse_listening_line};
 
 /// The peer's name in the report.
 pub const NAME: &str = "tokio-dtp";
-/// How often a resume request waiting for its session looks again.
-pub const RESUME_POLL: Duration = Duration::from_millis(5);
+/// How often a resume request waiting for its session looks again: the
+/// same as our gateway's, so the comparison is fair.
+pub use dtp_engine::dtp::RESUME_POLL;
 /// SPEC SES-2: most suspended sessions the peer keeps (shared by every
 /// connection); past it a lost session is dropped.
 pub const MAX_SUSPENDED_SESSIONS: usize = 16 * 1024;

@@ -131,8 +131,10 @@ impl<A: DtpApp> DtpGateway<A> {
     }
 }
 
-/// How often a waiting resume request looks for its session again.
-const RESUME_POLL: Duration = Duration::from_millis(5);
+/// How often a waiting resume request looks for its session again: the
+/// wait is rare (only when the resume outran the old connection's end), so
+/// a short poll costs little and keeps resume latency low.
+pub const RESUME_POLL: Duration = Duration::from_millis(1);
 
 impl<A: DtpApp> DtpGateway<A> {
     /// Answers a waiting resume request from the registry: resumes, refuses

@@ -177,7 +177,7 @@ pub use config::{EndpointConfig, FayConfig, TerminalConfig};
 pub use endpoint::{DtpEndpoint, Side};
 pub use error::DtpError;
 pub use event::DtpEvent;
-pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE};
+pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE, RESUME_POLL};
 pub use registry::{RegistryFull, SessionRegistry};
 pub use session::{ResumeRefused, SuspendedSession};
 
