@@ -21,7 +21,7 @@ use dtp_codec::{ErrorCode, LogicalFrame, SessionId};
 use dtp_transports::{CloseReason, ConnId};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::{DtpEndpoint, DtpEvent, SessionRegistry, TerminalConfig};
+use super::{DtpEndpoint, DtpEvent, SuspendedSessions, TerminalConfig};
 use crate::service::{Origin, Outbox, Service};
 
 /// What a gateway does with its DTP sessions: decides agreements, consumes
@@ -52,7 +52,7 @@ pub const RESUME_GRACE: Duration = Duration::from_secs(2);
 /// accepted connection.
 pub struct DtpGateway<A: DtpApp> {
     config: Arc<TerminalConfig>,
-    registry: Arc<SessionRegistry>,
+    registry: Arc<dyn SuspendedSessions>,
     app: A,
     rng: SystemRandom,
 }
@@ -70,8 +70,9 @@ pub struct GatewayConn<S> {
 
 impl<A: DtpApp> DtpGateway<A> {
     /// A gateway of one shard; `registry` is shared by all shards, so a
-    /// session cut on one core resumes on any.
-    pub fn new(config: Arc<TerminalConfig>, registry: Arc<SessionRegistry>, app: A) -> Self {
+    /// session cut on one core resumes on any (a
+    /// [`SessionRegistry`](super::SessionRegistry) by default).
+    pub fn new(config: Arc<TerminalConfig>, registry: Arc<dyn SuspendedSessions>, app: A) -> Self {
         Self {
             config,
             registry,
@@ -149,7 +150,7 @@ impl<A: DtpApp> DtpGateway<A> {
                 if let Err(refused) = c.endpoint.resume_with(s, now) {
                     // Not this peer's (or not now): the session stays
                     // parked for its owner.
-                    let _ = self.registry.insert(*refused.session, now);
+                    let _ = self.registry.park(*refused.session, now);
                 }
             }
             None if now >= until => {
@@ -248,7 +249,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         if let Some(s) = c.endpoint.connection_lost(now) {
             // SES-2: park the session for a reconnect on any shard; a full
             // registry ends it (bounded memory).
-            if self.registry.insert(s, now).is_err() {
+            if self.registry.park(s, now).is_err() {
                 tracing::warn!("session registry full: a suspended session is dropped");
             }
         }

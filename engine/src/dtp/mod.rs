@@ -178,7 +178,7 @@ pub use endpoint::{DtpEndpoint, Side};
 pub use error::DtpError;
 pub use event::DtpEvent;
 pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE, RESUME_POLL};
-pub use registry::{RegistryFull, SessionRegistry};
+pub use registry::{RegistryFull, SessionRegistry, SuspendedSessions};
 pub use session::{ResumeRefused, SuspendedSession};
 
 pub use dtp_proto::agreement::{Agreement, AgreementKind, EndedBy, FailReason, Role};

@@ -59,6 +59,40 @@ impl fmt::Display for RegistryFull {
 
 impl std::error::Error for RegistryFull {}
 
+/// SPEC SES-2: where suspended sessions wait for their Fay to come back,
+/// shared by every shard of a gateway (a reconnect may land on any core).
+///
+/// [`SessionRegistry`] (in memory, bounded) is the default; a gateway with
+/// other needs — a registry sharded by session id, or storage that outlives
+/// the process — implements this and hands it to
+/// [`DtpGateway::new`](super::DtpGateway::new). Called only when a
+/// connection ends or a resume is asked for, never per frame.
+pub trait SuspendedSessions: Send + Sync {
+    /// Keeps a suspended session until it is taken or expires; hands it
+    /// back when there is no room.
+    fn park(&self, session: SuspendedSession, now: Instant) -> Result<(), RegistryFull>;
+    /// Takes the session with this id to resume it; `None` when unknown or
+    /// expired. A taken session is gone, so two connections cannot resume
+    /// it at once.
+    fn take(&self, session_id: SessionId, now: Instant) -> Option<SuspendedSession>;
+    /// Releases every expired session; returns how many.
+    fn expire(&self, now: Instant) -> usize;
+}
+
+impl SuspendedSessions for SessionRegistry {
+    fn park(&self, session: SuspendedSession, now: Instant) -> Result<(), RegistryFull> {
+        self.insert(session, now)
+    }
+
+    fn take(&self, session_id: SessionId, now: Instant) -> Option<SuspendedSession> {
+        SessionRegistry::take(self, session_id, now)
+    }
+
+    fn expire(&self, now: Instant) -> usize {
+        SessionRegistry::expire(self, now)
+    }
+}
+
 impl SessionRegistry {
     /// An empty registry holding at most `max_sessions` sessions.
     pub fn new(max_sessions: usize) -> Self {
