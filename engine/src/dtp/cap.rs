@@ -174,7 +174,7 @@ impl DtpEndpoint {
             });
             return;
         };
-        if let Err(e) = self.crypto.install(material, None) {
+        if let Err(e) = self.crypto.install(material, self.config.key_limits) {
             self.fail(e.into());
             return;
         }
@@ -293,7 +293,7 @@ impl DtpEndpoint {
             send: keys.send,
             recv: keys.recv,
         };
-        self.crypto.install(material, None)?;
+        self.crypto.install(material, self.config.key_limits)?;
         self.key_version = version;
         Ok(())
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dtp_codec::Limits;
+use dtp_crypto::aead::KeyLimits;
 use dtp_crypto::cap::{InitiatorConfig, ResponderConfig};
 use dtp_crypto::cred::Verifier;
 use dtp_proto::agreement::{AgreementConfig, Role};
@@ -34,6 +35,10 @@ pub struct EndpointConfig {
     pub resume_cache: SenderConfig,
     /// SPEC RES-2: when the receiving side acknowledges.
     pub ack: AckPolicy,
+    /// SPEC ENC-1: lower usage limits for the session keys than the
+    /// algorithm's (`None`: the algorithm's, see `KeyLimits::for_algorithm`);
+    /// past the soft limit a direction rekeys (HKDF, next key version).
+    pub key_limits: Option<KeyLimits>,
     /// SPEC SES-4: a session in SessionEstablished (no agreement) without
     /// traffic for this long is closed with SESSION_TIMEOUT.
     pub idle_timeout: Duration,
@@ -82,6 +87,7 @@ impl EndpointConfig {
             dag: DagConfig::default(),
             resume_cache: SenderConfig::default(),
             ack: AckPolicy::default(),
+            key_limits: None,
             idle_timeout: Duration::from_secs(60),
             resume_timeout: Duration::from_secs(10),
             suspend_timeout: Duration::from_secs(300),
