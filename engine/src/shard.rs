@@ -569,6 +569,11 @@ impl<S: Service> Shard<S> {
         let Some(slot) = self.conns.get_mut(conn) else {
             return;
         };
+        if slot.timer == at {
+            // Already armed for exactly this instant (a protocol asks again
+            // after every frame): its heap entry is there and live.
+            return;
+        }
         slot.timer = at;
         if let Some(at) = at {
             self.timers.push(Reverse((at, conn.as_u64())));
