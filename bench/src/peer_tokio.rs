@@ -186,35 +186,61 @@ async fn connection(mut sock: TcpStream, limits: Limits) -> Result<u64, ConnErro
     }
 }
 
-/// A peer running on a background thread of this process.
+/// A peer running on a background thread of this process (`S`: its
+/// counters; the DTP peer's handle is the same type over its own).
 #[derive(Debug)]
-pub struct PeerHandle {
+pub struct PeerHandle<S = PeerStats> {
     local_addr: SocketAddr,
-    stats: Arc<PeerStats>,
+    stats: Arc<S>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<io::Result<()>>>,
+    name: &'static str,
 }
+
+/// What a peer's run function takes from [`spawn`]: its counters, the
+/// callback that reports the bound address, and the shutdown signal.
+pub(crate) type PeerBody<S> = Box<
+    dyn FnOnce(
+            Arc<S>,
+            Box<dyn FnOnce(SocketAddr) + Send>,
+            std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+        ) -> io::Result<()>
+        + Send,
+>;
 
 /// Starts the peer on a background thread; returns once it listens.
 pub fn serve(config: PeerConfig) -> io::Result<PeerHandle> {
+    spawn(
+        "tokio peer",
+        Box::new(move |stats, on_bound, shutdown| {
+            run_with_stats(config, stats, on_bound, shutdown)
+        }),
+    )
+}
+
+/// Runs `body` on a thread named after `name`; returns once it reported
+/// its address (or with the error it ended with before that).
+pub(crate) fn spawn<S: Default + Send + Sync + 'static>(
+    name: &'static str,
+    body: PeerBody<S>,
+) -> io::Result<PeerHandle<S>> {
     let (stop, stopped) = oneshot::channel::<()>();
     let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-    let stats = Arc::new(PeerStats::default());
+    let stats = Arc::new(S::default());
     let thread_stats = Arc::clone(&stats);
     let thread = thread::Builder::new()
-        .name("tokio-peer".into())
+        .name(name.replace(' ', "-"))
         .spawn(move || {
             let shutdown = async move {
                 // A dropped sender also means stop.
                 let _ = stopped.await;
             };
-            run_with_stats(
-                config,
+            body(
                 thread_stats,
-                |addr| {
+                Box::new(move |addr| {
                     let _ = bound_tx.send(addr);
-                },
-                shutdown,
+                }),
+                Box::pin(shutdown),
             )
         })?;
     match bound_rx.recv() {
@@ -223,17 +249,18 @@ pub fn serve(config: PeerConfig) -> io::Result<PeerHandle> {
             stats,
             stop: Some(stop),
             thread: Some(thread),
+            name,
         }),
         // The thread ended before binding: its result says why.
         Err(_) => Err(match thread.join() {
             Ok(Err(e)) => e,
-            Ok(Ok(())) => io::Error::other("the tokio peer stopped before listening"),
-            Err(_) => io::Error::other("the tokio peer panicked"),
+            Ok(Ok(())) => io::Error::other(format!("the {name} stopped before listening")),
+            Err(_) => io::Error::other(format!("the {name} panicked")),
         }),
     }
 }
 
-impl PeerHandle {
+impl<S> PeerHandle<S> {
     /// The address the peer listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
@@ -241,7 +268,7 @@ impl PeerHandle {
 
     /// The peer's counters (still readable after [`PeerHandle::shutdown`];
     /// a connection still open at shutdown is dropped, not counted as closed).
-    pub fn stats(&self) -> Arc<PeerStats> {
+    pub fn stats(&self) -> Arc<S> {
         Arc::clone(&self.stats)
     }
 
@@ -258,16 +285,24 @@ impl PeerHandle {
         match self.thread.take() {
             Some(t) => t
                 .join()
-                .map_err(|_| io::Error::other("the tokio peer panicked"))?,
+                .map_err(|_| io::Error::other(format!("the {} panicked", self.name)))?,
             None => Ok(()),
         }
     }
 }
 
-impl Drop for PeerHandle {
+impl<S> Drop for PeerHandle<S> {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
     }
+}
+
+/// Prints the line [`parse_listening_line`] reads, for a peer run as a
+/// child process.
+pub(crate) fn print_listening(addr: SocketAddr) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "listening {addr}");
+    let _ = out.flush();
 }
 
 /// The body of the hidden `dtp` subcommand that runs the peer in its own
@@ -275,15 +310,7 @@ impl Drop for PeerHandle {
 /// its standard input reaches end of file (the parent closes the pipe, or
 /// dies).
 pub fn run_child(config: PeerConfig) -> io::Result<()> {
-    run(
-        config,
-        |addr| {
-            let mut out = io::stdout().lock();
-            let _ = writeln!(out, "listening {addr}");
-            let _ = out.flush();
-        },
-        stdin_closed(),
-    )
+    run(config, print_listening, stdin_closed())
 }
 
 /// The line [`run_child`] prints, parsed back: the address, if `line` is one.

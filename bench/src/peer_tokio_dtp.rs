@@ -59,7 +59,7 @@
 //!   fails the connection is dropped rather than the process panicking.
 
 use std::future::Future;
-use std::io::{self, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,7 +75,6 @@ use dtp_engine::dtp::{
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 
 use crate::dtp_workload::{DtpResponder, ResponderSession};
 use crate::peer_tokio::stdin_closed;
@@ -485,88 +484,16 @@ fn unix_now() -> u64 {
 }
 
 /// A peer running on a background thread of this process.
-#[derive(Debug)]
-pub struct DtpPeerHandle {
-    local_addr: SocketAddr,
-    stats: Arc<DtpPeerStats>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<thread::JoinHandle<io::Result<()>>>,
-}
+pub type DtpPeerHandle = crate::peer_tokio::PeerHandle<DtpPeerStats>;
 
 /// Starts the peer on a background thread; returns once it listens.
 pub fn serve(config: DtpPeerConfig) -> io::Result<DtpPeerHandle> {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-    let stats = Arc::new(DtpPeerStats::default());
-    let thread_stats = Arc::clone(&stats);
-    let thread = thread::Builder::new()
-        .name("tokio-dtp-peer".into())
-        .spawn(move || {
-            let shutdown = async move {
-                // A dropped sender also means stop.
-                let _ = stopped.await;
-            };
-            run_with_stats(
-                config,
-                thread_stats,
-                |addr| {
-                    let _ = bound_tx.send(addr);
-                },
-                shutdown,
-            )
-        })?;
-    match bound_rx.recv() {
-        Ok(local_addr) => Ok(DtpPeerHandle {
-            local_addr,
-            stats,
-            stop: Some(stop),
-            thread: Some(thread),
+    crate::peer_tokio::spawn(
+        "tokio DTP peer",
+        Box::new(move |stats, on_bound, shutdown| {
+            run_with_stats(config, stats, on_bound, shutdown)
         }),
-        // The thread ended before binding: its result says why.
-        Err(_) => Err(match thread.join() {
-            Ok(Err(e)) => e,
-            Ok(Ok(())) => io::Error::other("the tokio DTP peer stopped before listening"),
-            Err(_) => io::Error::other("the tokio DTP peer panicked"),
-        }),
-    }
-}
-
-impl DtpPeerHandle {
-    /// The address the peer listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// The peer's counters (still readable after
-    /// [`DtpPeerHandle::shutdown`]; a connection still open at shutdown is
-    /// dropped, not counted as closed).
-    pub fn stats(&self) -> Arc<DtpPeerStats> {
-        Arc::clone(&self.stats)
-    }
-
-    /// Stops accepting, gives connections [`SHUTDOWN_GRACE`] to finish, and
-    /// waits for the peer's thread.
-    pub fn shutdown(mut self) -> io::Result<()> {
-        self.stop_and_join()
-    }
-
-    fn stop_and_join(&mut self) -> io::Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| io::Error::other("the tokio DTP peer panicked"))?,
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for DtpPeerHandle {
-    fn drop(&mut self) {
-        let _ = self.stop_and_join();
-    }
+    )
 }
 
 /// The body of the hidden `dtp` subcommand that runs this peer in its own
@@ -574,15 +501,7 @@ impl Drop for DtpPeerHandle {
 /// [`parse_listening_line`]), and stops when its standard input reaches
 /// end of file (the parent closes the pipe, or dies).
 pub fn run_child(config: DtpPeerConfig) -> io::Result<()> {
-    run(
-        config,
-        |addr| {
-            let mut out = io::stdout().lock();
-            let _ = writeln!(out, "listening {addr}");
-            let _ = out.flush();
-        },
-        stdin_closed(),
-    )
+    run(config, crate::peer_tokio::print_listening, stdin_closed())
 }
 
 #[cfg(test)]
