@@ -409,7 +409,7 @@ pub(crate) enum Phase {
 /// `phase` at the two edges of the measured window.
 pub(crate) fn run(
     spec: &LoadSpec,
-    mut progress: impl FnMut(f64, u64),
+    progress: impl FnMut(f64, u64),
     mut phase: impl FnMut(Phase),
 ) -> Result<LoadResult, String> {
     let shards = spec.shards.max(1);
@@ -455,6 +455,58 @@ pub(crate) fn run(
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let backend = engine.backend().kind.name().to_owned();
     let deadline = end + Duration::from_secs(10);
+    let poll = || {
+        tallies
+            .iter()
+            .fold((0, true), |(ops, done), t| match t.lock() {
+                Ok(t) => (ops + t.ops, done && t.done),
+                Err(_) => (ops, done),
+            })
+    };
+    // A window that did not complete is reported as such by the caller
+    // (its edges never fired).
+    let _ = run_window(
+        start,
+        measure_from,
+        end,
+        deadline,
+        poll,
+        progress,
+        &mut phase,
+    );
+    engine.stop();
+    engine
+        .join()
+        .map_err(|e| format!("load generator failed: {e}"))?;
+    let mut total = Tally::new();
+    for t in &tallies {
+        if let Ok(t) = t.lock() {
+            total.merge(&t);
+        }
+    }
+    no_connection_is_an_error(&total, spec.target)?;
+    let latency = total.latency.summary();
+    Ok(LoadResult {
+        tally: total,
+        elapsed: spec.duration,
+        latency,
+        backend,
+    })
+}
+
+/// The measuring loop of a load run: fires `phase` at the measured window's
+/// start and end, reports progress about every 100 ms, until `poll` says
+/// every connection is done (`(ops, done)`) or `deadline` passes. Returns
+/// the edges not reached, latest first.
+pub(crate) fn run_window(
+    start: Instant,
+    measure_from: Instant,
+    end: Instant,
+    deadline: Instant,
+    mut poll: impl FnMut() -> (u64, bool),
+    mut progress: impl FnMut(f64, u64),
+    phase: &mut impl FnMut(Phase),
+) -> Vec<(Instant, Phase)> {
     let mut edges = vec![
         (end, Phase::MeasureEnd),
         (measure_from, Phase::MeasureStart),
@@ -474,39 +526,19 @@ pub(crate) fn run(
             phase(p);
             edges.pop();
         }
-        let (ops, all_done) = tallies
-            .iter()
-            .fold((0, true), |(ops, done), t| match t.lock() {
-                Ok(t) => (ops + t.ops, done && t.done),
-                Err(_) => (ops, done),
-            });
+        let (ops, all_done) = poll();
         progress(now.saturating_duration_since(start).as_secs_f64(), ops);
         if all_done || now > deadline {
-            break;
+            return edges;
         }
     }
-    engine.stop();
-    engine
-        .join()
-        .map_err(|e| format!("load generator failed: {e}"))?;
-    let mut total = Tally::new();
-    for t in &tallies {
-        if let Ok(t) = t.lock() {
-            total.merge(&t);
-        }
-    }
+}
+
+/// A run in which no connection could be made is an error that says why.
+pub(crate) fn no_connection_is_an_error(total: &Tally, target: SocketAddr) -> Result<(), String> {
     if total.connected == 0 {
         let why = std::io::Error::from_raw_os_error(total.last_errno);
-        return Err(format!(
-            "no connection to {} could be made ({why})",
-            spec.target
-        ));
+        return Err(format!("no connection to {target} could be made ({why})"));
     }
-    let latency = total.latency.summary();
-    Ok(LoadResult {
-        tally: total,
-        elapsed: spec.duration,
-        latency,
-        backend,
-    })
+    Ok(())
 }

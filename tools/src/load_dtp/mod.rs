@@ -454,7 +454,7 @@ pub(crate) fn dtp_workload(w: Workload) -> Option<DtpWorkload> {
 pub(crate) fn run(
     spec: &LoadSpec,
     dtp: &DtpSpec,
-    mut progress: impl FnMut(f64, u64),
+    progress: impl FnMut(f64, u64),
     mut phase: impl FnMut(Phase),
 ) -> Result<DtpLoadResult, String> {
     let Some(workload) = dtp_workload(spec.workload) else {
@@ -521,36 +521,23 @@ pub(crate) fn run(
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let backend = engine.backend().kind.name().to_owned();
     let deadline = drain_until + Duration::from_secs(5);
-    let mut edges = vec![
-        (end, Phase::MeasureEnd),
-        (measure_from, Phase::MeasureStart),
-    ];
-    loop {
-        let now = Instant::now();
-        let mut wake = now + Duration::from_millis(100);
-        if let Some(&(at, _)) = edges.last() {
-            wake = wake.min(at);
-        }
-        std::thread::sleep(wake.saturating_duration_since(now));
-        let now = Instant::now();
-        while let Some(&(at, p)) = edges.last() {
-            if now < at {
-                break;
-            }
-            phase(p);
-            edges.pop();
-        }
-        let (ops, all_done) = shared
+    let poll = || {
+        shared
             .iter()
             .fold((0, true), |(ops, done), s| match s.lock() {
                 Ok(s) => (ops + s.tally.ops, done && s.tally.done),
                 Err(_) => (ops, done),
-            });
-        progress(now.saturating_duration_since(start).as_secs_f64(), ops);
-        if all_done || now > deadline {
-            break;
-        }
-    }
+            })
+    };
+    let edges = crate::load::run_window(
+        start,
+        measure_from,
+        end,
+        deadline,
+        poll,
+        progress,
+        &mut phase,
+    );
     // Flows left mid-phase at the edges still report through `MeasureEnd`.
     for (_, p) in edges.into_iter().rev() {
         phase(p);
@@ -567,13 +554,7 @@ pub(crate) fn run(
             counters.merge(&s.dtp);
         }
     }
-    if tally.connected == 0 {
-        let why = std::io::Error::from_raw_os_error(tally.last_errno);
-        return Err(format!(
-            "no connection to {} could be made ({why})",
-            spec.target
-        ));
-    }
+    crate::load::no_connection_is_an_error(&tally, spec.target)?;
     let latency: LatencySummary = tally.latency.summary();
     Ok(DtpLoadResult {
         load: LoadResult {
