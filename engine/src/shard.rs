@@ -26,6 +26,14 @@ const SMALL_RECEIVE: usize = 4096;
 /// How soon a shard with requests waiting for the control ring looks again.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
 
+/// One received frame, as the service wants it.
+enum Input {
+    /// Its wire bytes, to modify in place ([`Service::frame_wire`]).
+    Wire(BytesMut),
+    /// Decoded ([`Service::frame`]).
+    Frame(LogicalFrame),
+}
+
 /// A connection's place on the shard.
 struct Slot<C> {
     id: ConnId,
@@ -432,50 +440,31 @@ impl<S: Service> Shard<S> {
                 self.metrics.paused.fetch_add(1, Ordering::Relaxed);
                 break;
             }
-            if wire {
-                let len = match peek_frame_len(&slot.rx, &self.limits) {
-                    Ok(len) if len <= slot.rx.len() => len,
-                    Ok(_) | Err(DecodeError::Incomplete { .. }) => break,
-                    Err(e) => {
-                        self.metrics.decode_errors.fetch_add(1, Ordering::Relaxed);
-                        failure = Some((e.code(), "malformed frame"));
-                        break;
-                    }
-                };
-                self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
-                let frame = slot.rx.split_to(len);
-                let room = self.max_send_queue.saturating_sub(queued);
-                let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
-                let result = self.service.frame_wire(&mut slot.app, frame, &mut outbox);
-                held_back |= outbox.wants_writable;
-                timer = outbox.timer.or(timer);
-                if outbox.close {
-                    close = true;
-                    break;
+            let next = if wire {
+                match peek_frame_len(&slot.rx, &self.limits) {
+                    Ok(len) if len <= slot.rx.len() => Ok(Some(Input::Wire(slot.rx.split_to(len)))),
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
+                    Err(e) => Err(e),
                 }
-                if let Err(code) = result {
-                    failure = Some((code, "the service refused a frame"));
-                    break;
-                }
-                continue;
-            }
-            let next = if !slot.rx.is_empty() {
-                self.decoder.decode(&mut slot.rx)
+            } else if !slot.rx.is_empty() {
+                self.decoder
+                    .decode(&mut slot.rx)
+                    .map(|f| f.map(Input::Frame))
             } else {
                 match decode_frame(&data, &self.limits) {
                     Ok((frame, used)) => {
                         data.advance(used);
-                        Ok(Some(frame))
+                        Ok(Some(Input::Frame(frame)))
                     }
                     Err(DecodeError::Incomplete { .. }) => Ok(None),
                     Err(e) => Err(e),
                 }
             };
             match next {
-                Ok(Some(LogicalFrame {
+                Ok(Some(Input::Frame(LogicalFrame {
                     body: Body::Control(msg),
                     ..
-                })) if self.control.is_some() => {
+                }))) if self.control.is_some() => {
                     self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
                     // Control-plane messages belong to the control thread.
                     let r = Request::Message {
@@ -496,11 +485,14 @@ impl<S: Service> Shard<S> {
                         break;
                     }
                 }
-                Ok(Some(frame)) => {
+                Ok(Some(input)) => {
                     self.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
                     let room = self.max_send_queue.saturating_sub(queued);
                     let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
-                    let result = self.service.frame(&mut slot.app, frame, &mut outbox);
+                    let result = match input {
+                        Input::Wire(w) => self.service.frame_wire(&mut slot.app, w, &mut outbox),
+                        Input::Frame(f) => self.service.frame(&mut slot.app, f, &mut outbox),
+                    };
                     held_back |= outbox.wants_writable;
                     timer = outbox.timer.or(timer);
                     if outbox.close {
