@@ -322,6 +322,37 @@ fn seq5_cut_during_the_resume_handshake_keeps_the_session() {
     assert_eq!(p.fay.fragments(), vec![(collection, 1), (collection, 2)]);
 }
 
+/// SPEC SEQ-5: an acceptance lost in a cut, with data already sent under
+/// the new agreement: after the resume the Fay learns of the agreement
+/// first (the terminal replays its answers before resending data), gets
+/// the data once, and its application hears "active" exactly once.
+#[test]
+fn seq5_acceptance_lost_in_a_cut_is_replayed_before_the_data() {
+    let (mut p, _, _) = pair_with_agreements(World::new());
+    p.fay
+        .ep
+        .request_collection(terms(&[("what", "audio")]), p.now)
+        .unwrap();
+    p.drive();
+    let (req, _) = requested(&p.term.take_events()).unwrap();
+    let random = p.rng.bytes16();
+    let audio = p.term.ep.accept(req, random, p.now).unwrap();
+    p.term
+        .ep
+        .send_fragment(audio, 1, vec![], Bytes::from_static(b"a1"))
+        .unwrap();
+    p.transmit();
+    p.cut(usize::MAX, 0); // the Accepted and the fragment are lost
+    assert!(active(&p.fay.take_events()).is_empty());
+    p.reconnect();
+    p.drive();
+    assert!(p.fay.ep.is_established() && p.term.ep.is_established());
+    assert_eq!(p.fay.closed_code(), None);
+    assert_eq!(p.fay.fragments(), vec![(audio, 1)]);
+    let events = p.fay.take_events();
+    assert_eq!(active(&events), vec![(audio, false)], "{events:?}");
+}
+
 // ----- negative paths -----
 
 fn decode_close(bytes: &[u8]) -> Option<ErrorCode> {

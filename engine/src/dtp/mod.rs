@@ -139,16 +139,17 @@
 //!
 //! # Known gaps
 //!
-//! - Agreement frames carry no sequence numbers, so an `Accepted` (or an
-//!   adjustment's answer) lost in a cut leaves the accepting side alone with
-//!   the change (the `dtp_proto::agreement` docs say the same); the
-//!   requester sees `RequestFailed(ConnectionLost)`, and the accepter's
-//!   data under an orphan agreement is refused with 3002 on the other side.
-//!   Carrying the active agreement ids in the resume handshake would close
-//!   it; the codec's RESUME frame has no room for them.
+//! - Agreement negotiations survive a cut (SPEC SEQ-5): requests in flight
+//!   are sent again with their ids and each side replays its latest
+//!   answers first thing after the resume, before any resent data (the
+//!   `dtp_proto::agreement` docs, "Connection loss"). A session that had
+//!   no agreement yet is not suspended, so its requests fail with
+//!   `ConnectionLost`.
 //! - Data queued but not yet handed to `poll_transmit` when the connection
-//!   drops is not lost (it is in the resume cache and resent), but control
-//!   frames queued at that moment are.
+//!   drops is not lost (it is in the resume cache and resent), but terminal
+//!   control-plane messages (`send_control`) queued at that moment are:
+//!   they are requests with ids that the runtime retries (SPEC §2), not
+//!   part of the DTP stream.
 //!
 //! # Sessions across cores
 //!

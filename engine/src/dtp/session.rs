@@ -185,8 +185,8 @@ impl DtpEndpoint {
     /// suspended (FSM Transmitting → Suspended) and handed to the driver;
     /// a session without an agreement ends. On the Fay, a session whose
     /// resume had not finished is handed back as it was. Frames not yet
-    /// sent are dropped (the resume resends data; agreement negotiations in
-    /// flight fail, as `dtp_proto::agreement` rules).
+    /// sent are dropped (the resume resends data, and agreement requests and
+    /// answers in flight, as `dtp_proto::agreement` rules).
     pub fn connection_lost(&mut self, now: Instant) -> Option<SuspendedSession> {
         if self.ended.is_some() {
             return None;
@@ -201,15 +201,18 @@ impl DtpEndpoint {
             self.end_lost();
             return Some(s);
         }
+        let suspend = self.fsm.state() == EngineState::Transmitting;
         if let Some(s) = &mut self.session {
             s.agreements.on_connection_lost();
+            if !suspend {
+                // The session ends here: nothing will answer its requests.
+                s.agreements.abandon_in_flight();
+            }
         }
         self.drain_agreements();
         self.transmit.clear();
         self.queued_frames = 0;
-        let suspended = if self.fsm.state() == EngineState::Transmitting
-            && self.feed(EngineEvent::ConnectionLost)
-        {
+        let suspended = if suspend && self.feed(EngineEvent::ConnectionLost) {
             self.session.take().map(|s| self.suspend(s, now))
         } else {
             None
@@ -400,6 +403,11 @@ impl DtpEndpoint {
     /// Both sides: resend above the peer's highest received (re-sealed under
     /// the new key at `poll_transmit`), Resuming → Transmitting.
     fn finish_resume(&mut self, mut live: Session, peer_highest: u64, now: Instant) {
+        // The restored manager's answers go first: data resent below must
+        // not reach the peer before the acceptance of its agreement.
+        while let Some(body) = live.agreements.poll_transmit() {
+            self.queue_frame(LogicalFrame::plain(0, body));
+        }
         match live.sender.handle_resume(peer_highest) {
             Ok(resend) => {
                 for (sequence, _) in resend {

@@ -1,25 +1,21 @@
 //! The [`AgreementManager`] state machine (rules in the module docs above).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use dtp_codec::{AgreementId, Body, Decision, RequestFrame, RequestType, ResponseFrame, Terms};
 
+mod breaks;
 mod peer;
 
 use super::{
-    Agreement, AgreementConfig, AgreementError, AgreementEvent, AgreementKind, AgreementSnapshot,
-    AgreementState, EndedBy, FailReason, MAX_REASON_LEN, PersistedAgreement, RESERVED_PREFIX, Role,
-    TERMINATE_KEY,
+    ANSWERS_FACTOR, Agreement, AgreementConfig, AgreementError, AgreementEvent, AgreementKind,
+    AgreementState, EndedBy, FailReason, MAX_REASON_LEN, RESERVED_PREFIX, Role, TERMINATE_KEY,
 };
-
-/// The ring of timed-out requests holds this many times
-/// `max_outstanding_requests` entries.
-const EXPIRED_RING_FACTOR: usize = 4;
 
 /// What a request of this side is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Purpose {
+pub(super) enum Purpose {
     New(AgreementKind),
     Adjust(AgreementId),
     Terminate(AgreementId),
@@ -51,10 +47,17 @@ pub struct AgreementManager {
     outstanding: BTreeMap<u64, Outstanding>,
     incoming: BTreeMap<u64, Incoming>,
     /// Recently timed-out requests of this side, oldest first (at most
-    /// [`EXPIRED_RING_FACTOR`] × `max_outstanding_requests`).
+    /// [`ANSWERS_FACTOR`] × `max_outstanding_requests`).
     expired: VecDeque<(u64, Purpose, Terms)>,
     next_request_id: u64,
     highest_peer_request_id: u64,
+    /// The latest answers to peer requests, oldest first (at most
+    /// [`ANSWERS_FACTOR`] × `max_outstanding_requests`), replayed when the
+    /// peer sends a request again after a break.
+    answers: VecDeque<ResponseFrame>,
+    /// Peer requests dropped undecided at a break, to decide afresh when the
+    /// peer sends them again.
+    undecided: BTreeSet<u64>,
     transmits: VecDeque<Body>,
     events: VecDeque<AgreementEvent>,
 }
@@ -71,49 +74,11 @@ impl AgreementManager {
             expired: VecDeque::new(),
             next_request_id: 1,
             highest_peer_request_id: 0,
+            answers: VecDeque::new(),
+            undecided: BTreeSet::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
         }
-    }
-
-    /// SPEC SES-3: a manager for a resumed session, with the agreements and
-    /// request-id counters of `snapshot`.
-    pub fn restore(
-        role: Role,
-        config: AgreementConfig,
-        snapshot: AgreementSnapshot,
-        now: Instant,
-    ) -> Result<Self, AgreementError> {
-        let mut manager = Self::new(role, config);
-        if snapshot.agreements.len() > config.max_active_agreements
-            || snapshot.terminating.len() > config.max_outstanding_requests
-        {
-            return Err(AgreementError::TooManyAgreements {
-                max: config.max_active_agreements,
-            });
-        }
-        for a in snapshot.agreements {
-            check_v4(a.id)?;
-            let agreement = Agreement {
-                id: a.id,
-                kind: a.kind,
-                initiator: a.initiator,
-                terms: a.terms,
-                state: AgreementState::Active,
-            };
-            if manager.agreements.insert(a.id, agreement).is_some() {
-                return Err(AgreementError::DuplicateAgreementId { agreement_id: a.id });
-            }
-        }
-        manager.next_request_id = snapshot.next_request_id.max(1);
-        manager.highest_peer_request_id = snapshot.highest_peer_request_id;
-        for id in snapshot.terminating {
-            if !manager.agreements.contains_key(&id) {
-                return Err(AgreementError::UnknownAgreement { agreement_id: id });
-            }
-            manager.terminate(id, "", now)?;
-        }
-        Ok(manager)
     }
 
     // ----- getters -----
@@ -168,31 +133,6 @@ impl AgreementManager {
     /// Number of queued frames and events (for memory accounting).
     pub fn queued(&self) -> (usize, usize) {
         (self.transmits.len(), self.events.len())
-    }
-
-    /// SPEC SES-2: what outlives the connection: the agreements in force,
-    /// with the ones being terminated listed again in `terminating`.
-    pub fn snapshot(&self) -> AgreementSnapshot {
-        AgreementSnapshot {
-            terminating: self
-                .agreements
-                .values()
-                .filter(|a| a.state == AgreementState::Terminating)
-                .map(|a| a.id)
-                .collect(),
-            agreements: self
-                .agreements
-                .values()
-                .map(|a| PersistedAgreement {
-                    id: a.id,
-                    kind: a.kind,
-                    initiator: a.initiator,
-                    terms: a.terms.clone(),
-                })
-                .collect(),
-            next_request_id: self.next_request_id,
-            highest_peer_request_id: self.highest_peer_request_id,
-        }
     }
 
     // ----- application calls: requests -----
@@ -381,7 +321,7 @@ impl AgreementManager {
                 });
             }
             if self.expired.len()
-                >= EXPIRED_RING_FACTOR.saturating_mul(self.config.max_outstanding_requests)
+                >= ANSWERS_FACTOR.saturating_mul(self.config.max_outstanding_requests)
             {
                 self.expired.pop_front();
             }
@@ -405,14 +345,6 @@ impl AgreementManager {
             self.events
                 .push_back(AgreementEvent::RequestWithdrawn { request_id });
         }
-    }
-
-    /// SPEC SEQ-5: the connection dropped. Requests in flight fail and the
-    /// peer's undecided requests are dropped; agreements in force stay, and
-    /// terminating ones are terminated again after the restore (see
-    /// [`AgreementManager::snapshot`], [`AgreementManager::restore`]).
-    pub fn on_connection_lost(&mut self) {
-        self.fail_all(FailReason::ConnectionLost, EndedBy::Local);
     }
 
     /// SPEC SES-1: the session closes; every agreement ends, without frames.
@@ -516,6 +448,39 @@ impl AgreementManager {
         self.next_request_id = request_id
             .checked_add(1)
             .ok_or(AgreementError::RequestIdsExhausted)?;
+        self.enqueue_request(request_id, purpose, terms, now);
+        Ok(request_id)
+    }
+
+    fn respond(&mut self, request_id: u64, decision: Decision) {
+        let answer = ResponseFrame {
+            request_id,
+            decision,
+        };
+        if self.answers.len() >= self.answers_kept() {
+            self.answers.pop_front();
+        }
+        self.answers.push_back(answer.clone());
+        self.transmits.push_back(Body::Response(answer));
+    }
+
+    /// How many answers are kept for replay after a break.
+    fn answers_kept(&self) -> usize {
+        ANSWERS_FACTOR
+            .saturating_mul(self.config.max_outstanding_requests)
+            .max(1)
+    }
+
+    /// Queues a request of this side with its id and a new deadline (for a
+    /// request sent again after a break, room was checked when it was first
+    /// sent).
+    pub(super) fn enqueue_request(
+        &mut self,
+        request_id: u64,
+        purpose: Purpose,
+        terms: Terms,
+        now: Instant,
+    ) {
         let (request_type, agreement_id) = match &purpose {
             Purpose::New(kind) => (kind.request_type(), None),
             Purpose::Adjust(id) | Purpose::Terminate(id) => (RequestType::Adjustment, Some(*id)),
@@ -534,14 +499,6 @@ impl AgreementManager {
                 deadline: now + self.config.request_timeout,
             },
         );
-        Ok(request_id)
-    }
-
-    fn respond(&mut self, request_id: u64, decision: Decision) {
-        self.transmits.push_back(Body::Response(ResponseFrame {
-            request_id,
-            decision,
-        }));
     }
 
     fn auto_reject(&mut self, request_id: u64, reason: &str) -> Result<(), AgreementError> {

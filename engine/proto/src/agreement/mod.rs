@@ -60,19 +60,28 @@
 //!   When both sides adjust the same agreement at once, the Master's wins:
 //!   the Master rejects the Slave's, and the Slave's application decides the
 //!   Master's. Both sides then agree on the terms.
-//! - **Connection loss.** Negotiations do not survive a break:
-//!   [`AgreementManager::on_connection_lost`] fails every request in flight
-//!   and drops the peer's unanswered requests. Agreements in force survive,
-//!   in [`AgreementManager::snapshot`]; a termination in progress is sent
-//!   again by [`AgreementManager::restore`], so a break never leaves one side
-//!   thinking an agreement ended while the other still runs it.
-//!   Known gap: an `Accepted` lost with the connection leaves a new
-//!   agreement known to the accepter only (or an adjustment applied by the
-//!   accepter only). Control frames carry no sequence numbers,
-//!   so neither side can tell; reconciling needs a frame the codec lacks
-//!   (the resume handshake could carry the active agreement ids). Until
-//!   then the requester's application sees `RequestFailed(ConnectionLost)`
-//!   and the peer's data under the orphan is refused with 3002.
+//! - **Connection loss.** A break loses no decision (SPEC SEQ-5). Agreements
+//!   in force survive in [`AgreementManager::snapshot`]; a termination in
+//!   progress is sent again by [`AgreementManager::restore`]. A request in
+//!   flight is neither failed nor forgotten: the restore sends it again
+//!   *with the same id*. Each side keeps its latest answers (at least
+//!   [`ANSWERS_FACTOR`] × `max_outstanding_requests` of them, in its
+//!   snapshot), sends them again first thing after the restore — before the
+//!   resume resends any data, so data never arrives under an agreement whose
+//!   acceptance the other side has not yet seen — and answers a request it
+//!   already decided by replaying its answer. So an `Accepted` lost with the
+//!   connection arrives after the resume and both sides run the same
+//!   agreement with the same terms; an answer the requester already had is
+//!   a late answer and changes nothing; a request that timed out meanwhile
+//!   (also kept in the snapshot) has its late acceptance ended, as always.
+//!   A peer request still undecided at the break is dropped with its event
+//!   and, when the peer sends it again, decided afresh. Any other repeated
+//!   id is still a duplicate. The window is enough because a stream
+//!   delivers in order: the answers the peer missed are the *latest* ones
+//!   this side sent, at most as many as the peer may have requests
+//!   outstanding. If a session ends at the break instead of being suspended
+//!   (it had no agreement yet), its requests fail with `ConnectionLost`
+//!   ([`AgreementManager::abandon_in_flight`]).
 //! - **Late answers.** An answer naming a request id this side never used
 //!   is a protocol error; the answer to a request that already timed out is
 //!   ignored — except an acceptance: a new agreement the peer accepted too
@@ -94,9 +103,14 @@ mod tests;
 
 use std::time::Duration;
 
-use dtp_codec::{AgreementId, ErrorCode, RequestType, Terms};
+use dtp_codec::{AgreementId, ErrorCode, RequestType, ResponseFrame, Terms};
 
 pub use manager::AgreementManager;
+
+/// A manager keeps its latest answers to at least this many times
+/// `max_outstanding_requests` peer requests, to replay them after a break
+/// (see the module docs, "Connection loss").
+pub const ANSWERS_FACTOR: usize = 4;
 
 /// The terms key of a termination request (an adjustment whose terms are
 /// exactly this key; its value is the reason, possibly empty).
@@ -191,13 +205,41 @@ pub struct Agreement {
 pub struct AgreementSnapshot {
     /// The agreements in force (active or terminating).
     pub agreements: Vec<PersistedAgreement>,
-    /// Those of `agreements` this side was terminating: the restore sends
-    /// their termination again.
+    /// The agreements this side was terminating (those of `agreements`, and
+    /// orphans the peer accepted too late): the restore sends their
+    /// termination again.
     pub terminating: Vec<AgreementId>,
     /// The next request id this side will use.
     pub next_request_id: u64,
     /// The highest request id the peer used.
     pub highest_peer_request_id: u64,
+    /// This side's new-agreement and adjustment requests still awaiting
+    /// their answer at the break: the restore sends them again with the same
+    /// ids (the peer answers again, or replays the answer it gave).
+    pub in_flight: Vec<PersistedRequest>,
+    /// This side's requests that timed out without an answer (the newest
+    /// [`ANSWERS_FACTOR`] × `max_outstanding_requests`): an acceptance the
+    /// peer replays after the break is then ended, as any late acceptance.
+    pub expired: Vec<PersistedRequest>,
+    /// This side's latest answers to the peer's requests, oldest first: the
+    /// restore sends them again first (before any resent data), and a
+    /// request the peer sends again after a break gets the same answer.
+    pub answers: Vec<ResponseFrame>,
+    /// The peer's requests that were awaiting this side's decision at the
+    /// break: when the peer sends one again it is decided afresh.
+    pub undecided: Vec<u64>,
+}
+
+/// SPEC SEQ-5: a request of this side in flight at a break, as persisted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PersistedRequest {
+    /// Its id, kept across the break.
+    pub request_id: u64,
+    /// `None`: a new agreement of this role's kind; `Some`: an adjustment of
+    /// that agreement.
+    pub adjusts: Option<AgreementId>,
+    /// The terms asked for.
+    pub terms: Terms,
 }
 
 /// SPEC SES-2: one agreement in force, as persisted.

@@ -48,6 +48,7 @@ fn agreements() -> AgreementSnapshot {
         terminating: vec![],
         next_request_id: 4,
         highest_peer_request_id: 2,
+        ..AgreementSnapshot::default()
     }
 }
 

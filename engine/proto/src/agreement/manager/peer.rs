@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use dtp_codec::{AgreementId, Decision, RequestFrame, RequestType, ResponseFrame, Terms};
+use dtp_codec::{AgreementId, Body, Decision, RequestFrame, RequestType, ResponseFrame, Terms};
 
 use super::{AgreementManager, Incoming, Purpose, check_v4};
 use crate::agreement::{
@@ -28,11 +28,26 @@ impl AgreementManager {
             agreement_id,
             terms,
         } = frame;
-        if request_id <= self.highest_peer_request_id {
-            return Err(AgreementError::DuplicateRequestId {
-                request_id,
-                highest: self.highest_peer_request_id,
-            });
+        let again = request_id <= self.highest_peer_request_id;
+        if again {
+            // SPEC SEQ-5: after a break the peer sends its requests in flight
+            // again. One already decided gets the same answer; one dropped
+            // undecided is decided afresh; anything else is a replay.
+            if let Some(answer) = self.answers.iter().find(|a| a.request_id == request_id) {
+                if self.transmits.len() >= self.config.max_queued_transmits {
+                    return Err(AgreementError::TransmitQueueFull {
+                        max: self.config.max_queued_transmits,
+                    });
+                }
+                self.transmits.push_back(Body::Response(answer.clone()));
+                return Ok(());
+            }
+            if !self.undecided.contains(&request_id) {
+                return Err(AgreementError::DuplicateRequestId {
+                    request_id,
+                    highest: self.highest_peer_request_id,
+                });
+            }
         }
         if (request_type == RequestType::Adjustment) != agreement_id.is_some() {
             return Err(AgreementError::Inconsistent(
@@ -75,7 +90,11 @@ impl AgreementManager {
                 max: self.config.max_queued_transmits,
             });
         }
-        self.highest_peer_request_id = request_id;
+        if again {
+            self.undecided.remove(&request_id);
+        } else {
+            self.highest_peer_request_id = request_id;
+        }
 
         if let Some(id) = adjusts {
             let Some(agreement) = self.agreements.get(&id) else {
@@ -290,13 +309,21 @@ impl AgreementManager {
                 });
             }
             // The peer runs an agreement this side gave up on: end it there
-            // too (best effort: skipped when this side is at a ceiling).
-            (_, None) => {
+            // too. For a request of the expired ring this bypasses the
+            // ceilings (each entry is taken once, so at most the ring's
+            // size); for one older than the ring it is best effort.
+            (found, None) => {
                 let terms = Terms::from([(
                     TERMINATE_KEY.to_owned(),
                     "the request had timed out".to_owned(),
                 )]);
-                let _ = self.send_request(Purpose::Terminate(agreement_id), terms, now);
+                let purpose = Purpose::Terminate(agreement_id);
+                if found.is_none() {
+                    let _ = self.send_request(purpose, terms, now);
+                } else if let Some(next) = self.next_request_id.checked_add(1) {
+                    let id = std::mem::replace(&mut self.next_request_id, next);
+                    self.enqueue_request(id, purpose, terms, now);
+                }
             }
             _ => {}
         }

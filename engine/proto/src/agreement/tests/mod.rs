@@ -2,6 +2,7 @@
 //! tests for every bad input, and a property test over random exchanges.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+mod breaks;
 mod prop;
 mod timers;
 

@@ -1,6 +1,6 @@
 //! Property test of the Agreement Manager over random exchanges.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use dtp_codec::{Body, Terms};
@@ -40,6 +40,48 @@ proptest! {
     /// once quiet, and every request is answered or times out.
     #[test]
     fn agreement_random_exchanges_keep_invariants(ops in prop::collection::vec(op(), 1..120)) {
+        run(ops)?;
+    }
+}
+
+/// A break: the connection goes, the side is restored from its snapshot
+/// (the real endpoint does this after a close, then resumes).
+fn restore_after_break(
+    side: &mut AgreementManager,
+    config: AgreementConfig,
+    now: Instant,
+    open: &mut HashMap<u64, ()>,
+) {
+    side.on_connection_lost();
+    while let Some(e) = side.poll_event() {
+        if let AgreementEvent::Accepted { request_id, .. }
+        | AgreementEvent::Rejected { request_id, .. }
+        | AgreementEvent::CounterProposed { request_id, .. }
+        | AgreementEvent::RequestFailed { request_id, .. } = e
+        {
+            open.remove(&request_id);
+        }
+    }
+    let role = side.role();
+    *side = AgreementManager::restore(role, config, side.snapshot(), now).unwrap();
+}
+
+/// Moves the manager's queued frames onto the wire.
+fn flush(side: &mut AgreementManager, wire: &mut VecDeque<Body>) {
+    wire.extend(std::iter::from_fn(|| side.poll_transmit()));
+}
+
+/// One frame from the wire into `to`.
+fn handle(to: &mut AgreementManager, body: Body, now: Instant) -> Result<(), AgreementError> {
+    match body {
+        Body::Request(r) => to.handle_request(r, now),
+        Body::Response(r) => to.handle_response(r, now),
+        _ => Ok(()),
+    }
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    {
         let config = AgreementConfig {
             max_active_agreements: 3,
             max_outstanding_requests: 3,
@@ -56,12 +98,16 @@ proptest! {
         let mut open: [HashMap<u64, ()>; 2] = [HashMap::new(), HashMap::new()];
         let mut decisions: [Vec<u64>; 2] = [vec![], vec![]];
         let mut rnd_n = 0u8;
-        let mut lost = false;
+        let mut broken = false;
+        // Frames on the wire, Master → Slave and Slave → Master.
+        let mut wire: [VecDeque<Body>; 2] = [VecDeque::new(), VecDeque::new()];
         for op in ops {
             match op {
                 Op::Request(master) => {
                     let side = if master { &mut m } else { &mut s };
-                    if let Ok(id) = side.request(Terms::new(), now) { open[usize::from(!master)].insert(id, ()); }
+                    if let Ok(id) = side.request(Terms::new(), now) {
+                        open[usize::from(!master)].insert(id, ());
+                    }
                 }
                 Op::Adjust(master, i) | Op::Terminate(master, i) => {
                     let side = if master { &mut m } else { &mut s };
@@ -72,7 +118,9 @@ proptest! {
                         } else {
                             side.terminate(*id, "", now)
                         };
-                        if let (Ok(r), true) = (r, matches!(op, Op::Adjust(..))) { open[usize::from(!master)].insert(r, ()); }
+                        if let (Ok(r), true) = (r, matches!(op, Op::Adjust(..))) {
+                            open[usize::from(!master)].insert(r, ());
+                        }
                     }
                 }
                 Op::Decide(master, d) => {
@@ -90,22 +138,27 @@ proptest! {
                     }
                 }
                 Op::Deliver(from_master) => {
-                    let (from, to) = if from_master { (&mut m, &mut s) } else { (&mut s, &mut m) };
-                    while let Some(body) = from.poll_transmit() {
-                        let r = match body {
-                            Body::Request(r) => to.handle_request(r, now),
-                            Body::Response(r) => to.handle_response(r, now),
-                            _ => Ok(()),
-                        };
-                        // Only the queue ceiling may refuse a well-behaved peer's frame.
-                        // (after a break, an orphaned agreement may also be unknown: module docs).
-                        if let Err(e) = r {
+                    let (from, to) = if from_master {
+                        (&mut m, &mut s)
+                    } else {
+                        (&mut s, &mut m)
+                    };
+                    let (f, t) = (usize::from(!from_master), usize::from(from_master));
+                    flush(from, &mut wire[f]);
+                    while let Some(body) = wire[f].pop_front() {
+                        // Only the queue ceiling may refuse a well-behaved peer's
+                        // frame, breaks included. The endpoint then closes
+                        // the connection: a break.
+                        if let Err(e) = handle(to, body, now) {
                             prop_assert!(
-                                matches!(e, AgreementError::TransmitQueueFull { .. })
-                                    || (lost && matches!(e, AgreementError::UnknownAgreement { .. })),
+                                matches!(e, AgreementError::TransmitQueueFull { .. }),
                                 "{e}"
                             );
+                            broken = true;
+                            break;
                         }
+                        // The endpoint drains the manager after every input.
+                        flush(to, &mut wire[t]);
                     }
                 }
                 Op::Advance(secs) => {
@@ -113,49 +166,75 @@ proptest! {
                     m.handle_timeout(now);
                     s.handle_timeout(now);
                 }
-                Op::Lose => {
-                    m.on_connection_lost();
-                    s.on_connection_lost();
-                    lost = true;
-                    for (k, side) in [&mut m, &mut s].into_iter().enumerate() {
-                        decisions[k].clear();
-                        while let Some(e) = side.poll_event() {
-                            if let AgreementEvent::RequestFailed { request_id, .. } = e { open[k].remove(&request_id); }
-                        }
-                        let role = side.role();
-                        *side = AgreementManager::restore(role, config, side.snapshot(), now).unwrap();
-                    }
+                Op::Lose => broken = true,
+            }
+            if std::mem::take(&mut broken) {
+                for (k, side) in [&mut m, &mut s].into_iter().enumerate() {
+                    decisions[k].clear();
+                    wire[k].clear();
+                    restore_after_break(side, config, now, &mut open[k]);
                 }
             }
             for (k, side) in [&mut m, &mut s].into_iter().enumerate() {
                 prop_assert!(side.agreements().count() <= config.max_active_agreements);
-                prop_assert!(side.outstanding_count() <= config.max_outstanding_requests);
+                // Orphan terminations bypass the ceiling, at most one per
+                // entry of the expired ring.
+                let ring = ANSWERS_FACTOR * config.max_outstanding_requests;
+                prop_assert!(side.outstanding_count() <= config.max_outstanding_requests + ring);
                 prop_assert!(side.pending_incoming_count() <= config.max_pending_incoming);
                 let (tx, ev) = side.queued();
-                prop_assert!(tx <= config.max_queued_transmits + config.max_pending_incoming + config.max_active_agreements);
-                prop_assert!(ev <= config.max_queued_events + config.max_pending_incoming + config.max_outstanding_requests + config.max_active_agreements);
+                // Answers replayed after a break and orphan terminations come
+                // on top of the ceiling, each bounded by the ring.
+                prop_assert!(
+                    tx <= config.max_queued_transmits
+                        + config.max_pending_incoming
+                        + config.max_active_agreements
+                        + 2 * ring
+                );
+                prop_assert!(
+                    ev <= config.max_queued_events
+                        + config.max_pending_incoming
+                        + config.max_outstanding_requests
+                        + config.max_active_agreements
+                );
                 while let Some(e) = side.poll_event() {
                     match e {
-                        AgreementEvent::RequestReceived { request_id, .. } => decisions[k].push(request_id),
+                        AgreementEvent::RequestReceived { request_id, .. } => {
+                            decisions[k].push(request_id)
+                        }
                         AgreementEvent::Accepted { request_id, .. }
                         | AgreementEvent::Rejected { request_id, .. }
                         | AgreementEvent::CounterProposed { request_id, .. }
-                        | AgreementEvent::RequestFailed { request_id, .. } => { open[k].remove(&request_id); }
-                        AgreementEvent::RequestWithdrawn { .. } | AgreementEvent::Terminated { .. } => {}
+                        | AgreementEvent::RequestFailed { request_id, .. } => {
+                            open[k].remove(&request_id);
+                        }
+                        AgreementEvent::RequestWithdrawn { .. }
+                        | AgreementEvent::Terminated { .. } => {}
                     }
                 }
             }
         }
-        // Quiesce: deliver everything, then let every timer run out.
+        // Quiesce: deliver everything, one frame at a time each way, then
+        // let every timer run out.
         for _ in 0..4 {
-            for from_master in [true, false] {
-                let (from, to) = if from_master { (&mut m, &mut s) } else { (&mut s, &mut m) };
-                while let Some(body) = from.poll_transmit() {
-                    let _ = match body {
-                        Body::Request(r) => to.handle_request(r, now),
-                        Body::Response(r) => to.handle_response(r, now),
-                        _ => Ok(()),
-                    };
+            for _ in 0..64 {
+                flush(&mut m, &mut wire[0]);
+                flush(&mut s, &mut wire[1]);
+                if wire[0].is_empty() && wire[1].is_empty() {
+                    break;
+                }
+                let mut failed = false;
+                if let Some(body) = wire[0].pop_front() {
+                    failed |= handle(&mut s, body, now).is_err();
+                }
+                if let Some(body) = wire[1].pop_front() {
+                    failed |= handle(&mut m, body, now).is_err();
+                }
+                if failed {
+                    for (k, side) in [&mut m, &mut s].into_iter().enumerate() {
+                        wire[k].clear();
+                        restore_after_break(side, config, now, &mut open[k]);
+                    }
                 }
             }
             now += Duration::from_secs(5);
@@ -167,19 +246,31 @@ proptest! {
                 if let AgreementEvent::Accepted { request_id, .. }
                 | AgreementEvent::Rejected { request_id, .. }
                 | AgreementEvent::CounterProposed { request_id, .. }
-                | AgreementEvent::RequestFailed { request_id, .. } = e { open[k].remove(&request_id); }
+                | AgreementEvent::RequestFailed { request_id, .. } = e
+                {
+                    open[k].remove(&request_id);
+                }
             }
             prop_assert_eq!(side.outstanding_count(), 0);
             prop_assert_eq!(side.pending_incoming_count(), 0);
         }
-        if !lost {
-            // Without a break (see the module docs' known gap), both sides
-            // end up with the same agreements and the same terms.
+        {
+            // Breaks included (SPEC SEQ-5: answers lost with a connection are
+            // replayed), both sides end up with the same agreements and terms.
             let am: Vec<_> = m.agreements().map(|a| (a.id, a.terms.clone())).collect();
             let as_: Vec<_> = s.agreements().map(|a| (a.id, a.terms.clone())).collect();
             prop_assert_eq!(am, as_);
         }
-        prop_assert!(open[0].is_empty(), "master requests never answered: {:?}", open[0]);
-        prop_assert!(open[1].is_empty(), "slave requests never answered: {:?}", open[1]);
+        prop_assert!(
+            open[0].is_empty(),
+            "master requests never answered: {:?}",
+            open[0]
+        );
+        prop_assert!(
+            open[1].is_empty(),
+            "slave requests never answered: {:?}",
+            open[1]
+        );
     }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use dtp_codec::{Body, Decision, RequestFrame, RequestType, ResponseFrame, Terms};
+use dtp_codec::{Body, Decision, ResponseFrame, Terms};
 
 use super::{agree, deliver, events, pair, rnd, terms};
 use crate::agreement::*;
@@ -159,74 +159,6 @@ fn undecided_peer_request_is_rejected_at_its_deadline() {
     assert!(matches!(
         m.poll_event(),
         Some(AgreementEvent::Rejected { .. })
-    ));
-}
-
-/// SPEC SES-2, SES-3: active agreements and request ids survive a
-/// connection loss through the snapshot; negotiations do not.
-#[test]
-fn connection_loss_snapshot_and_restore() {
-    let now = Instant::now();
-    let (mut m, mut s) = pair(AgreementConfig::default());
-    let a = agree(&mut m, &mut s, now, 1);
-    let b = agree(&mut m, &mut s, now, 2);
-    m.terminate(b, "", now).unwrap();
-    let pending = m.request(Terms::new(), now).unwrap();
-    m.on_connection_lost();
-    let ev = events(&mut m);
-    assert_eq!(
-        ev,
-        vec![AgreementEvent::RequestFailed {
-            request_id: pending,
-            reason: FailReason::ConnectionLost
-        }]
-    );
-    assert!(m.poll_transmit().is_none());
-    let snap = m.snapshot();
-    assert_eq!(snap.agreements.len(), 2);
-    assert_eq!(snap.terminating, vec![b]);
-    let mut m2 =
-        AgreementManager::restore(Role::Master, AgreementConfig::default(), snap, now).unwrap();
-    assert!(m2.check_active(a).is_ok());
-    // The termination in progress is sent again.
-    let Some(Body::Request(t)) = m2.poll_transmit() else {
-        panic!("termination not re-sent")
-    };
-    assert_eq!(
-        (t.agreement_id, t.terms.contains_key(TERMINATE_KEY)),
-        (Some(b), true)
-    );
-    assert!(t.request_id > pending, "request ids continue");
-    assert!(m2.request(Terms::new(), now).unwrap() > t.request_id);
-    // The peer's ids continue too: a replayed id is refused after restore.
-    s.on_connection_lost();
-    let mut s2 =
-        AgreementManager::restore(Role::Slave, AgreementConfig::default(), s.snapshot(), now)
-            .unwrap();
-    let replay = RequestFrame {
-        request_id: 1,
-        request_type: RequestType::Collection,
-        agreement_id: None,
-        terms: Terms::new(),
-    };
-    assert!(matches!(
-        s2.handle_request(replay, now),
-        Err(AgreementError::DuplicateRequestId { .. })
-    ));
-    // Restoring too many agreements, or a non-v4 id, is refused.
-    let tight = AgreementConfig {
-        max_active_agreements: 0,
-        ..AgreementConfig::default()
-    };
-    assert!(matches!(
-        AgreementManager::restore(Role::Slave, tight, s.snapshot(), now),
-        Err(AgreementError::TooManyAgreements { .. })
-    ));
-    let mut bad = s.snapshot();
-    bad.agreements[0].id = uuid::Uuid::nil();
-    assert!(matches!(
-        AgreementManager::restore(Role::Slave, AgreementConfig::default(), bad, now),
-        Err(AgreementError::InvalidAgreementId { .. })
     ));
 }
 
