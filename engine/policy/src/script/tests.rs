@@ -1,0 +1,349 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::*;
+use crate::input::sample;
+
+/// Scores by seniority: the older session keeps control unless the target
+/// holds a `configure` grant on the resource and a parameter boosts it.
+const SENIORITY: &str = r#"
+    let age_s = (input.now_ms - input.source.created_at_ms) / 1000;
+    let boost = if "boost" in params { parse_int(params.boost) } else { 0 };
+    let target = 10 + boost;
+    for g in input.target.grants {
+        if g.resource_id == input.resource.id && "configure" in g.modes { target += 100; }
+    }
+    #{ source: 10 + age_s / 30, target: target }
+"#;
+
+fn registry(id: &str, source: &str) -> ScriptRegistry {
+    let mut r = ScriptRegistry::new(ScriptLimits::default());
+    r.load(id, source).unwrap();
+    r
+}
+
+fn policy(id: &str, params: &[(&str, &str)]) -> PriorityScript {
+    PriorityScript {
+        script_id: id.into(),
+        parameters: params
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+    }
+}
+
+fn run_err(source: &str) -> ScriptErrorKind {
+    let r = registry("s", source);
+    r.scores("s", &sample::input(), &BTreeMap::new())
+        .unwrap_err()
+        .kind
+}
+
+fn compile_err(source: &str) -> ScriptErrorKind {
+    let mut r = ScriptRegistry::new(ScriptLimits::default());
+    let err = r.load("s", source).unwrap_err();
+    assert_eq!(err.script_id, "s");
+    assert!(!r.contains("s"));
+    err.kind
+}
+
+#[test]
+fn higher_target_score_allows() {
+    let r = registry("seniority", SENIORITY);
+    // Source age 60 s → S_source 12; S_target 10 + 5.
+    let v = r
+        .decide(&policy("seniority", &[("boost", "5")]), &sample::input())
+        .unwrap();
+    assert_eq!(v, Verdict::Allow);
+}
+
+#[test]
+fn lower_target_score_rejects() {
+    let r = registry("seniority", SENIORITY);
+    let v = r
+        .decide(&policy("seniority", &[]), &sample::input())
+        .unwrap();
+    assert_eq!(
+        v,
+        Verdict::reject("priority script \"seniority\": S_target 10 <= S_source 12")
+    );
+}
+
+#[test]
+fn equal_scores_reject() {
+    let r = registry("seniority", SENIORITY);
+    let scores = r
+        .scores(
+            "seniority",
+            &sample::input(),
+            &policy("seniority", &[("boost", "2")]).parameters,
+        )
+        .unwrap();
+    assert_eq!(
+        (scores.source, scores.target),
+        (Score::Int(12), Score::Int(12))
+    );
+    assert!(!scores.allows());
+    let v = r
+        .decide(&policy("seniority", &[("boost", "2")]), &sample::input())
+        .unwrap();
+    assert!(!v.is_allow());
+}
+
+#[test]
+fn script_sees_every_input_field() {
+    let r = registry(
+        "echo",
+        r#"
+        let s = input.source;
+        let ok = s.session_id == "01900000-0000-7000-8000-000000000001"
+            && s.fay_id == "fay-a" && s.access_mode == "write" && s.holder == "fay"
+            && s.created_at_ms == 1700000000000 && s.last_heartbeat_ms == 1700000050000
+            && input.target.fay_id == "fay-b"
+            && input.target.grants[0].modes == ["read", "write"]
+            && input.now_ms == 1700000060000
+            && input.resource.id == "cam-1" && input.resource.metadata.kind == "camera"
+            && params.x == "y"
+            && input.keys().len() == 4;
+        #{ source: 0, target: if ok { 1 } else { -1 } }
+        "#,
+    );
+    assert_eq!(
+        r.decide(&policy("echo", &[("x", "y")]), &sample::input())
+            .unwrap(),
+        Verdict::Allow
+    );
+}
+
+#[test]
+fn reason_and_metadata_are_not_script_inputs() {
+    // HO-3a's inputs only: the handover reason and metadata are not shown,
+    // and reading a missing property is an error, not ().
+    for source in [
+        "input.reason; #{source: 0, target: 1}",
+        "input.metadata; #{source: 0, target: 1}",
+    ] {
+        assert!(
+            matches!(run_err(source), ScriptErrorKind::Runtime(_)),
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn mixed_int_and_float_scores_compare() {
+    let r = registry("f", "#{ source: 1, target: 1.5 }");
+    assert!(
+        r.scores("f", &sample::input(), &BTreeMap::new())
+            .unwrap()
+            .allows()
+    );
+    let r = registry("f", "#{ source: 2.0, target: 2 }");
+    assert!(
+        !r.scores("f", &sample::input(), &BTreeMap::new())
+            .unwrap()
+            .allows()
+    );
+}
+
+#[test]
+fn infinite_loop_is_stopped_by_the_step_limit() {
+    let mut r = ScriptRegistry::new(ScriptLimits {
+        // Generous, so only the step limit can stop it.
+        time_budget: Duration::from_secs(3600),
+        ..ScriptLimits::default()
+    });
+    r.load("spin", "loop { } #{ source: 0, target: 1 }")
+        .unwrap();
+    let err = r
+        .scores("spin", &sample::input(), &BTreeMap::new())
+        .unwrap_err();
+    assert_eq!(err.kind, ScriptErrorKind::StepLimit);
+}
+
+#[test]
+fn time_budget_stops_a_run_the_step_limit_would_not() {
+    let mut r = ScriptRegistry::new(ScriptLimits {
+        max_operations: 0, // Rhai: unlimited
+        time_budget: Duration::from_millis(1),
+        ..ScriptLimits::default()
+    });
+    r.load("spin", "loop { } #{ source: 0, target: 1 }")
+        .unwrap();
+    let err = r
+        .scores("spin", &sample::input(), &BTreeMap::new())
+        .unwrap_err();
+    assert_eq!(err.kind, ScriptErrorKind::TimeBudget);
+}
+
+#[test]
+fn deep_recursion_is_stopped() {
+    let kind = run_err("fn down(n) { down(n + 1) } down(0)");
+    assert_eq!(kind, ScriptErrorKind::CallDepth);
+}
+
+#[test]
+fn expression_nesting_is_a_compile_error() {
+    let deep = format!("{}1{}", "(".repeat(200), ")".repeat(200));
+    assert!(matches!(compile_err(&deep), ScriptErrorKind::Compile(_)));
+}
+
+#[test]
+fn oversized_data_is_stopped() {
+    let kind = run_err("let s = \"x\"; loop { s += s; }");
+    assert!(matches!(kind, ScriptErrorKind::TooLarge(_)), "{kind:?}");
+    let kind = run_err("let a = []; loop { a.push(1); }");
+    assert!(matches!(kind, ScriptErrorKind::TooLarge(_)), "{kind:?}");
+    let mut r = ScriptRegistry::new(ScriptLimits {
+        max_map_len: 8,
+        ..ScriptLimits::default()
+    });
+    // Rhai checks a map's size when it is merged, passed or returned; a
+    // key added by index is bounded by the step limit only.
+    r.load(
+        "m",
+        "let m = #{}; let i = 0; loop { let n = #{}; n[`k${i}`] = i; m += n; i += 1; }",
+    )
+    .unwrap();
+    let kind = r
+        .scores("m", &sample::input(), &BTreeMap::new())
+        .unwrap_err()
+        .kind;
+    assert!(matches!(kind, ScriptErrorKind::TooLarge(_)), "{kind:?}");
+}
+
+#[test]
+fn import_print_debug_and_eval_do_not_compile() {
+    for source in [
+        "import \"os\" as os; #{source: 0, target: 1}",
+        "print(\"hello\"); #{source: 0, target: 1}",
+        "debug(\"hello\"); #{source: 0, target: 1}",
+        "eval(\"1\"); #{source: 0, target: 1}",
+    ] {
+        assert!(
+            matches!(compile_err(source), ScriptErrorKind::Compile(_)),
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn clock_and_undeclared_names_are_unavailable() {
+    assert!(matches!(
+        run_err("let t = timestamp(); #{source: 0, target: 1}"),
+        ScriptErrorKind::Runtime(_)
+    ));
+    // Strict variables: a name that is not declared does not compile.
+    assert!(matches!(
+        compile_err("#{source: env, target: 1}"),
+        ScriptErrorKind::Compile(_)
+    ));
+}
+
+#[test]
+fn inputs_are_read_only() {
+    for source in [
+        "input.now_ms = 0; #{source: 0, target: 1}",
+        "input.source.fay_id = \"z\"; #{source: 0, target: 1}",
+        "input.target.grants[0].modes = []; #{source: 0, target: 1}",
+        "input.resource.metadata.kind = \"x\"; #{source: 0, target: 1}",
+        "input = 1; #{source: 0, target: 1}",
+        "params = #{}; #{source: 0, target: 1}",
+    ] {
+        let r = registry("s", source);
+        let p = BTreeMap::from([("x".to_string(), "y".to_string())]);
+        let err = r.scores("s", &sample::input(), &p).unwrap_err();
+        assert!(
+            matches!(err.kind, ScriptErrorKind::Runtime(_)),
+            "{source}: {err}"
+        );
+    }
+    let r = registry("s", "params.x = \"z\"; #{source: 0, target: 1}");
+    let p = BTreeMap::from([("x".to_string(), "y".to_string())]);
+    assert!(r.scores("s", &sample::input(), &p).is_err());
+}
+
+#[test]
+fn keys_a_run_adds_to_its_inputs_do_not_outlive_it() {
+    // Rhai lets a script add a key to a constant map (not change one); the
+    // maps are built afresh for every run, so nothing carries over.
+    let r = registry(
+        "s",
+        "let seen = \"seen\" in input; input.seen = true; #{source: 0, target: if seen { 2 } else { 1 }}",
+    );
+    for _ in 0..3 {
+        let scores = r.scores("s", &sample::input(), &BTreeMap::new()).unwrap();
+        assert_eq!(scores.target, Score::Int(1));
+    }
+}
+
+#[test]
+fn wrong_return_types_are_errors() {
+    for source in [
+        "42",
+        "true",
+        "#{ source: 1 }",
+        "#{ source: 1, target: \"2\" }",
+        "#{ source: 1, target: 2, extra: 3 }",
+        "#{ src: 1, target: 2 }",
+        "#{ source: 0.0 / 0.0, target: 1 }",
+        "[1, 2]",
+    ] {
+        assert!(
+            matches!(run_err(source), ScriptErrorKind::Output(_)),
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn runtime_errors_are_typed() {
+    assert!(matches!(
+        run_err("throw \"no\";"),
+        ScriptErrorKind::Runtime(_)
+    ));
+    assert!(matches!(
+        run_err("let x = 1 / 0; #{source: x, target: 1}"),
+        ScriptErrorKind::Runtime(_)
+    ));
+}
+
+#[test]
+fn same_input_same_output_every_time() {
+    let r = registry(
+        "busy",
+        r#"
+        let m = #{};
+        for i in 0..50 { m[`k${i % 7}`] = i * 31 % 17; }
+        let total = 0;
+        for k in m.keys() { total += m[k] * k.len(); }
+        #{ source: total, target: total / 2 + 0.5 }
+        "#,
+    );
+    let input = sample::input();
+    let first = r.scores("busy", &input, &BTreeMap::new()).unwrap();
+    for _ in 0..100 {
+        assert_eq!(r.scores("busy", &input, &BTreeMap::new()).unwrap(), first);
+    }
+}
+
+#[test]
+fn registry_errors() {
+    let mut r = registry("s", "#{source: 0, target: 1}");
+    assert_eq!(
+        r.load("s", "#{source: 0, target: 1}").unwrap_err().kind,
+        ScriptErrorKind::Duplicate
+    );
+    assert_eq!(
+        r.scores("nope", &sample::input(), &BTreeMap::new())
+            .unwrap_err()
+            .kind,
+        ScriptErrorKind::Unknown
+    );
+    assert!(matches!(
+        compile_err("let = ;"),
+        ScriptErrorKind::Compile(_)
+    ));
+    assert_eq!(r.limits(), &ScriptLimits::default());
+    assert!(format!("{r:?}").contains("\"s\""));
+}

@@ -1,0 +1,369 @@
+//! SPEC HO-3b end to end: the policy engine against a real HTTP server on
+//! loopback playing the model, driven as the terminal's edge would drive
+//! it (the call runs on a worker thread; time for the cache is passed in).
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use dtp_codec::{AccessMode, SessionId};
+use dtp_policy::ai::http::{HttpError, MAX_RESPONSE_BYTES, post_json};
+use dtp_policy::{
+    AiFallback, AiModel, DefaultAction, HandoverPolicy, Holder, HumanDecision, PolicyEngine,
+    PolicyInput, PolicySet, PriorityScript, ResourceInfo, ScriptLimits, SourceSession, Step,
+    TargetGrant, UiChannel, Verdict,
+};
+
+/// What the fake model does with each connection.
+#[derive(Clone)]
+enum Behaviour {
+    /// Reads the request, writes these bytes, closes.
+    Respond(Vec<u8>),
+    /// Reads the request and never answers (until the client goes away).
+    Hang,
+}
+
+struct Model {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+fn serve(behaviour: Behaviour) -> Model {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (h, r) = (hits.clone(), requests.clone());
+    // The thread ends with the test process; it serves one connection at a time.
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            let request = read_request(&mut stream);
+            r.lock().unwrap().push(request);
+            match &behaviour {
+                Behaviour::Respond(bytes) => {
+                    // The client may have given up already.
+                    let _ = stream.write_all(bytes);
+                }
+                Behaviour::Hang => {
+                    let mut sink = [0u8; 64];
+                    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+                }
+            }
+        }
+    });
+    Model {
+        addr,
+        hits,
+        requests,
+    }
+}
+
+/// Reads one request (head and Content-Length body) as text.
+fn read_request(stream: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= end + 4 + len {
+                return String::from_utf8_lossy(&buf).into_owned();
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&buf).into_owned(),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn http_response(status: &str, body: &str) -> Behaviour {
+    Behaviour::Respond(
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+fn input() -> PolicyInput {
+    PolicyInput {
+        source: SourceSession {
+            session_id: SessionId::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0042),
+            fay_id: "fay-a".into(),
+            access_mode: AccessMode::Execute,
+            created_at_ms: 1_000,
+            last_heartbeat_ms: 2_000,
+            holder: Holder::Fay,
+        },
+        target_fay_id: "fay-b".into(),
+        target_grants: vec![TargetGrant {
+            resource_id: "arm-1".into(),
+            modes: vec![AccessMode::Execute],
+        }],
+        now_ms: 3_000,
+        resource: ResourceInfo {
+            resource_id: "arm-1".into(),
+            metadata: BTreeMap::new(),
+        },
+        handover_reason: "maintenance".into(),
+        handover_metadata: BTreeMap::new(),
+    }
+}
+
+/// An engine whose `model` policy calls `addr`; its fallback script allows
+/// (target 2 > source 1), so a fallback is told apart from a timeout.
+fn engine(addr: SocketAddr, timeout_ms: u32) -> PolicyEngine {
+    let set = PolicySet {
+        scripts: BTreeMap::from([("fixed".into(), "#{ source: 1, target: 2 }".into())]),
+        policies: BTreeMap::from([(
+            "model".into(),
+            HandoverPolicy::AiModel(AiModel {
+                model_endpoint: format!("http://{addr}/v1/decide"),
+                context_fields: vec![
+                    "source.fay_id".into(),
+                    "target.fay_id".into(),
+                    "reason".into(),
+                ],
+                decision_timeout_ms: timeout_ms,
+            }),
+        )]),
+        resources: BTreeMap::new(),
+        default_policy: Some("model".into()),
+        ai_fallback: Some(AiFallback {
+            priority_script: PriorityScript {
+                script_id: "fixed".into(),
+                parameters: BTreeMap::new(),
+            },
+            human_decision: HumanDecision {
+                ui_channel: UiChannel::ExternalPanel,
+                decision_timeout_seconds: 30,
+                default_action: DefaultAction::Reject,
+            },
+        }),
+    };
+    PolicyEngine::new(set, ScriptLimits::default()).unwrap()
+}
+
+/// One evaluation as the edge runs it: a model call goes to a worker thread.
+fn decide(engine: &mut PolicyEngine, now_ms: u64) -> Step {
+    let input = input();
+    match engine.evaluate("model", &input, now_ms).unwrap() {
+        Step::CallModel(call) => {
+            let worker = {
+                let call = call.clone();
+                thread::spawn(move || call.run())
+            };
+            let result = worker.join().unwrap();
+            engine
+                .on_model_reply(&call, &input, result, now_ms)
+                .unwrap()
+        }
+        other => other,
+    }
+}
+
+#[test]
+fn model_allows_and_sees_only_the_configured_context() {
+    let model = serve(http_response("200 OK", r#"{"decision":"allow"}"#));
+    let step = decide(&mut engine(model.addr, 500), 0);
+    assert_eq!(step, Step::Decided(Verdict::Allow));
+    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    let request = model.requests.lock().unwrap()[0].clone();
+    assert!(
+        request.starts_with("POST /v1/decide HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(request.contains("Content-Type: application/json\r\n"));
+    let body = request.split("\r\n\r\n").nth(1).unwrap();
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"version": 1, "context": {
+            "source": {"fay_id": "fay-a"},
+            "target": {"fay_id": "fay-b"},
+            "reason": "maintenance",
+        }})
+    );
+}
+
+#[test]
+fn model_rejects() {
+    let model = serve(http_response(
+        "200 OK",
+        r#"{"decision":"reject","reason":"arm busy"}"#,
+    ));
+    let step = decide(&mut engine(model.addr, 500), 0);
+    assert_eq!(
+        step,
+        Step::Decided(Verdict::reject("ai model rejected: arm busy"))
+    );
+}
+
+#[test]
+fn model_requires_a_human() {
+    let model = serve(http_response("200 OK", r#"{"decision":"require_human"}"#));
+    let Step::AskHuman(h) = decide(&mut engine(model.addr, 500), 0) else {
+        panic!("no human step")
+    };
+    assert_eq!(h.ui_channel, UiChannel::ExternalPanel);
+}
+
+#[test]
+fn slow_model_is_a_reject() {
+    let model = serve(Behaviour::Hang);
+    let step = decide(&mut engine(model.addr, 200), 0);
+    assert_eq!(
+        step,
+        Step::Decided(Verdict::reject("ai model gave no decision within 200 ms"))
+    );
+    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn model_down_falls_back_to_the_script() {
+    let addr = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    }; // closed: connections are refused
+    assert_eq!(
+        decide(&mut engine(addr, 500), 0),
+        Step::Decided(Verdict::Allow)
+    );
+    assert!(matches!(
+        post_json(
+            &format!("http://{addr}/"),
+            b"{}",
+            Duration::from_millis(500)
+        ),
+        Err(HttpError::Connect(_))
+    ));
+}
+
+#[test]
+fn garbage_answer_falls_back_to_the_script() {
+    let model = serve(http_response("200 OK", "I think you should allow it"));
+    assert_eq!(
+        decide(&mut engine(model.addr, 500), 0),
+        Step::Decided(Verdict::Allow)
+    );
+    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn server_error_falls_back_to_the_script() {
+    let model = serve(http_response(
+        "500 Internal Server Error",
+        r#"{"decision":"reject"}"#,
+    ));
+    assert_eq!(
+        decide(&mut engine(model.addr, 500), 0),
+        Step::Decided(Verdict::Allow)
+    );
+    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn oversized_answer_falls_back_to_the_script() {
+    let big = format!(
+        r#"{{"decision":"reject","reason":"{}"}}"#,
+        "x".repeat(MAX_RESPONSE_BYTES)
+    );
+    let model = serve(http_response("200 OK", &big));
+    assert_eq!(
+        decide(&mut engine(model.addr, 500), 0),
+        Step::Decided(Verdict::Allow)
+    );
+    let direct = post_json(
+        &format!("http://{}/", model.addr),
+        b"{}",
+        Duration::from_millis(500),
+    );
+    assert_eq!(direct, Err(HttpError::TooLarge));
+}
+
+#[test]
+fn cached_decision_spares_the_model_for_five_seconds() {
+    let model = serve(http_response(
+        "200 OK",
+        r#"{"decision":"reject","reason":"no"}"#,
+    ));
+    let mut engine = engine(model.addr, 500);
+    let first = decide(&mut engine, 10_000);
+    assert!(matches!(first, Step::Decided(Verdict::Reject { .. })));
+    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    // 4.999 s later: from the cache, the server is not called.
+    assert_eq!(decide(&mut engine, 14_999), first);
+    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    // 5 s later: the cache has expired, the server is called again.
+    assert_eq!(decide(&mut engine, 15_000), first);
+    assert_eq!(model.hits.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn responses_in_pieces_and_empty_bodies_are_read() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        for piece in [
+            "HTTP/1.1 200 OK\r\nContent-",
+            "Length: 20\r\n\r\n{\"decision\"",
+            ":\"allow\"}",
+        ] {
+            s.write_all(piece.as_bytes()).unwrap();
+            s.flush().unwrap();
+        }
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        s.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+            .unwrap();
+    });
+    let url = format!("http://{addr}/d");
+    let r = post_json(&url, b"{}", Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &br#"{"decision":"allow"}"#[..])
+    );
+    let r = post_json(&url, b"{}", Duration::from_secs(5)).unwrap();
+    assert_eq!((r.status, r.body.len()), (204, 0));
+}
+
+#[test]
+fn chunked_or_truncated_responses_are_refused() {
+    let chunked = serve(Behaviour::Respond(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
+    ));
+    let r = post_json(
+        &format!("http://{}/", chunked.addr),
+        b"{}",
+        Duration::from_secs(5),
+    );
+    assert!(matches!(r, Err(HttpError::Malformed(_))), "{r:?}");
+
+    let truncated = serve(Behaviour::Respond(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}".to_vec(),
+    ));
+    let r = post_json(
+        &format!("http://{}/", truncated.addr),
+        b"{}",
+        Duration::from_secs(5),
+    );
+    assert!(matches!(r, Err(HttpError::Io(_))), "{r:?}");
+
+    let r = post_json("https://127.0.0.1/", b"{}", Duration::from_secs(5));
+    assert!(matches!(r, Err(HttpError::InvalidUrl(_))), "{r:?}");
+}

@@ -1,0 +1,382 @@
+//! [`Terminal`]: the one state machine of the terminal control plane
+//! (SPEC §2–3), driven by the control thread.
+//!
+//! Inputs are methods taking `now` ([`Terminal::handle`] for what
+//! connections send, the admin and policy methods for the rest); outputs
+//! are polled. Driver loop, in the manner of quinn-proto:
+//!
+//! 1. feed inputs as they come (`handle`, `policy_decided`, `revoke`, …);
+//! 2. drain [`Terminal::poll_output`] until `None` after every input;
+//! 3. call [`Terminal::handle_timeout`] when [`Terminal::poll_timeout`]'s
+//!    instant is reached, and drain again.
+//!
+//! Every input first runs the timers that are due at its `now`, so the
+//! result never depends on how punctually step 3 is run.
+
+mod create;
+mod decide;
+mod evaluate;
+mod handover;
+mod liveness;
+mod sequence;
+mod terminate;
+mod timers;
+mod views;
+
+pub use handover::{AdminHandover, HandoverAdmission, PolicyAnswerError};
+pub use views::{HandoverInfo, ResourceInfo, SessionInfo};
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use dtp_codec::{
+    AccessMode, ControlMessage, ErrorCode, SessionId, SessionState, SessionStateChanged,
+};
+use dtp_crypto::cred::{VerifiedCredential, Verifier};
+
+use crate::config::{ConfigError, HUMAN_PREFIX, TerminalConfig};
+use crate::occupancy::Resource;
+use crate::os_access::{AccessGrant, OsAccess};
+use crate::output::{ConnKey, Output, Refusal, RequestKind, StateChange};
+use crate::session::{SessionEvent, TerminationReason, transition};
+use crate::time::{RandomSource, UnixMs};
+
+use handover::{Evaluation, HandoverRequest};
+
+/// What a connection can tell the terminal (the engine's `Request`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// SPEC LIV-1: the connection is up.
+    Up(ConnKey),
+    /// SPEC LIV-1: the connection is down (alone, never the end of a session).
+    Down(ConnKey),
+    /// The connection sent a control-plane message.
+    Message(ConnKey, ControlMessage),
+}
+
+/// SPEC TS-8: who holds a session.
+#[derive(Clone, Debug)]
+pub(crate) enum Holder {
+    /// A Fay, with the credential its session was granted on (TS-16).
+    Fay(String, Box<VerifiedCredential>),
+    /// The terminal's human user, `human:<terminal_id>` (HO-9).
+    Human(String),
+}
+
+impl Holder {
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Holder::Fay(id, _) | Holder::Human(id) => id,
+        }
+    }
+}
+
+/// SPEC LIV-1, LIV-4: where a session's runtime is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// On this connection, which is up.
+    Conn(ConnKey),
+    /// Its connection has been down since then.
+    Detached(UnixMs),
+    /// Held by the human user's OS process: no connection, no liveness.
+    Local,
+}
+
+/// One live (not yet terminated) session.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionRecord {
+    pub(crate) id: SessionId,
+    pub(crate) holder: Holder,
+    pub(crate) resource_id: String,
+    pub(crate) mode: AccessMode,
+    pub(crate) state: SessionState,
+    pub(crate) binding: Binding,
+    pub(crate) created_at: UnixMs,
+    pub(crate) last_heartbeat_at: UnixMs,
+    /// SPEC LIV-3: the highest sequence number seen.
+    pub(crate) max_seq: Option<u64>,
+    pub(crate) reason: Option<TerminationReason>,
+    /// Terminating with a failed OS revoke: when to try again.
+    pub(crate) revoke_retry_at: Option<UnixMs>,
+    /// Whether its runtime knows the id (AuthResult sent), so that
+    /// SessionStateChanged is worth sending.
+    pub(crate) announced: bool,
+}
+
+impl SessionRecord {
+    pub(crate) fn grant(&self) -> AccessGrant {
+        AccessGrant {
+            session_id: self.id,
+            resource_id: self.resource_id.clone(),
+            access_mode: self.mode,
+            holder: self.holder.id().to_owned(),
+        }
+    }
+
+    pub(crate) fn conn(&self) -> Option<ConnKey> {
+        match self.binding {
+            Binding::Conn(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// SPEC LIV-5: an ended session, remembered for E_SESSION_TERMINATED.
+#[derive(Clone, Debug)]
+pub(crate) struct Tombstone {
+    pub(crate) fay_id: String,
+    pub(crate) reason: TerminationReason,
+    /// The one SessionStateChanged LIV-5 allows after death was sent.
+    pub(crate) notified: bool,
+}
+
+/// SPEC §2–3: the terminal's sessions, liveness and handovers, sans-IO.
+///
+/// `A` is the OS access control (SPEC TS-4). The terminal never reads a
+/// clock, never draws global randomness and never does IO (apart from what
+/// `A` does, synchronously, inside a transition).
+pub struct Terminal<A: OsAccess> {
+    pub(crate) config: TerminalConfig,
+    pub(crate) verifier: Verifier,
+    pub(crate) access: A,
+    pub(crate) random: Box<dyn RandomSource + Send>,
+    pub(crate) resources: BTreeMap<String, Resource>,
+    pub(crate) sessions: BTreeMap<SessionId, SessionRecord>,
+    pub(crate) tombstones: BTreeMap<SessionId, Tombstone>,
+    pub(crate) tomb_order: VecDeque<SessionId>,
+    /// Connections that are up, and the Fays known to speak on each.
+    pub(crate) conns: BTreeMap<ConnKey, BTreeSet<String>>,
+    /// The latest connection each Fay was seen on (handover targets).
+    pub(crate) last_conn_of: BTreeMap<String, ConnKey>,
+    /// SPEC HO-6: the handover being evaluated, per resource.
+    pub(crate) evaluations: BTreeMap<String, Evaluation>,
+    /// SPEC HO-6: the requests waiting behind it, FIFO.
+    pub(crate) queues: BTreeMap<String, VecDeque<HandoverRequest>>,
+    /// SPEC HO-8: attempts per (source session, target Fay).
+    pub(crate) attempts: BTreeMap<(SessionId, String), (u32, UnixMs)>,
+    pub(crate) out: VecDeque<Output>,
+    pub(crate) next_timer: Option<UnixMs>,
+}
+
+impl<A: OsAccess> Terminal<A> {
+    /// A terminal with a validated `config`, the credential `verifier`
+    /// (trusted issuers, revocation list), its OS access control and its
+    /// random source.
+    pub fn new(
+        config: TerminalConfig,
+        verifier: Verifier,
+        access: A,
+        random: Box<dyn RandomSource + Send>,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let resources = config
+            .resources
+            .iter()
+            .map(|r| (r.resource_id.clone(), Resource::new(r.clone())))
+            .collect();
+        Ok(Terminal {
+            config,
+            verifier,
+            access,
+            random,
+            resources,
+            sessions: BTreeMap::new(),
+            tombstones: BTreeMap::new(),
+            tomb_order: VecDeque::new(),
+            conns: BTreeMap::new(),
+            last_conn_of: BTreeMap::new(),
+            evaluations: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            out: VecDeque::new(),
+            next_timer: None,
+        })
+    }
+
+    /// Handles one input from a connection.
+    pub fn handle(&mut self, input: Input, now: UnixMs) {
+        match input {
+            Input::Up(conn) => self.connection_up(conn, now),
+            Input::Down(conn) => self.connection_down(conn, now),
+            Input::Message(conn, msg) => self.handle_message(conn, msg, now),
+        }
+    }
+
+    /// SPEC LIV-1: a connection is up.
+    pub fn connection_up(&mut self, conn: ConnKey, now: UnixMs) {
+        self.begin(now);
+        self.conns.entry(conn).or_default();
+        self.end();
+    }
+
+    /// Tells the terminal which Fay authenticated `conn` (its CAP
+    /// credential). Drivers should call it after CAP: a runtime that
+    /// reconnects can only rebind its sessions (by heartbeat) on a
+    /// connection known to speak for its Fay. Connections also learn their
+    /// Fay from each AuthRequest whose credential verifies.
+    pub fn identify(&mut self, conn: ConnKey, fay_id: &str, now: UnixMs) -> Result<(), Refusal> {
+        if fay_id.starts_with(HUMAN_PREFIX) || fay_id.is_empty() {
+            return Err(Refusal::new(
+                RequestKind::Admin,
+                None,
+                ErrorCode::E_UNAUTHORIZED,
+                format!("{fay_id:?} is not a Fay id"),
+            ));
+        }
+        self.begin(now);
+        self.learn(conn, fay_id);
+        self.end();
+        Ok(())
+    }
+
+    /// Handles a control-plane message from a runtime.
+    pub fn handle_message(&mut self, conn: ConnKey, msg: ControlMessage, now: UnixMs) {
+        self.begin(now);
+        self.conns.entry(conn).or_default();
+        match msg {
+            ControlMessage::AuthRequest(req) => self.on_auth_request(conn, req, now, false),
+            ControlMessage::Heartbeat(hb) => self.on_heartbeat(conn, hb, now),
+            ControlMessage::SessionRelease(r) => self.on_release(conn, r.session_id, now),
+            ControlMessage::SessionTransferRequest(t) => self.on_transfer(conn, t, now),
+            other => self.out.push_back(Output::Close {
+                conn,
+                code: ErrorCode::INVALID_VALUE,
+                reason: format!("{} is sent by terminals, not to them", other.name()),
+            }),
+        }
+        self.end();
+    }
+
+    /// Runs the timers due at `now`: credential expiry (TS-16), liveness
+    /// (LIV-4), revoke retries (TS-12) and handover deadlines (HO-7).
+    pub fn handle_timeout(&mut self, now: UnixMs) {
+        self.run_timers(now);
+        self.end();
+    }
+
+    /// The next instant [`Terminal::handle_timeout`] has work, if any.
+    pub fn poll_timeout(&self) -> Option<UnixMs> {
+        self.next_timer
+    }
+
+    /// The next decision, oldest first.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// The OS access control (for inspection).
+    pub fn access(&self) -> &A {
+        &self.access
+    }
+
+    /// The OS access control (for test doubles that are told to fail).
+    pub fn access_mut(&mut self) -> &mut A {
+        &mut self.access
+    }
+
+    /// The credential verifier.
+    pub fn verifier(&self) -> &Verifier {
+        &self.verifier
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TerminalConfig {
+        &self.config
+    }
+
+    pub(crate) fn begin(&mut self, now: UnixMs) {
+        if self.next_timer.is_some_and(|t| t <= now) {
+            self.run_timers(now);
+        }
+    }
+
+    pub(crate) fn end(&mut self) {
+        self.next_timer = self.compute_next_timer();
+    }
+
+    /// Records that `conn` speaks for `fay_id`.
+    pub(crate) fn learn(&mut self, conn: ConnKey, fay_id: &str) {
+        self.conns
+            .entry(conn)
+            .or_default()
+            .insert(fay_id.to_owned());
+        self.last_conn_of.insert(fay_id.to_owned(), conn);
+    }
+
+    /// Whether `conn` may act for the holder of `rec`.
+    pub(crate) fn speaks_for(&self, conn: ConnKey, holder: &str) -> bool {
+        self.conns.get(&conn).is_some_and(|f| f.contains(holder))
+    }
+
+    /// Queues `msg` for `conn` if that connection is up.
+    pub(crate) fn send(&mut self, conn: Option<ConnKey>, msg: ControlMessage) {
+        if let Some(conn) = conn.filter(|c| self.conns.contains_key(c)) {
+            self.out.push_back(Output::Send { conn, msg });
+        }
+    }
+
+    pub(crate) fn refuse(&mut self, conn: ConnKey, refusal: Refusal) {
+        self.out.push_back(Output::Refused { conn, refusal });
+    }
+
+    /// Applies one TS-1 event to a live session and tells observers (and its
+    /// runtime, for the TS-15 transitions, once it knows the session).
+    /// Callers check the state first: an illegal event is a bug, caught in
+    /// debug builds and otherwise refused without any change.
+    pub(crate) fn step(&mut self, id: SessionId, event: SessionEvent, now: UnixMs) -> bool {
+        let Some(rec) = self.sessions.get_mut(&id) else {
+            return false;
+        };
+        let from = rec.state;
+        let to = match transition(from, event) {
+            Ok(to) => to,
+            Err(e) => {
+                debug_assert!(false, "{e}");
+                return false;
+            }
+        };
+        rec.state = to;
+        match event {
+            SessionEvent::Terminate(r) => rec.reason = Some(r),
+            SessionEvent::HandoverSucceeded | SessionEvent::HandoverTimedOut => {
+                rec.reason = Some(TerminationReason::HandedOver);
+            }
+            SessionEvent::InitFailed => rec.reason = Some(TerminationReason::CreationFailed),
+            _ => {}
+        }
+        let change = StateChange {
+            session_id: id,
+            fay_id: rec.holder.id().to_owned(),
+            resource_id: rec.resource_id.clone(),
+            access_mode: rec.mode,
+            from: Some(from),
+            to,
+            reason: rec
+                .reason
+                .filter(|_| matches!(to, SessionState::Terminating | SessionState::Terminated)),
+            at: now,
+        };
+        let notify = (rec.announced && from != SessionState::Creating).then(|| {
+            let msg = ControlMessage::SessionStateChanged(state_changed(id, to, change.reason));
+            (rec.conn(), msg)
+        });
+        self.out.push_back(Output::StateChanged(change));
+        if let Some((conn, msg)) = notify {
+            self.send(conn, msg);
+        }
+        true
+    }
+}
+
+/// A SessionStateChanged message.
+pub(crate) fn state_changed(
+    session_id: SessionId,
+    new_state: SessionState,
+    reason: Option<TerminationReason>,
+) -> SessionStateChanged {
+    SessionStateChanged {
+        session_id,
+        new_state,
+        reason: reason.map(|r| r.as_str().to_owned()),
+        details: Default::default(),
+    }
+}
