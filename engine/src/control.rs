@@ -43,6 +43,14 @@ pub enum Request {
         /// The connection.
         conn: ConnId,
     },
+    /// The connection's peer authenticated as this Fay (CAP finished or a
+    /// session resumed), so its sessions can follow it (SPEC LIV-1).
+    Identified {
+        /// The connection.
+        conn: ConnId,
+        /// The authenticated `fay_id` (boxed: ring slots stay small).
+        fay_id: Box<str>,
+    },
     /// A connection sent a control-plane message (boxed: ring slots stay
     /// small, and these are not the hot path).
     Message {

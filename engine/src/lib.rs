@@ -34,6 +34,6 @@ pub use control::{ControlMetrics, ControlPlane, Decision, Request};
 #[cfg(not(loom))]
 pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
 #[cfg(not(loom))]
-pub use service::{Ctl, Origin, Outbox, Service};
+pub use service::{Ctl, Origin, Outbox, Service, ToControl};
 #[cfg(not(loom))]
 pub use shard::Shard;

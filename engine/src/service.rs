@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use dtp_codec::{ErrorCode, Limits, LogicalFrame, decode_frame};
+use dtp_codec::{Body, ControlMessage, ErrorCode, Limits, LogicalFrame, decode_frame};
 use dtp_transports::{CloseReason, ConnId};
 
 /// How a connection came to be.
@@ -29,6 +29,26 @@ pub struct Outbox<'a> {
     pub(crate) timer: Option<Option<Instant>>,
     /// Close the connection once what is queued has been sent.
     pub(crate) close: bool,
+    /// What the service tells the control thread about this connection.
+    pub(crate) to_control: Vec<ToControl>,
+}
+
+/// The requests of one [`Outbox`] besides its frames.
+pub(crate) struct Finished {
+    pub(crate) wants_writable: bool,
+    pub(crate) timer: Option<Option<Instant>>,
+    pub(crate) close: bool,
+    pub(crate) to_control: Vec<ToControl>,
+}
+
+/// What a service tells the control thread about its connection (the shard
+/// adds the connection and forwards it as a [`Request`](crate::Request)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToControl {
+    /// The peer authenticated as this Fay.
+    Identified(Box<str>),
+    /// A control-plane message the peer sent (decrypted by the service).
+    Message(ControlMessage),
 }
 
 impl<'a> Outbox<'a> {
@@ -40,7 +60,24 @@ impl<'a> Outbox<'a> {
             wants_writable: false,
             timer: None,
             close: false,
+            to_control: Vec::new(),
         }
+    }
+
+    /// What the callback asked for besides frames, for the shard.
+    pub(crate) fn finish(self) -> Finished {
+        Finished {
+            wants_writable: self.wants_writable,
+            timer: self.timer,
+            close: self.close,
+            to_control: self.to_control,
+        }
+    }
+
+    /// Tells the control thread about this connection (delivered in order
+    /// with the connection's other requests; a full ring pauses reading).
+    pub fn to_control(&mut self, what: ToControl) {
+        self.to_control.push(what);
     }
 
     /// Queues `frame` for sending. Fails with `BUFFER_FULL` when the
@@ -147,6 +184,17 @@ pub trait Service {
     ) -> Result<(), ErrorCode> {
         let (frame, _) = decode_frame(&wire.freeze(), out.limits).map_err(|e| e.code())?;
         self.frame(state, frame, out)
+    }
+
+    /// The control thread sends a control-plane message on this connection
+    /// ([`Decision::Send`](crate::Decision::Send)). By default it goes out
+    /// as a plain control frame; a service that seals its frames sends it
+    /// through its own protocol.
+    fn control(&mut self, state: &mut Self::Conn, msg: ControlMessage, out: &mut Outbox<'_>) {
+        let _ = state;
+        if let Err(code) = out.send(&LogicalFrame::plain(0, Body::Control(msg))) {
+            tracing::warn!(?code, "a control message could not be queued");
+        }
     }
 
     /// The deadline set with [`Outbox::set_timer`] has come.

@@ -17,7 +17,7 @@ use dtp_transports::{ConnId, Driver, Event, SendError};
 
 use crate::control::{Decision, Request, ShardLink};
 use crate::runtime::ShardMetrics;
-use crate::service::{Ctl, Origin, Outbox, Service};
+use crate::service::{Ctl, Finished, Origin, Outbox, Service, ToControl};
 
 /// Receives up to this many bytes are copied out of their chunk rather
 /// than lent (see `Event::Received` in `handle`).
@@ -264,14 +264,18 @@ impl<S: Service> Shard<S> {
     fn apply(&mut self, d: Decision) {
         match d {
             Decision::Send { conn, msg } => {
-                if self.conns.get_mut(conn).is_none() {
-                    return; // closed meanwhile: the control thread hears Down
-                }
                 self.out.clear();
-                let frame = LogicalFrame::plain(0, Body::Control(*msg));
-                if frame.encode(&mut self.out, &self.limits).is_ok() {
-                    self.flush(conn);
+                let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+                let Some(slot) = self.conns.get_mut(conn) else {
+                    return; // closed meanwhile: the control thread hears Down
+                };
+                if slot.closing {
+                    return;
                 }
+                let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
+                self.service.control(&mut slot.app, *msg, &mut outbox);
+                let done = outbox.finish();
+                self.after(conn, done);
             }
             Decision::Close { conn, code, reason } => self.close_with(conn, code, &reason),
         }
@@ -384,9 +388,7 @@ impl<S: Service> Shard<S> {
         self.out.clear();
         let mut outbox = Outbox::new(&mut self.out, &self.limits, self.max_send_queue);
         let app = self.service.open(conn, origin, &mut outbox);
-        let wants = outbox.wants_writable;
-        let timer = outbox.timer;
-        let close = outbox.close;
+        let done = outbox.finish();
         let slot = Slot {
             id: conn,
             app,
@@ -397,13 +399,46 @@ impl<S: Service> Shard<S> {
             timer: None,
         };
         self.conns.insert(slot);
-        self.set_timer(conn, timer);
+        self.after(conn, done);
+    }
+
+    /// Carries out what a service callback asked for besides frames: its
+    /// timer, its requests to the control thread, the send, a wish to be
+    /// told when writable, a close.
+    fn after(&mut self, conn: ConnId, done: Finished) {
+        self.set_timer(conn, done.timer);
+        self.forward_to_control(conn, done.to_control);
         self.flush(conn);
-        if wants {
+        if done.wants_writable {
             self.driver.want_writable(conn);
         }
-        if close {
+        if done.close {
             self.close_quietly(conn);
+        }
+    }
+
+    /// Forwards a service's requests about `conn` to the control thread;
+    /// while they wait for ring room, the connection is not read.
+    fn forward_to_control(&mut self, conn: ConnId, items: Vec<ToControl>) {
+        if items.is_empty() {
+            return;
+        }
+        for item in items {
+            self.tell_control(match item {
+                ToControl::Identified(fay_id) => Request::Identified { conn, fay_id },
+                ToControl::Message(msg) => Request::Message {
+                    conn,
+                    msg: Box::new(msg),
+                },
+            });
+        }
+        if !self.backlog.is_empty()
+            && let Some(slot) = self.conns.get_mut(conn)
+            && !slot.paused
+        {
+            slot.paused = true;
+            self.driver.pause_reading(conn);
+            self.waiting_for_control.push(conn);
         }
     }
 
@@ -425,6 +460,7 @@ impl<S: Service> Shard<S> {
         let mut held_back = false;
         let mut timer = None;
         let mut close = false;
+        let mut to_control = Vec::new();
         let wire = self.service.wants_wire();
         if wire && !data.is_empty() {
             // Frames go to the service as their own mutable bytes (it
@@ -493,9 +529,11 @@ impl<S: Service> Shard<S> {
                         Input::Wire(w) => self.service.frame_wire(&mut slot.app, w, &mut outbox),
                         Input::Frame(f) => self.service.frame(&mut slot.app, f, &mut outbox),
                     };
-                    held_back |= outbox.wants_writable;
-                    timer = outbox.timer.or(timer);
-                    if outbox.close {
+                    let done = outbox.finish();
+                    held_back |= done.wants_writable;
+                    timer = done.timer.or(timer);
+                    to_control.extend(done.to_control);
+                    if done.close {
                         close = true;
                         break;
                     }
@@ -520,6 +558,7 @@ impl<S: Service> Shard<S> {
             slot.rx = BytesMut::new(); // free the assembly buffer between frames
         }
         self.set_timer(conn, timer);
+        self.forward_to_control(conn, to_control);
         self.flush(conn);
         if held_back {
             self.driver.want_writable(conn);
@@ -606,17 +645,8 @@ impl<S: Service> Shard<S> {
             slot.timer = None;
             let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
             self.service.timeout(&mut slot.app, now, &mut outbox);
-            let wants = outbox.wants_writable;
-            let timer = outbox.timer;
-            let close = outbox.close;
-            self.set_timer(conn, timer);
-            self.flush(conn);
-            if wants {
-                self.driver.want_writable(conn);
-            }
-            if close {
-                self.close_quietly(conn);
-            }
+            let done = outbox.finish();
+            self.after(conn, done);
         }
     }
 
@@ -702,17 +732,8 @@ impl<S: Service> Shard<S> {
         let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
         let mut outbox = Outbox::new(&mut self.out, &self.limits, room);
         self.service.writable(&mut slot.app, &mut outbox);
-        let wants = outbox.wants_writable;
-        let timer = outbox.timer;
-        let close = outbox.close;
-        self.set_timer(conn, timer);
-        self.flush(conn);
-        if wants {
-            self.driver.want_writable(conn);
-        }
-        if close {
-            self.close_quietly(conn);
-        }
+        let done = outbox.finish();
+        self.after(conn, done);
     }
 
     /// Tells the peer why (a close frame) and closes after what is queued.

@@ -60,6 +60,8 @@ impl ControlPlane for Plane {
             Request::Down { .. } => {
                 self.downs.fetch_add(1, Ordering::SeqCst);
             }
+            // Plain connections are never identified (no CAP).
+            Request::Identified { .. } => unreachable!("no CAP on plain connections"),
             Request::Message { conn, msg } if matches!(*msg, ControlMessage::Heartbeat(_)) => {
                 let ControlMessage::Heartbeat(h) = *msg else {
                     unreachable!()

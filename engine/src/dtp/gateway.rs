@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use dtp_codec::{ErrorCode, LogicalFrame, SessionId};
+use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
 use dtp_transports::{CloseReason, ConnId};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::{DtpEndpoint, DtpEvent, SuspendedSessions, TerminalConfig};
-use crate::service::{Origin, Outbox, Service};
+use crate::service::{Origin, Outbox, Service, ToControl};
 
 /// What a gateway does with its DTP sessions: decides agreements, consumes
 /// fragments, produces its own. Called on the shard that owns the
@@ -101,6 +101,23 @@ impl<A: DtpApp> DtpGateway<A> {
                     DtpEvent::ResumeRequested { session_id } => {
                         c.waiting_resume = Some((session_id, now + RESUME_GRACE));
                         self.try_resume(c, now);
+                    }
+                    // Terminal control-plane messages belong to the control
+                    // thread (SPEC §2-3), which answers through `control`.
+                    DtpEvent::Control(msg) => out.to_control(ToControl::Message(msg)),
+                    DtpEvent::Established {
+                        session_id,
+                        peer,
+                        resumed,
+                    } => {
+                        let fay_id = String::from_utf8_lossy(peer.as_bytes());
+                        out.to_control(ToControl::Identified(fay_id.into()));
+                        let event = DtpEvent::Established {
+                            session_id,
+                            peer,
+                            resumed,
+                        };
+                        self.app.event(&mut c.session, &mut c.endpoint, event, now);
                     }
                     DtpEvent::Closed { code } => {
                         closed = true;
@@ -225,6 +242,18 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         c.endpoint.handle_frame(wire, now);
         self.drive(c, out, now);
         Ok(())
+    }
+
+    fn control(&mut self, state: &mut Self::Conn, msg: ControlMessage, out: &mut Outbox<'_>) {
+        let Some(c) = state else {
+            return;
+        };
+        if let Err(e) = c.endpoint.send_control(msg) {
+            // Not established (yet, or any more): the control thread hears
+            // the connection's end; the message has no session to go on.
+            tracing::debug!(error = %e, "a control message found no session");
+        }
+        self.drive(c, out, Instant::now());
     }
 
     fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_>) {
