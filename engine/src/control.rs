@@ -16,17 +16,32 @@
 //! The decisions themselves are a [`ControlPlane`]'s: a sans-IO state
 //! machine that takes requests and time and answers with decisions.
 //!
-//! The wake-up protocol of [`run`] and [`ShardLink`] over several rings is
-//! model-checked by loom on this very code (`loom_tests` below, run with
-//! `--cfg loom`): a lost wake-up there is a loom deadlock.
+//! Code off the control thread (an admin surface, a policy's worker
+//! thread) reaches the plane through its own channels and wakes the thread
+//! with the [`ControlWaker`] the plane is given once, before the loop
+//! starts ([`ControlPlane::attach`]); a woken thread ticks the plane.
+//!
+//! The wake-up protocol of [`run`] and [`ShardLink`] over several rings,
+//! and of the [`ControlWaker`], is model-checked by loom on this very code
+//! (`loom_tests` below, run with `--cfg loom`): a lost wake-up there is a
+//! loom deadlock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::{Arc as WakeArc, atomic::AtomicBool as WakeFlag};
+#[cfg(not(loom))]
+use std::thread::current as current_thread;
 use std::time::{Duration, Instant};
 
 use dtp_codec::{ControlMessage, ErrorCode};
 use dtp_pool::{Consumer, Producer};
 use dtp_transports::{ConnId, Waker};
+// The waker's own state is loom's under `--cfg loom`, so the model checks it.
+#[cfg(loom)]
+use loom::sync::{Arc as WakeArc, atomic::AtomicBool as WakeFlag};
+#[cfg(loom)]
+use loom::thread::current as current_thread;
 
 use crate::sync::Thread;
 
@@ -94,11 +109,70 @@ pub trait ControlPlane: Send + 'static {
         out: &mut Vec<(usize, Decision)>,
     );
 
-    /// Called after every batch and at the deadline it returned last;
-    /// returns its next deadline (`None`: only when requests arrive).
+    /// Called after every batch, at the deadline it returned last, and
+    /// whenever its [`ControlWaker`] was woken; returns its next deadline
+    /// (`None`: only when requests arrive or the waker is woken).
     fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
         let _ = (now, out);
         None
+    }
+
+    /// Called once on the control thread, before the first request: the
+    /// handle other threads use to have [`ControlPlane::tick`] called soon.
+    /// The default ignores it.
+    fn attach(&mut self, waker: ControlWaker) {
+        let _ = waker;
+    }
+}
+
+/// Wakes the control thread so that it ticks its plane: for threads that
+/// hand the plane work through their own channel (push first, then
+/// [`ControlWaker::wake`]).
+///
+/// A wake is never lost: the flag is set before the thread is unparked, and
+/// the control loop reads (and clears) it on every turn before it parks; a
+/// park after an unpark returns at once. Several wakes before the thread
+/// looks make one tick.
+#[derive(Clone, Debug)]
+pub struct ControlWaker {
+    inner: WakeArc<WakerInner>,
+}
+
+#[derive(Debug)]
+struct WakerInner {
+    thread: Thread,
+    woken: WakeFlag,
+}
+
+impl ControlWaker {
+    /// A waker of `thread` (the control loop makes its own; tests that drive
+    /// a plane on their own thread make one of that thread).
+    pub fn new(thread: Thread) -> Self {
+        ControlWaker {
+            inner: WakeArc::new(WakerInner {
+                thread,
+                woken: WakeFlag::new(false),
+            }),
+        }
+    }
+
+    /// Has the thread tick its plane soon (after whatever this thread
+    /// published before the call).
+    pub fn wake(&self) {
+        // Release: what was pushed before is seen by the thread that takes
+        // the flag (Acquire). A read-modify-write, like the taker's swap:
+        // RMWs on one word are totally ordered, so the take after the unpark
+        // reads this wake (with a plain store here the loom model below
+        // found the take reading the old value). Unparking every time costs
+        // one atomic swap when the thread is awake; wakes are rare (admin
+        // calls, model replies).
+        self.inner.woken.swap(true, Ordering::Release);
+        self.inner.thread.unpark();
+    }
+
+    /// Whether a wake came since the last call (clearing it).
+    fn take(&self) -> bool {
+        self.inner.woken.swap(false, Ordering::Acquire)
     }
 }
 
@@ -203,6 +277,8 @@ pub(crate) fn run(
     let mut out: Vec<(usize, Decision)> = Vec::new();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut deadline: Option<Instant> = None;
+    let waker = ControlWaker::new(current_thread());
+    plane.attach(waker.clone());
     loop {
         let mut worked = false;
         let saturated = links.iter().any(|l| l.held.len() >= HELD_CAP);
@@ -231,7 +307,10 @@ pub(crate) fn run(
             route(&mut links, &mut out, &metrics);
         }
         let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) || worked {
+        // Read on every turn, before any park: a wake that comes after this
+        // read unparks the park below (or the next one) and is read then.
+        let woken = waker.take();
+        if deadline.is_some_and(|d| now >= d) || worked || woken {
             deadline = plane.tick(now, &mut out);
             route(&mut links, &mut out, &metrics);
         }
@@ -417,6 +496,86 @@ mod loom_tests {
             control.join().unwrap();
             // Every request was handled.
             assert_eq!(count.load(loom::sync::atomic::Ordering::SeqCst), pushed);
+        });
+    }
+
+    /// Hands its waker to another thread at attach; acknowledges the first
+    /// tick that sees that thread's flag.
+    struct Woken {
+        waker_tx: loom::sync::mpsc::Sender<ControlWaker>,
+        flag: loom::sync::Arc<loom::sync::atomic::AtomicBool>,
+        ack: Option<loom::sync::mpsc::Sender<()>>,
+    }
+
+    impl ControlPlane for Woken {
+        fn handle(&mut self, _: usize, _: Request, _: Instant, _: &mut Vec<(usize, Decision)>) {}
+
+        fn tick(&mut self, _: Instant, _: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+            if self.flag.load(loom::sync::atomic::Ordering::SeqCst)
+                && let Some(ack) = self.ack.take()
+            {
+                ack.send(()).unwrap();
+            }
+            None
+        }
+
+        fn attach(&mut self, waker: ControlWaker) {
+            self.waker_tx.send(waker).unwrap();
+        }
+    }
+
+    /// Another thread publishes work (a flag) and wakes the control thread,
+    /// which has no request and no deadline: in no interleaving may it
+    /// sleep through the wake (the other thread waits for the tick's
+    /// acknowledgement before its shard leaves, so a lost wake is a loom
+    /// deadlock).
+    #[test]
+    fn loom_a_wake_is_never_lost() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let flag = loom::sync::Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let (waker_tx, waker_rx) = loom::sync::mpsc::channel();
+            let (ack_tx, ack_rx) = loom::sync::mpsc::channel();
+            let (ltx, lrx) = loom::sync::mpsc::channel();
+            let plane = Woken {
+                waker_tx,
+                flag: flag.clone(),
+                ack: Some(ack_tx),
+            };
+            let control = thread::spawn(move || {
+                let links = lrx.recv().unwrap();
+                run(
+                    Box::new(plane),
+                    links,
+                    Arc::new(AtomicBool::new(false)),
+                    Arc::new(ControlMetrics::default()),
+                );
+            });
+            let (req_tx, req_rx) = dtp_pool::spsc(2).unwrap();
+            let (dec_tx, dec_rx) = dtp_pool::spsc(2).unwrap();
+            ltx.send(vec![ControlLink {
+                requests: req_rx,
+                decisions: dec_tx,
+                waker: Box::new(NoWake),
+                held: Default::default(),
+            }])
+            .unwrap();
+            let link = ShardLink {
+                requests: req_tx,
+                decisions: dec_rx,
+                pushed: false,
+                control: UnparkOnDrop(control.thread().clone()),
+            };
+            let other = thread::spawn(move || {
+                let waker: ControlWaker = waker_rx.recv().unwrap();
+                flag.store(true, loom::sync::atomic::Ordering::SeqCst);
+                waker.wake();
+                ack_rx.recv().unwrap();
+                drop(link);
+            });
+            other.join().unwrap();
+            control.join().unwrap();
         });
     }
 

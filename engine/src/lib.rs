@@ -20,6 +20,8 @@
 mod control;
 #[cfg(not(loom))]
 pub mod dtp;
+#[cfg(not(loom))]
+pub mod plane;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]
@@ -30,7 +32,9 @@ mod service;
 mod shard;
 mod sync;
 
-pub use control::{ControlMetrics, ControlPlane, Decision, Request};
+pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
+#[cfg(not(loom))]
+pub use plane::{PlaneConfig, PlaneError, PlaneHandle, TerminalPlane};
 #[cfg(not(loom))]
 pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
 #[cfg(not(loom))]

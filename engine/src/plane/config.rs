@@ -1,0 +1,286 @@
+//! [`PlaneConfig`]: the `[terminal]` section of `dtp serve` — the terminal
+//! machine's settings (SPEC §2–3), the priority scripts behind its
+//! policies (HO-3a), the audit log (TS-12, HO-10) and the plane's own
+//! bounds — checked as a whole before anything starts.
+//!
+//! ```toml
+//! [terminal]
+//! model_workers = 2                 # HO-3b calls in flight at most
+//!
+//! [terminal.control]                # dtp_terminal::TerminalConfig
+//! terminal_id = "term-1"
+//! [[terminal.control.resources]]
+//! resource_id = "arm"
+//! handover_policy = "seniority"
+//! [terminal.control.policies.seniority]
+//! policy = { policy_type = "priority_script", script_id = "seniority" }
+//!
+//! [terminal.policy.scripts]         # dtp_policy::PolicySet: scripts, ai_fallback
+//! seniority = "#{ source: 1, target: 2 }"
+//!
+//! [terminal.audit]                  # optional
+//! path = "/var/lib/dtp/audit.jsonl"
+//! fsync = "every_record"            # every_record | interval | never
+//! ```
+//!
+//! Handover policies are configured once, in `control.policies` (with their
+//! HO-7 hard timeouts and `human_fallback`); the plane derives the
+//! `dtp_policy` policies from them, so `policy.policies`,
+//! `policy.resources` and `policy.default_policy` must stay empty.
+
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::path::PathBuf;
+
+use dtp_audit::{AuditConfig, Fsync, Rotation};
+use dtp_policy::{
+    AiModel, HandoverPolicy, HumanDecision, PolicyEngine, PolicySet, PriorityScript, ScriptLimits,
+};
+use dtp_terminal::{PolicyRef, TerminalConfig};
+use serde::Deserialize;
+
+use super::PlaneError;
+
+/// The terminal control plane's configuration (`serde`, unknown keys
+/// refused); [`PlaneConfig::validate`] checks it whole.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlaneConfig {
+    /// The terminal machine: its id, liveness, limits, handover rules,
+    /// resources and named handover policies (SPEC §2–3, HO-3, HO-7).
+    pub control: TerminalConfig,
+    /// The priority scripts (`scripts`, HO-3a) and the model fallbacks
+    /// (`ai_fallback`, HO-3b). Its `policies`, `resources` and
+    /// `default_policy` must be empty: they come from `control`.
+    #[serde(default)]
+    pub policy: PolicySet,
+    /// The audit log; none: records are dropped (SPEC audit is a MAY).
+    #[serde(default)]
+    pub audit: Option<AuditSection>,
+    /// Worker threads for model calls (HO-3b), which is also how many may
+    /// be in flight; a call beyond that counts as an unavailable model
+    /// (priority-script fallback). 1–64, default 2.
+    #[serde(default = "default_model_workers")]
+    pub model_workers: usize,
+    /// Human decisions pending at most (HO-3c); beyond, a handover asking
+    /// for one is rejected. 1–4096, default 64.
+    #[serde(default = "default_human_queue")]
+    pub human_queue: usize,
+    /// Session state changes kept for observers (oldest dropped and
+    /// counted). 1–1048576, default 1024.
+    #[serde(default = "default_state_changes")]
+    pub state_changes: usize,
+    /// Admin commands queued for the control thread at most (more are
+    /// refused as busy). 1–4096, default 64.
+    #[serde(default = "default_admin_queue")]
+    pub admin_queue: usize,
+}
+
+fn default_model_workers() -> usize {
+    2
+}
+
+fn default_human_queue() -> usize {
+    64
+}
+
+fn default_state_changes() -> usize {
+    1024
+}
+
+fn default_admin_queue() -> usize {
+    64
+}
+
+/// SPEC TS-12, HO-10: where and how the audit log is written.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    /// The log file (JSON lines; created if missing).
+    pub path: PathBuf,
+    /// When records are synced to disk (default `every_record`).
+    #[serde(default)]
+    pub fsync: FsyncPolicy,
+    /// Under `interval`: the longest a record stays unsynced (ms, ≥ 1,
+    /// default 1000).
+    #[serde(default = "default_fsync_interval_ms")]
+    pub fsync_interval_ms: u64,
+    /// Size-based rotation; none: the file grows.
+    #[serde(default)]
+    pub rotation: Option<RotationSection>,
+}
+
+fn default_fsync_interval_ms() -> u64 {
+    1000
+}
+
+/// When the audit log syncs (see `dtp_audit`'s durability table).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    /// After every record.
+    #[default]
+    EveryRecord,
+    /// At most `fsync_interval_ms` after a record.
+    Interval,
+    /// Only when the plane stops.
+    Never,
+}
+
+/// Rotation of the audit log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotationSection {
+    /// The size a file may reach (bytes, ≥ 1).
+    pub max_bytes: u64,
+    /// Rotated files kept (≥ 1).
+    pub keep: usize,
+}
+
+impl AuditSection {
+    /// The writer's configuration.
+    pub(crate) fn writer_config(&self) -> Result<AuditConfig, PlaneError> {
+        let fsync = match self.fsync {
+            FsyncPolicy::EveryRecord => Fsync::EveryRecord,
+            FsyncPolicy::Never => Fsync::Never,
+            FsyncPolicy::Interval if self.fsync_interval_ms == 0 => {
+                return Err(config_error(
+                    "audit.fsync_interval_ms",
+                    "must be at least 1",
+                ));
+            }
+            FsyncPolicy::Interval => Fsync::Interval(self.fsync_interval_ms),
+        };
+        let rotation = match self.rotation {
+            None => None,
+            Some(r) => Some(Rotation {
+                max_bytes: NonZeroU64::new(r.max_bytes).ok_or_else(|| {
+                    config_error("audit.rotation.max_bytes", "must be at least 1")
+                })?,
+                keep: NonZeroUsize::new(r.keep)
+                    .ok_or_else(|| config_error("audit.rotation.keep", "must be at least 1"))?,
+            }),
+        };
+        Ok(AuditConfig { fsync, rotation })
+    }
+}
+
+impl PlaneConfig {
+    /// A configuration with the plane's defaults, no scripts and no audit log.
+    pub fn new(control: TerminalConfig) -> Self {
+        PlaneConfig {
+            control,
+            policy: PolicySet::default(),
+            audit: None,
+            model_workers: default_model_workers(),
+            human_queue: default_human_queue(),
+            state_changes: default_state_changes(),
+            admin_queue: default_admin_queue(),
+        }
+    }
+
+    /// Checks everything that can be checked without starting: the terminal
+    /// machine's ranges and references, every script (compiled), every
+    /// policy's script, model endpoint and fallback, the audit settings and
+    /// the plane's bounds. The error names the key at fault.
+    pub fn validate(&self) -> Result<(), PlaneError> {
+        self.checked().map(|_| ())
+    }
+
+    /// [`PlaneConfig::validate`], keeping what it built: the policy engine
+    /// and the audit writer's configuration.
+    pub(crate) fn checked(&self) -> Result<(PolicyEngine, Option<AuditConfig>), PlaneError> {
+        self.control
+            .validate()
+            .map_err(|e| config_error("control", e))?;
+        for (key, value, max) in [
+            ("model_workers", self.model_workers, 64),
+            ("human_queue", self.human_queue, 4096),
+            ("state_changes", self.state_changes, 1 << 20),
+            ("admin_queue", self.admin_queue, 4096),
+        ] {
+            if !(1..=max).contains(&value) {
+                return Err(config_error(key, format!("{value} is outside 1–{max}")));
+            }
+        }
+        let audit = self
+            .audit
+            .as_ref()
+            .map(AuditSection::writer_config)
+            .transpose()?;
+        Ok((self.policy_engine()?, audit))
+    }
+
+    /// SPEC HO-3: the policy engine of `control.policies`, with the
+    /// scripts and fallbacks of `policy`.
+    fn policy_engine(&self) -> Result<PolicyEngine, PlaneError> {
+        let set = &self.policy;
+        if let Some(name) = set.policies.keys().next() {
+            return Err(config_error(
+                format!("policy.policies.{name}"),
+                "handover policies are configured once, in control.policies",
+            ));
+        }
+        if let Some(resource) = set.resources.keys().next() {
+            return Err(config_error(
+                format!("policy.resources.{resource}"),
+                "a resource's policy is its control.resources handover_policy",
+            ));
+        }
+        if set.default_policy.is_some() {
+            return Err(config_error(
+                "policy.default_policy",
+                "a resource without handover_policy refuses handovers (SPEC HO-3)",
+            ));
+        }
+        let mut derived = set.clone();
+        derived.policies = self
+            .control
+            .policies
+            .iter()
+            .map(|(name, p)| (name.clone(), handover_policy(&p.policy)))
+            .collect();
+        PolicyEngine::new(derived, ScriptLimits::default()).map_err(|e| config_error("policy", e))
+    }
+}
+
+/// The `dtp_policy` form of a terminal's policy reference.
+fn handover_policy(policy: &PolicyRef) -> HandoverPolicy {
+    match policy {
+        PolicyRef::PriorityScript {
+            script_id,
+            parameters,
+        } => HandoverPolicy::PriorityScript(PriorityScript {
+            script_id: script_id.clone(),
+            parameters: parameters.clone(),
+        }),
+        PolicyRef::AiModel {
+            model_endpoint,
+            context_fields,
+            decision_timeout_ms,
+        } => HandoverPolicy::AiModel(AiModel {
+            model_endpoint: model_endpoint.clone(),
+            context_fields: context_fields.clone(),
+            decision_timeout_ms: *decision_timeout_ms,
+        }),
+        PolicyRef::HumanDecision {
+            ui_channel,
+            decision_timeout_seconds,
+            default_action,
+        } => HandoverPolicy::HumanDecision(HumanDecision {
+            ui_channel: match ui_channel {
+                dtp_terminal::UiChannel::SystemDialog => dtp_policy::UiChannel::SystemDialog,
+                dtp_terminal::UiChannel::CompanionApp => dtp_policy::UiChannel::CompanionApp,
+                dtp_terminal::UiChannel::ExternalPanel => dtp_policy::UiChannel::ExternalPanel,
+            },
+            decision_timeout_seconds: *decision_timeout_seconds,
+            default_action: match default_action {
+                dtp_terminal::DefaultAction::Allow => dtp_policy::DefaultAction::Allow,
+                dtp_terminal::DefaultAction::Reject => dtp_policy::DefaultAction::Reject,
+            },
+        }),
+    }
+}
+
+fn config_error(key: impl std::fmt::Display, e: impl std::fmt::Display) -> PlaneError {
+    PlaneError::Config(format!("{key}: {e}"))
+}
