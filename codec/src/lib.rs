@@ -56,6 +56,7 @@ macro_rules! wire_enum_impl {
     };
 }
 
+mod buf;
 mod control;
 mod decode;
 mod encode;
@@ -69,6 +70,7 @@ mod pretty;
 mod sample;
 mod wire;
 
+pub use buf::FrameBuf;
 pub use control::{
     AccessMode, AuthOutcome, AuthRequest, AuthResult, Beat, ControlMessage,
     HandoverFailedNotification, HandoverFailedReason, Heartbeat, HeartbeatAck, SessionRelease,

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use dtp_codec::{Body, ControlMessage, ErrorCode, Limits, LogicalFrame, decode_frame};
-use dtp_transports::{CloseReason, ConnId};
+use dtp_codec::{Body, ControlMessage, ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
+use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
 /// How a connection came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,13 +173,15 @@ pub trait Service {
     }
 
     /// A frame arrived, as exactly its wire bytes (header included), in a
-    /// buffer the service may modify (decrypt in place). Only called when
+    /// buffer the service may modify (decrypt in place): the receive chunk
+    /// itself when the frame lay wholly inside one, else an assembly
+    /// buffer. Only called when
     /// [`Service::wants_wire`] says so; by default decodes and calls
     /// [`Service::frame`].
     fn frame_wire(
         &mut self,
         state: &mut Self::Conn,
-        wire: BytesMut,
+        wire: RecvBuf,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
         let (frame, _) = decode_frame(&wire.freeze(), out.limits).map_err(|e| e.code())?;

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use dtp_codec::{
-    Body, CloseFrame, DecodeError, ErrorCode, FrameDecoder, Limits, LogicalFrame, decode_frame,
-    peek_frame_len,
+    Body, CloseFrame, DecodeError, ErrorCode, FrameBuf, FrameDecoder, Limits, LogicalFrame,
+    decode_frame, peek_frame_len,
 };
-use dtp_transports::{ConnId, Driver, Event, SendError};
+use dtp_transports::{ConnId, Driver, Event, RecvBuf, SendError};
 
 use crate::control::{Decision, Request, ShardLink};
 use crate::runtime::ShardMetrics;
@@ -28,8 +28,9 @@ const BACKLOG_RETRY: Duration = Duration::from_millis(1);
 
 /// One received frame, as the service wants it.
 enum Input {
-    /// Its wire bytes, to modify in place ([`Service::frame_wire`]).
-    Wire(BytesMut),
+    /// Its wire bytes, to modify in place ([`Service::frame_wire`]): still
+    /// in the receive chunk when the frame lay wholly inside one.
+    Wire(RecvBuf),
     /// Decoded ([`Service::frame`]).
     Frame(LogicalFrame),
 }
@@ -249,7 +250,7 @@ impl<S: Service> Shard<S> {
                     slot.paused = false;
                     self.driver.resume_reading(conn);
                     if !slot.rx.is_empty() {
-                        self.process(conn, Bytes::new());
+                        self.process(conn, RecvBuf::default());
                     }
                 }
             }
@@ -336,16 +337,22 @@ impl<S: Service> Shard<S> {
                     self.driver.recycle(chunk);
                     return;
                 }
-                // The chunk itself, as Bytes: frames wholly inside it are
-                // decoded in place, without a copy.
-                let mut data = if chunk.len() <= SMALL_RECEIVE {
+                // The chunk itself, lent: frames wholly inside it are
+                // decoded (or decrypted) in place, without a copy.
+                let lent = self.driver.lent_chunks();
+                let mut data = if chunk.len() <= SMALL_RECEIVE
+                    || lent.saturating_mul(2) >= self.driver.recv_buffers()
+                {
                     // Small reads (requests, acks) are cheaper copied than
-                    // lent: the chunk goes straight back to the kernel.
-                    let copy = Bytes::copy_from_slice(self.driver.recv_data(&chunk));
+                    // lent: the chunk goes straight back to the kernel. So
+                    // is everything while half the receive chunks are out:
+                    // an application that keeps payloads (slices of them)
+                    // must not starve the connection of receive memory.
+                    let copy = BytesMut::from(self.driver.recv_data(&chunk));
                     self.driver.recycle(chunk);
-                    copy
+                    RecvBuf::from(copy)
                 } else {
-                    self.driver.recv_bytes(chunk)
+                    self.driver.recv_buf(chunk)
                 };
                 if slot.paused {
                     slot.rx.extend_from_slice(&data);
@@ -363,8 +370,7 @@ impl<S: Service> Shard<S> {
                         break;
                     }
                     let take = (want - slot.rx.len()).min(data.len());
-                    slot.rx.extend_from_slice(&data[..take]);
-                    data.advance(take);
+                    slot.rx.extend_from_slice(&data.split_to(take));
                 }
                 self.process(conn, data);
             }
@@ -449,7 +455,7 @@ impl<S: Service> Shard<S> {
     /// Frames come first from the connection's assembly buffer, then from
     /// `data` in place; whatever is left of `data` (a partial frame, or input
     /// held back by a pause) is copied into the assembly buffer.
-    fn process(&mut self, conn: ConnId, mut data: Bytes) {
+    fn process(&mut self, conn: ConnId, data: RecvBuf) {
         self.out.clear();
         let soft_limit = self.max_send_queue / 2;
         let queued = self.driver.queued(conn);
@@ -462,12 +468,14 @@ impl<S: Service> Shard<S> {
         let mut close = false;
         let mut to_control = Vec::new();
         let wire = self.service.wants_wire();
-        if wire && !data.is_empty() {
-            // Frames go to the service as their own mutable bytes (it
-            // decrypts in place): assemble everything in the buffer.
-            slot.rx.extend_from_slice(&data);
-            data = Bytes::new();
-        }
+        // Frames are split off `data` itself for a service that wants wire
+        // bytes (it decrypts them in place, in the receive chunk), and
+        // decoded from shared bytes otherwise.
+        let (mut data, mut shared) = if wire {
+            (data, Bytes::new())
+        } else {
+            (RecvBuf::default(), data.freeze())
+        };
         loop {
             if queued + slot.pending.len() + self.out.len() >= soft_limit {
                 slot.paused = true;
@@ -476,9 +484,24 @@ impl<S: Service> Shard<S> {
                 self.metrics.paused.fetch_add(1, Ordering::Relaxed);
                 break;
             }
-            let next = if wire {
+            let next = if wire && !slot.rx.is_empty() {
                 match peek_frame_len(&slot.rx, &self.limits) {
-                    Ok(len) if len <= slot.rx.len() => Ok(Some(Input::Wire(slot.rx.split_to(len)))),
+                    Ok(len) if len <= slot.rx.len() => {
+                        Ok(Some(Input::Wire(RecvBuf::from(slot.rx.split_to(len)))))
+                    }
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) if !data.is_empty() => {
+                        // A frame begun earlier goes on in `data` (after a
+                        // pause): assemble the rest behind it.
+                        slot.rx.extend_from_slice(&data);
+                        data = RecvBuf::default();
+                        continue;
+                    }
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            } else if wire {
+                match peek_frame_len(&data, &self.limits) {
+                    Ok(len) if len <= data.len() => Ok(Some(Input::Wire(data.split_to(len)))),
                     Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
                     Err(e) => Err(e),
                 }
@@ -487,9 +510,9 @@ impl<S: Service> Shard<S> {
                     .decode(&mut slot.rx)
                     .map(|f| f.map(Input::Frame))
             } else {
-                match decode_frame(&data, &self.limits) {
+                match decode_frame(&shared, &self.limits) {
                     Ok((frame, used)) => {
-                        data.advance(used);
+                        shared.advance(used);
                         Ok(Some(Input::Frame(frame)))
                     }
                     Err(DecodeError::Incomplete { .. }) => Ok(None),
@@ -550,10 +573,11 @@ impl<S: Service> Shard<S> {
                 }
             }
         }
-        if failure.is_none() && !data.is_empty() {
+        if failure.is_none() && !(data.is_empty() && shared.is_empty()) {
             // A partial frame (or input held back by a pause) waits here; the
             // chunk it came in goes back to the kernel.
             slot.rx.extend_from_slice(&data);
+            slot.rx.extend_from_slice(&shared);
         } else if slot.rx.is_empty() {
             slot.rx = BytesMut::new(); // free the assembly buffer between frames
         }
@@ -722,7 +746,7 @@ impl<S: Service> Shard<S> {
             slot.paused = false;
             self.driver.resume_reading(conn);
             if !slot.rx.is_empty() {
-                self.process(conn, Bytes::new());
+                self.process(conn, RecvBuf::default());
             }
         }
         let Some(slot) = self.conns.get_mut(conn) else {

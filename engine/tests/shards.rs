@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{AckFrame, Body, DataFrame, ErrorCode, Limits, LogicalFrame};
 use dtp_engine::{Engine, EngineConfig, Origin, Outbox, Service};
-use dtp_transports::{BackendPreference, ConnId, DriverConfig};
+use dtp_transports::{BackendPreference, ConnId, DriverConfig, RecvBuf};
 
 /// Echoes data frames; counts frames per connection.
 struct Echo;
@@ -219,10 +219,14 @@ impl Service for WireFlipper {
     fn frame_wire(
         &mut self,
         seen: &mut Vec<u64>,
-        mut wire: BytesMut,
+        mut wire: RecvBuf,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
-        let (frame, used) = dtp_codec::decode_frame(&wire.clone().freeze(), out.limits()).unwrap();
+        if wire.is_lent() {
+            LENT_FRAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let copy = Bytes::copy_from_slice(&wire);
+        let (frame, used) = dtp_codec::decode_frame(&copy, out.limits()).unwrap();
         assert_eq!(used, wire.len(), "exactly one frame's bytes");
         let Body::Data(d) = frame.body else {
             return Err(ErrorCode::UNKNOWN_KIND);
@@ -250,12 +254,23 @@ impl Service for WireFlipper {
     }
 }
 
+/// Frames [`WireFlipper`] got still in their receive chunk (SPEC ENC-2's
+/// in-place path) rather than in an assembly buffer.
+static LENT_FRAMES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A service may take frames as mutable wire bytes (to decrypt in place) and
 /// queue already-encoded bytes, and gets per-connection timers — on both
-/// backends, with frames split across reads.
+/// backends, with frames split across reads, and with frames lying whole in
+/// large reads modified where the kernel received them.
 #[test]
 fn wire_frames_and_per_connection_timers() {
-    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+    for (backend, piece) in [
+        (BackendPreference::Uring, 777),
+        (BackendPreference::Epoll, 777),
+        (BackendPreference::Uring, usize::MAX),
+        (BackendPreference::Epoll, usize::MAX),
+    ] {
+        let lent_before = LENT_FRAMES.load(std::sync::atomic::Ordering::Relaxed);
         let engine = Engine::start(config(backend, 1), |_| WireFlipper).unwrap();
         let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -265,8 +280,9 @@ fn wire_frames_and_per_connection_timers() {
                 .encode(&mut wire, &Limits::default())
                 .unwrap();
         }
-        // In uneven pieces, so frames straddle reads.
-        for piece in wire.chunks(777) {
+        // In uneven pieces, so frames straddle reads; or all at once, so
+        // most frames lie whole inside large reads.
+        for piece in wire.chunks(piece) {
             c.write_all(piece).unwrap();
         }
         let got = read_frames(&mut c, 51);
@@ -281,6 +297,10 @@ fn wire_frames_and_per_connection_timers() {
             Body::Ack(AckFrame { cumulative: 50 }),
             "{backend:?}"
         );
+        if piece == usize::MAX {
+            let lent = LENT_FRAMES.load(std::sync::atomic::Ordering::Relaxed) - lent_before;
+            assert!(lent > 0, "{backend:?}: no frame was served in place");
+        }
         drop(c);
         engine.stop();
         engine.join().unwrap();

@@ -169,14 +169,42 @@ impl Buffers {
         chunk: &RecvChunk,
         returns: &std::sync::Arc<crate::lent::Returns>,
     ) -> bytes::Bytes {
+        let (ptr, len) = self.received(chunk);
+        crate::lent::lend(ptr, len, chunk.bid, returns, self.region.mapping_guard())
+    }
+
+    /// The bytes of a received chunk as a [`RecvBuf`](crate::RecvBuf) the
+    /// receiver may modify in place: the chunk comes back through `returns`
+    /// when the last piece of it is dropped.
+    pub(crate) fn lend_mut_to_app(
+        &self,
+        chunk: &RecvChunk,
+        returns: &std::sync::Arc<crate::lent::Returns>,
+    ) -> crate::RecvBuf {
+        let (ptr, len) = self.received(chunk);
+        crate::lent::lend_mut(ptr, len, chunk.bid, returns, self.region.mapping_guard())
+    }
+
+    /// Where a received chunk's bytes start, with write permission (derived
+    /// from the region's raw allocation, not from a shared slice), and how
+    /// many the kernel wrote.
+    fn received(&self, chunk: &RecvChunk) -> (*mut u8, usize) {
         let data = self.data(chunk);
-        crate::lent::lend(
-            data.as_ptr(),
-            data.len(),
-            chunk.bid,
-            returns,
-            self.region.mapping_guard(),
-        )
+        let raw = self.region.raw_region();
+        let start = self
+            .recv
+            .get(usize::from(chunk.bid))
+            .and_then(|l| self.region.chunk_index(l.handle).ok())
+            .map(|index| index as usize * raw.chunk_size() as usize);
+        match start {
+            Some(start) => {
+                let ptr = raw.as_ptr().wrapping_add(start);
+                debug_assert_eq!(ptr.cast_const(), data.as_ptr(), "chunk start");
+                (ptr, data.len())
+            }
+            // No such chunk: `data` is empty, and so is the lent range.
+            None => (raw.as_ptr(), 0),
+        }
     }
 
     /// Empties a received chunk so it can be lent again.

@@ -483,6 +483,27 @@ impl Driver {
         dispatch!(mut self, b => b.recv_bytes(chunk))
     }
 
+    /// Receive chunks lent out ([`Driver::recv_bytes`],
+    /// [`Driver::recv_buf`]) and not yet back: a receiver that holds on to
+    /// received bytes pins the pool's receive memory, and should copy
+    /// rather than lend as this nears `recv_buffers`.
+    pub fn lent_chunks(&self) -> usize {
+        dispatch!(self, b => b.lent_chunks())
+    }
+
+    /// The receive buffers this driver was configured with.
+    pub fn recv_buffers(&self) -> usize {
+        dispatch!(self, b => usize::from(b.config.recv_buffers))
+    }
+
+    /// The bytes of a received chunk as a [`RecvBuf`](crate::RecvBuf),
+    /// without a copy, for a receiver that modifies them in place (decrypts)
+    /// before freezing them. The chunk goes back to the kernel as with
+    /// [`Driver::recv_bytes`], once every piece split off it is dropped.
+    pub fn recv_buf(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
+        dispatch!(mut self, b => b.recv_buf(chunk))
+    }
+
     /// Submits what is queued, waits up to `timeout` (`None`: until something
     /// happens) and appends what happened to `events`.
     pub fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {

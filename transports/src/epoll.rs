@@ -59,7 +59,7 @@ pub(crate) struct Epoll {
     /// Events produced outside `poll` or not yet handed out.
     pending: Vec<Event>,
     waker: Arc<mio::Waker>,
-    config: DriverConfig,
+    pub(crate) config: DriverConfig,
     stats: DriverStats,
 }
 
@@ -259,6 +259,15 @@ impl Epoll {
     pub(crate) fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
         // The chunk is out: it is recycled when its id comes back.
         self.bufs.lend_to_app(&chunk, &self.returns)
+    }
+
+    pub(crate) fn lent_chunks(&self) -> usize {
+        self.returns.lent()
+    }
+
+    pub(crate) fn recv_buf(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
+        // The chunk is out: it is recycled when its id comes back.
+        self.bufs.lend_mut_to_app(&chunk, &self.returns)
     }
 
     /// Gives the kernel back every chunk whose last `Bytes` was dropped.

@@ -40,6 +40,7 @@ pub use driver::{
     DriverStats, Event, ListenerId, Waker,
 };
 pub use fault::{FaultInjector, FaultPlan, FaultStats, Rechunk};
+pub use lent::RecvBuf;
 pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
 pub use sendq::SendError;
 pub use slots::SlotId;

@@ -177,7 +177,7 @@ pub(crate) struct Uring {
     returned: Vec<u16>,
     /// Completions taken off the queue, reused across polls.
     cqes: Vec<cqueue::Entry>,
-    config: DriverConfig,
+    pub(crate) config: DriverConfig,
     stats: DriverStats,
     /// Completions a wait holds out for (1 where the kernel lacks min-wait).
     batch: u32,
@@ -534,6 +534,15 @@ impl Uring {
     pub(crate) fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
         // The chunk is out: it is recycled when its id comes back.
         self.bufs.lend_to_app(&chunk, &self.returns)
+    }
+
+    pub(crate) fn lent_chunks(&self) -> usize {
+        self.returns.lent()
+    }
+
+    pub(crate) fn recv_buf(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
+        // The chunk is out: it is recycled when its id comes back.
+        self.bufs.lend_mut_to_app(&chunk, &self.returns)
     }
 
     /// Gives the kernel back every chunk whose last `Bytes` was dropped.

@@ -445,36 +445,53 @@ fn send_zc_delivers_every_byte_unaltered_and_frees_chunks_after_the_notification
     assert!(client.region().report().chunks_used <= before);
 }
 
+/// A server with only four receive buffers and a client that has sent it
+/// `payload`: if lent chunks never came back, the transfer would stall for
+/// want of buffers.
+fn four_buffer_transfer(backend: BackendPreference) -> (Driver, Driver, Vec<u8>) {
+    let mut server = driver(DriverConfig {
+        recv_buffers: 4,
+        ..config(backend)
+    });
+    let mut client = driver(DriverConfig {
+        max_send_queue: 1 << 20,
+        send_chunks: 128,
+        ..config(backend)
+    });
+    let addr = listen(&mut server);
+    let conn = client.connect(addr).unwrap();
+    let payload: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
+    client.send(conn, &payload).unwrap();
+    (server, client, payload)
+}
+
+/// A thread that keeps the last `n` pieces it is sent a while, then drops
+/// them: chunks come back from another thread.
+fn keeper(
+    n: usize,
+) -> (
+    std::sync::mpsc::Sender<bytes::Bytes>,
+    std::thread::JoinHandle<()>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
+    let handle = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for b in rx {
+            held.push(b);
+            if held.len() > n {
+                held.remove(0);
+            }
+        }
+    });
+    (tx, handle)
+}
+
 #[test]
 fn received_chunks_lent_as_bytes_come_back_when_dropped_on_any_thread() {
     for backend in backends() {
-        // Four receive buffers, two of them held at any time below: if lent
-        // chunks never came back, the transfer would stall for want of buffers.
-        let mut server = driver(DriverConfig {
-            recv_buffers: 4,
-            ..config(backend)
-        });
-        let mut client = driver(DriverConfig {
-            max_send_queue: 1 << 20,
-            send_chunks: 128,
-            ..config(backend)
-        });
-        let addr = listen(&mut server);
-        let conn = client.connect(addr).unwrap();
-        let payload: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
-        client.send(conn, &payload).unwrap();
+        let (mut server, mut client, payload) = four_buffer_transfer(backend);
         let mut got = Vec::new();
-        let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
-        // A thread that keeps a few chunks a while, then drops them.
-        let keeper = std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for b in rx {
-                held.push(b);
-                if held.len() > 1 {
-                    held.remove(0);
-                }
-            }
-        });
+        let (tx, keeper) = keeper(1);
         let mut last = None;
         pump(&mut server, &mut client, |side, d, e| {
             if let (0, Event::Received { chunk, .. }) = (side, e) {
@@ -493,6 +510,44 @@ fn received_chunks_lent_as_bytes_come_back_when_dropped_on_any_thread() {
         let last = last.unwrap();
         let tail = &payload[payload.len() - last.len()..];
         assert_eq!(&last[..], tail);
+    }
+}
+
+/// SPEC ENC-2's decryption in place, at the transport: a received chunk
+/// lent as a `RecvBuf` is modified where the kernel wrote it, split into
+/// pieces, frozen, and the chunk still comes back once every piece is
+/// dropped (here on another thread), so a small receive pool never stalls.
+#[test]
+fn received_chunks_lent_mutably_are_modified_in_place_and_come_back() {
+    use dtp_codec::FrameBuf;
+    for backend in backends() {
+        let (mut server, mut client, payload) = four_buffer_transfer(backend);
+        let mut got = Vec::new();
+        let mut lent = 0usize;
+        let (tx, keeper) = keeper(2);
+        pump(&mut server, &mut client, |side, d, e| {
+            if let (0, Event::Received { chunk, .. }) = (side, e) {
+                let mut buf = d.recv_buf(chunk);
+                lent += usize::from(buf.is_lent());
+                let before = buf.as_ptr();
+                // "Decrypt": flip every byte in place, then split in two.
+                for b in buf.iter_mut() {
+                    *b ^= 0xff;
+                }
+                let head = buf.split_to(buf.len() / 2);
+                assert_eq!(head.as_ptr(), before, "in place, no copy");
+                for piece in [head, buf] {
+                    let frozen = piece.freeze();
+                    got.extend(frozen.iter().map(|b| b ^ 0xff));
+                    tx.send(frozen).unwrap();
+                }
+            }
+            got.len() == payload.len()
+        });
+        drop(tx);
+        keeper.join().unwrap();
+        assert!(got == payload, "{backend:?}");
+        assert!(lent > 0, "{backend:?}: no chunk was lent");
     }
 }
 

@@ -16,9 +16,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::BytesMut;
 use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
-use dtp_transports::{CloseReason, ConnId};
+use dtp_transports::{CloseReason, ConnId, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::{DtpEndpoint, DtpEvent, SuspendedSessions, TerminalConfig};
@@ -231,7 +230,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
     fn frame_wire(
         &mut self,
         state: &mut Self::Conn,
-        wire: BytesMut,
+        wire: RecvBuf,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
         let Some(c) = state else {

@@ -123,9 +123,16 @@
 //!
 //! # Copies and allocations on the hot path
 //!
-//! - **Receive: no copy.** The frame's `BytesMut` is decrypted in place
+//! - **Receive: no copy.** The frame's buffer ([`dtp_codec::FrameBuf`]) is
+//!   decrypted in place
 //!   ([`Opener::open_frame`](dtp_crypto::aead::Opener::open_frame)) and the
-//!   delivered payload is a slice of it. The codec allocates a fragment's
+//!   delivered payload is a slice of it. Under [`DtpGateway`] that buffer is
+//!   the pool chunk the kernel received the frame into (a
+//!   `dtp_transports::RecvBuf`) whenever the frame lies wholly inside one
+//!   read; only a frame straddling two reads is assembled (copied) first.
+//!   A payload the application keeps pins its receive chunk: the shard
+//!   copies instead of lending once half the receive chunks are out, so a
+//!   hoarding application costs copies, never a stalled connection. The codec allocates a fragment's
 //!   relation list when it has relations; the endpoint clones that list
 //!   (only when non-empty) to hand it to the application after the DAG.
 //! - **Send: two copies of the payload.** `send_fragment` encodes the

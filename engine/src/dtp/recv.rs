@@ -4,10 +4,9 @@
 
 use std::time::Instant;
 
-use bytes::BytesMut;
 use dtp_codec::{
-    AckFrame, Body, DataFrame, DecodeError, DecodeErrorKind, FrameKind, InheritError, LogicalFrame,
-    ResumeFrame, decode_frame, peek_frame_len,
+    AckFrame, Body, DataFrame, DecodeError, DecodeErrorKind, FrameBuf, FrameKind, InheritError,
+    LogicalFrame, ResumeFrame, decode_frame, peek_frame_len,
 };
 use dtp_proto::agreement::AgreementError;
 use dtp_proto::dag::{DagError, DagManager};
@@ -19,14 +18,15 @@ use super::{DtpError, DtpEvent, Side};
 
 impl DtpEndpoint {
     /// SPEC SEQ-1, ENC-2, FRM-2: one complete frame from the peer: exactly
-    /// the bytes [`dtp_codec::peek_frame_len`] measured off the stream. A
-    /// sealed frame is decrypted in place in `wire`; delivered payloads are
-    /// slices of it.
+    /// the bytes [`dtp_codec::peek_frame_len`] measured off the stream, in
+    /// any [`FrameBuf`] (a `BytesMut`, or the transports' `RecvBuf`: the
+    /// frame still in the pool chunk it was received into). A sealed frame
+    /// is decrypted in place in `wire`; delivered payloads are slices of it.
     ///
     /// Anything wrong with it is reported as events (and, when fatal, a
     /// close frame); nothing panics. Input after the connection ended is
     /// ignored.
-    pub fn handle_frame(&mut self, wire: BytesMut, now: Instant) {
+    pub fn handle_frame<B: FrameBuf>(&mut self, wire: B, now: Instant) {
         if self.ended.is_some() {
             return;
         }
@@ -60,7 +60,7 @@ impl DtpEndpoint {
         self.after_input();
     }
 
-    fn on_plain(&mut self, wire: BytesMut, now: Instant) {
+    fn on_plain<B: FrameBuf>(&mut self, wire: B, now: Instant) {
         let bytes = wire.freeze();
         let frame = match decode_frame(&bytes, &self.config.limits) {
             Ok((frame, _)) => frame,
@@ -81,7 +81,7 @@ impl DtpEndpoint {
         }
     }
 
-    fn on_sealed(&mut self, wire: BytesMut, now: Instant) {
+    fn on_sealed<B: FrameBuf>(&mut self, wire: B, now: Instant) {
         // peek_frame_len validated the kind byte.
         let kind = FrameKind::from_u8(wire[3]).unwrap_or(FrameKind::Data);
         if self.cap.is_running() {

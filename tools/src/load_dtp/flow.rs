@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::LatencyRecorder;
-use dtp_codec::{AgreementId, ErrorCode, FragmentId, peek_frame_len};
+use dtp_codec::{AgreementId, ErrorCode, FragmentId, FrameBuf, peek_frame_len};
 use dtp_engine::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig, SuspendedSession};
 
 #[cfg(test)]
@@ -254,7 +254,7 @@ impl Flow {
     }
 
     /// One complete frame of the transport (split with `peek_frame_len`).
-    pub(crate) fn handle_frame(&mut self, wire: BytesMut, now: Instant, stats: &mut Stats) {
+    pub(crate) fn handle_frame<B: FrameBuf>(&mut self, wire: B, now: Instant, stats: &mut Stats) {
         if self.phase != Phase::Open {
             return; // a cut or a close is under way: the rest is dropped
         }

@@ -57,14 +57,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary};
 use dtp_bench::workload::{self, Workload};
 use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_engine::dtp::FayConfig;
 use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
-use dtp_transports::{CloseReason, ConnId, DriverConfig};
+use dtp_transports::{CloseReason, ConnId, DriverConfig, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::load::{LoadResult, LoadSpec, Phase, Tally};
@@ -305,7 +305,7 @@ impl Service for Client {
     fn frame_wire(
         &mut self,
         state: &mut Option<usize>,
-        wire: BytesMut,
+        wire: RecvBuf,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
         let Some(idx) = *state else {

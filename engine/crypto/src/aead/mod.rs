@@ -89,7 +89,9 @@ mod proptests;
 mod tests;
 
 use bytes::BytesMut;
-use dtp_codec::{AeadAlgorithm, HEADER_LEN, Limits, LogicalFrame, SEAL_COUNTER_LEN, Sealed};
+use dtp_codec::{
+    AeadAlgorithm, FrameBuf, HEADER_LEN, Limits, LogicalFrame, SEAL_COUNTER_LEN, Sealed,
+};
 
 pub use error::{AeadError, AeadStats, Rejections};
 pub use keys::{KeyLimits, SECRET_LEN, Secret};
@@ -262,9 +264,9 @@ impl EncryptionModule {
 
     /// SPEC ENC-2, ENC-3: [`Opener::open_frame`], refused with
     /// [`AeadError::KeyNotReady`] before keys are installed.
-    pub fn open_frame(
+    pub fn open_frame<B: FrameBuf>(
         &mut self,
-        wire: BytesMut,
+        wire: B,
         limits: &Limits,
     ) -> Result<LogicalFrame, AeadError> {
         self.opener()?.open_frame(wire, limits)

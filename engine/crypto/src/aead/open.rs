@@ -2,8 +2,8 @@
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{
-    AeadAlgorithm, DecodeError, DecodeErrorKind, FrameKind, HEADER_LEN, Limits, LogicalFrame,
-    MAGIC, SEAL_COUNTER_LEN, Sealed, TAG_LEN, VERSION, decode_opened, peek_frame_len,
+    AeadAlgorithm, DecodeError, DecodeErrorKind, FrameBuf, FrameKind, HEADER_LEN, Limits,
+    LogicalFrame, MAGIC, SEAL_COUNTER_LEN, Sealed, TAG_LEN, VERSION, decode_opened, peek_frame_len,
 };
 use ring::aead::Aad;
 
@@ -93,9 +93,9 @@ impl Opener {
     /// SPEC ENC-2: opens one sealed frame, the whole of `wire` (e.g. a
     /// `split_to` of the receive buffer), decrypting in place. The returned
     /// frame's payload is a slice of `wire`'s memory: no copy.
-    pub fn open_frame(
+    pub fn open_frame<B: FrameBuf>(
         &mut self,
-        mut wire: BytesMut,
+        mut wire: B,
         limits: &Limits,
     ) -> Result<LogicalFrame, AeadError> {
         let (kind, stream_id, plain_len) = {
