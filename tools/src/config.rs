@@ -10,6 +10,8 @@ use dtp_engine::EngineConfig;
 use dtp_transports::{BackendPreference, DriverConfig};
 use serde::Deserialize;
 
+use crate::terminal_cfg::TerminalSection;
+
 /// The whole file. Every section and key is optional; absent ones keep
 /// their defaults (shown by `dtp serve --print-config`).
 #[derive(Debug, Default, Deserialize, serde::Serialize)]
@@ -20,6 +22,10 @@ pub(crate) struct Config {
     pub(crate) limits: LimitsSection,
     pub(crate) admin: AdminSection,
     pub(crate) dtp: DtpSection,
+    /// The terminal control plane (SPEC §2–3); absent, the gateway runs
+    /// the minimal control plane (heartbeat acks only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) terminal: Option<TerminalSection>,
 }
 
 /// The DTP protocol (SPEC §1): off, the gateway speaks the plaintext
@@ -143,49 +149,73 @@ impl Default for LimitsSection {
     }
 }
 
+/// The admin port: `/metrics`, and with `[terminal]` the `/v1` admin
+/// endpoints (sessions, resources, handovers, decisions, revocations).
 #[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct AdminSection {
-    /// Where `/metrics` is served; empty to serve none.
+    /// Where the admin port listens; empty to serve none. Keep it on
+    /// loopback: with `[terminal]` and no `token_file`, anyone who reaches
+    /// it can end sessions and hand control over.
     pub(crate) listen: Option<SocketAddr>,
+    /// A file holding a bearer token (16–256 printable ASCII characters,
+    /// surrounding white space ignored): when set, every `/v1` request
+    /// needs `Authorization: Bearer <token>` (`dtp ctl --token-file`).
+    /// Required when `[terminal]` is on and `listen` is not loopback.
+    /// `/metrics` stays open.
+    pub(crate) token_file: String,
 }
 
 impl Default for AdminSection {
     fn default() -> Self {
         Self {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 9700))),
+            token_file: String::new(),
         }
     }
 }
 
-impl DtpSection {
-    /// The terminal's DTP configuration, or `None` when DTP is off; errors
-    /// name the key (and the file) at fault.
-    pub(crate) fn terminal(
-        &self,
-        limits: Limits,
-    ) -> Result<Option<dtp_engine::dtp::TerminalConfig>, String> {
-        use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, NoiseKeypair, ResponderConfig};
-        use dtp_crypto::cred::{IssuerPublicKey, RevocationList, Verifier};
-        if !self.enabled {
+impl AdminSection {
+    /// The bearer token, if `token_file` names one; errors name the key.
+    pub(crate) fn token(&self) -> Result<Option<String>, String> {
+        if self.token_file.is_empty() {
             return Ok(None);
         }
-        let read = |key: &str, path: &str| -> Result<String, String> {
-            if path.is_empty() {
-                return Err(format!(
-                    "dtp.{key}: a file is needed when dtp.enabled is true"
-                ));
-            }
-            std::fs::read_to_string(path).map_err(|e| format!("dtp.{key}: {path}: {e}"))
-        };
-        let keys = NoiseKeypair::from_text(&read("terminal_key", &self.terminal_key)?)
-            .map_err(|e| format!("dtp.terminal_key: {}: {e}", self.terminal_key))?;
+        let text = std::fs::read_to_string(&self.token_file)
+            .map_err(|e| format!("admin.token_file: {}: {e}", self.token_file))?;
+        let token = text.trim();
+        if !(16..=256).contains(&token.len()) || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "admin.token_file: {}: the token must be 16–256 printable ASCII characters",
+                self.token_file
+            ));
+        }
+        Ok(Some(token.to_owned()))
+    }
+}
+
+impl DtpSection {
+    /// Reads the file `dtp.<key>` names; errors name the key and the file.
+    fn read(key: &str, path: &str) -> Result<String, String> {
+        if path.is_empty() {
+            return Err(format!(
+                "dtp.{key}: a file is needed when dtp.enabled is true"
+            ));
+        }
+        std::fs::read_to_string(path).map_err(|e| format!("dtp.{key}: {path}: {e}"))
+    }
+
+    /// A credential verifier trusting `trust` and knowing `revocations`:
+    /// one for CAP (the gateway) and one for the terminal plane (its
+    /// AuthRequests and admin revocations).
+    pub(crate) fn verifier(&self) -> Result<dtp_crypto::cred::Verifier, String> {
+        use dtp_crypto::cred::{IssuerPublicKey, RevocationList, Verifier};
         if self.trust.is_empty() {
             return Err("dtp.trust: at least one issuer public key file is needed".to_owned());
         }
         let mut verifier = Verifier::new();
         for path in &self.trust {
-            let key = IssuerPublicKey::from_text(&read("trust", path)?)
+            let key = IssuerPublicKey::from_text(&Self::read("trust", path)?)
                 .map_err(|e| format!("dtp.trust: {path}: {e}"))?;
             verifier
                 .trust(key)
@@ -193,12 +223,28 @@ impl DtpSection {
         }
         if !self.revocations.is_empty() {
             let list = RevocationList::from_text(
-                &read("revocations", &self.revocations)?,
+                &Self::read("revocations", &self.revocations)?,
                 RevocationList::DEFAULT_MAX,
             )
             .map_err(|e| format!("dtp.revocations: {}: {e}", self.revocations))?;
             verifier.set_revocations(list);
         }
+        Ok(verifier)
+    }
+
+    /// The terminal's DTP configuration, or `None` when DTP is off; errors
+    /// name the key (and the file) at fault.
+    pub(crate) fn terminal(
+        &self,
+        limits: Limits,
+    ) -> Result<Option<dtp_engine::dtp::TerminalConfig>, String> {
+        use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, NoiseKeypair, ResponderConfig};
+        if !self.enabled {
+            return Ok(None);
+        }
+        let keys = NoiseKeypair::from_text(&Self::read("terminal_key", &self.terminal_key)?)
+            .map_err(|e| format!("dtp.terminal_key: {}: {e}", self.terminal_key))?;
+        let verifier = self.verifier()?;
         let mut algorithms = Vec::new();
         for name in &self.algorithms {
             let a = match name.as_str() {

@@ -1,6 +1,7 @@
 //! `dtp`: the DTP data plane's command-line tool: the gateway (`serve`),
-//! the load generator (`load`), the side-by-side benchmark (`bench`), and
-//! frame tools (`inspect`, `frame`).
+//! the load generator (`load`), the side-by-side benchmark (`bench`), the
+//! terminal's admin client (`ctl`), frame tools (`inspect`, `frame`) and
+//! credential tools (`cred`).
 #![forbid(unsafe_code)]
 
 mod admin;
@@ -8,12 +9,14 @@ mod bench;
 mod cli_error;
 mod config;
 mod cred_cmd;
+mod ctl;
 mod frame_cmd;
 mod gateway;
 mod inspect;
 mod load;
 mod load_dtp;
 mod serve;
+mod terminal_cfg;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,9 +45,12 @@ enum Command {
     ///
     /// Runs on embedded defaults (listen 127.0.0.1:7700, /metrics on
     /// 127.0.0.1:9700); `--config FILE` reads TOML (unknown keys refused;
-    /// `--print-config` shows every key with its default). Prints one
-    /// `listening ADDR` line per address. SIGINT/SIGTERM stop it: no new
-    /// connections, queued bytes sent, connections closed.
+    /// `--print-config` shows every key with its default). `[dtp]` turns on
+    /// the DTP protocol; `[terminal]` (needs `[dtp]`) runs the terminal
+    /// control plane — sessions, liveness, handover, audit log — and serves
+    /// its admin endpoints under /v1 on the admin port (`dtp ctl`). Prints
+    /// one `listening ADDR` line per address. SIGINT/SIGTERM stop it: no
+    /// new connections, queued bytes sent, connections closed.
     Serve(ServeCli),
     /// Drive a gateway with load and print throughput and latency.
     ///
@@ -96,6 +102,16 @@ enum Command {
     /// a file cannot be read or written.
     #[command(subcommand)]
     Cred(cred_cmd::CredCommand),
+    /// Administer a running terminal: sessions, resources, handovers,
+    /// human decisions, revocations.
+    ///
+    /// Talks to the `/v1` endpoints on the admin port of `dtp serve` (run
+    /// with `[terminal]`; `--admin ADDR`, default 127.0.0.1:9700). Prints
+    /// tables or one line per action; `--json` prints the server's JSON.
+    /// Exit status: 0 on success; 2 on bad input or a request the terminal
+    /// refused (`error: <CODE> <message>`, e.g. E_SESSION_NOT_FOUND); 1
+    /// when the admin port cannot be reached or fails.
+    Ctl(ctl::CtlArgs),
 }
 
 #[derive(Args)]
@@ -112,7 +128,7 @@ struct ServeCli {
     /// Core shards (0: one per core).
     #[arg(long, value_name = "N")]
     shards: Option<usize>,
-    /// Serve no /metrics endpoint.
+    /// Serve no admin port: neither /metrics nor the /v1 endpoints.
     #[arg(long)]
     no_admin: bool,
     /// Do not pin shards to cores (for machines shared with other busy
@@ -325,6 +341,7 @@ fn main() -> ExitCode {
             .and_then(|limits| frame_cmd::encode(file.as_deref(), limits)),
         Command::Frame(FrameCommand::Sample) => frame_cmd::sample(),
         Command::Cred(c) => cred_cmd::run(c),
+        Command::Ctl(c) => ctl::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,18 +1,23 @@
-//! `dtp serve`: the gateway on the embedded default configuration.
+//! `dtp serve`: the gateway on the embedded default configuration, or a
+//! TOML file's. With `[dtp]` every connection runs the DTP protocol; with
+//! `[terminal]` as well, the control thread runs the terminal control
+//! plane (sessions, liveness, handover, audit) and the admin port serves
+//! its `/v1` endpoints.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use dtp_bench::dtp_workload::DtpResponder;
-use dtp_engine::Engine;
 use dtp_engine::dtp::{DtpGateway, SessionRegistry};
+use dtp_engine::{ControlPlane, Engine, PlaneHandle, TerminalPlane};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::admin::{self, Exporter};
+use crate::admin::{self, AdminServer, Api, Exporter};
 use crate::cli_error::CliError;
 use crate::config::Config;
 use crate::gateway::{Gateway, MinimalControl};
+use crate::terminal_cfg::plane_parts;
 
 pub(crate) struct ServeArgs<'a> {
     pub(crate) config: Option<&'a Path>,
@@ -44,6 +49,13 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     if args.print_config {
         let text = toml::to_string_pretty(&config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
         print!("{text}");
+        if config.terminal.is_none() {
+            // Present, the section turns the plane on, so its defaults are
+            // only shown once it is there.
+            println!(
+                "\n# [terminal] is absent: the minimal control plane runs. Add\n# [terminal.control] terminal_id = \"...\" (with [dtp] enabled) for the\n# terminal control plane; --print-config then shows its defaults."
+            );
+        }
         return Ok(());
     }
     let engine_config = config
@@ -58,6 +70,23 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .dtp
         .terminal(limits)
         .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    let parts = plane_parts(&config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    let token = parts.as_ref().and_then(|p| p.token.clone());
+    // SPEC §2–3: the terminal plane on the control thread, with its own
+    // verifier (same trust and revocations as CAP's) and admin handle.
+    let (control, plane): (Box<dyn ControlPlane>, Option<PlaneHandle>) = match parts {
+        Some(p) => {
+            let (plane, handle) =
+                TerminalPlane::new(p.config, p.verifier, p.access).map_err(|e| match e {
+                    dtp_engine::PlaneError::Audit(e) => {
+                        CliError::Io(format!("terminal.audit.path: {e}"))
+                    }
+                    e => CliError::Io(format!("terminal: {e}")),
+                })?;
+            (Box::new(plane), Some(handle))
+        }
+        None => (Box::new(MinimalControl), None),
+    };
     let started = match terminal {
         // SPEC §1: every connection runs CAP, encryption, agreements and
         // resume; suspended sessions are shared by all shards.
@@ -69,14 +98,10 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
                 move |_| {
                     DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default())
                 },
-                Box::new(MinimalControl),
+                control,
             )
         }
-        None => Engine::start_with_control(
-            engine_config,
-            move |_| Gateway { limits },
-            Box::new(MinimalControl),
-        ),
+        None => Engine::start_with_control(engine_config, move |_| Gateway { limits }, control),
     };
     let engine = started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
     println!(
@@ -96,15 +121,37 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         engine.backend().kind.name(),
         engine.backend().reason
     );
+    if let Some(t) = &config.terminal {
+        println!(
+            "control terminal plane (terminal_id {})",
+            t.control.terminal_id
+        );
+    }
+    let human_id = config.terminal.as_ref().map(|t| t.control.human_id());
     if let Some(addr) = config.admin.listen {
-        let exporter = Exporter {
-            shards: engine.metrics_handles(),
-            control: engine.control_metrics(),
-            backend: engine.backend().clone(),
+        let server = AdminServer {
+            exporter: Exporter {
+                shards: engine.metrics_handles(),
+                control: engine.control_metrics(),
+                backend: engine.backend().clone(),
+                plane: plane.clone(),
+            },
+            api: plane
+                .clone()
+                .zip(human_id)
+                .map(|(plane, human_id)| Api { plane, human_id }),
+            token,
         };
-        let bound = admin::spawn(addr, exporter)
+        let has_api = server.api.is_some();
+        let bound = admin::spawn(addr, server)
             .map_err(|e| CliError::Io(format!("admin port {addr}: {e}")))?;
         println!("metrics http://{bound}/metrics");
+        if has_api {
+            // `dtp ctl --admin ADDR` talks to this.
+            println!("admin http://{bound}/v1");
+        }
+    } else if plane.is_some() {
+        tracing::warn!("the terminal plane runs without an admin port (admin.listen is empty)");
     }
     let stop = engine.stop_flag();
     let wakers_engine = &engine;

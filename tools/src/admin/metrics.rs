@@ -1,12 +1,11 @@
-//! The admin port: Prometheus `/metrics` over plain HTTP/1.1, on its own
-//! thread so a slow scraper never touches a core shard.
+//! `/metrics`: the Prometheus text exposition of the shards, the control
+//! thread and, when it runs, the terminal plane.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
 
+use dtp_engine::plane::PlaneSnapshot;
 use dtp_engine::{ControlMetrics, ShardMetrics, ShardSnapshot};
+use dtp_transports::BackendChoice;
 
 /// One exported series: name, type, help, and how to read it from a snapshot.
 type Series = (
@@ -15,16 +14,14 @@ type Series = (
     &'static str,
     fn(&ShardSnapshot) -> u64,
 );
-use dtp_transports::BackendChoice;
-
-/// The largest request head accepted.
-const MAX_REQUEST: usize = 8 * 1024;
 
 /// What `/metrics` reports.
 pub(crate) struct Exporter {
     pub(crate) shards: Vec<Arc<ShardMetrics>>,
     pub(crate) control: Option<Arc<ControlMetrics>>,
     pub(crate) backend: BackendChoice,
+    /// The terminal plane's counters, when `[terminal]` runs.
+    pub(crate) plane: Option<dtp_engine::PlaneHandle>,
 }
 
 impl Exporter {
@@ -139,59 +136,78 @@ impl Exporter {
                 ));
             }
         }
+        if let Some(plane) = &self.plane {
+            render_plane(&mut out, &plane.metrics());
+        }
         out
     }
 }
 
-/// Serves `exporter` on `addr` from a background thread; returns the bound address.
-pub(crate) fn spawn(addr: SocketAddr, exporter: Exporter) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr)?;
-    let local = listener.local_addr()?;
-    let exporter = Arc::new(exporter);
-    std::thread::Builder::new()
-        .name("dtp-admin".to_owned())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if let Err(e) = answer(stream, &exporter) {
-                    tracing::debug!(error = %e, "admin request failed");
-                }
-            }
-        })?;
-    Ok(local)
-}
-
-fn answer(mut stream: TcpStream, exporter: &Exporter) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut tmp = [0u8; 1024];
-    let (status, body) = loop {
-        let n = stream.read(&mut tmp)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&tmp[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(_)) => {
-                break match (req.method, req.path) {
-                    (Some("GET"), Some("/metrics")) => ("200 OK", exporter.render()),
-                    (Some("GET"), _) => ("404 Not Found", "not found: try /metrics\n".to_owned()),
-                    _ => ("405 Method Not Allowed", "only GET\n".to_owned()),
-                };
-            }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST => {}
-            Ok(httparse::Status::Partial) => {
-                break ("431 Request Header Fields Too Large", String::new());
-            }
-            Err(_) => break ("400 Bad Request", "malformed request\n".to_owned()),
-        }
-    };
-    let head = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())
+/// The terminal plane's counters as `dtp_terminal_<name>_total`, with the
+/// help their fields document in the engine (a renamed counter is a
+/// compile error here; a new one needs its line).
+fn render_plane(out: &mut String, m: &PlaneSnapshot) {
+    let series: [(&str, &str, u64); 16] = [
+        ("requests", "Requests taken from the shards.", m.requests),
+        ("sent", "Messages sent to connections.", m.sent),
+        ("closed", "Connections closed for misuse.", m.closed),
+        (
+            "refused",
+            "Requests refused with a code no message carries.",
+            m.refused,
+        ),
+        (
+            "unroutable",
+            "Decisions for connections already gone.",
+            m.unroutable,
+        ),
+        (
+            "policy_asked",
+            "Handover policies asked (HO-3).",
+            m.policy_asked,
+        ),
+        (
+            "policy_answers_refused",
+            "Policy answers the terminal refused (too late or unknown).",
+            m.policy_answers_refused,
+        ),
+        ("model_calls", "Model calls started (HO-3b).", m.model_calls),
+        (
+            "model_busy",
+            "Model calls not started: every worker busy.",
+            m.model_busy,
+        ),
+        (
+            "human_asked",
+            "Human decisions queued (HO-3c).",
+            m.human_asked,
+        ),
+        (
+            "human_expired",
+            "Human decisions that reached their deadline.",
+            m.human_expired,
+        ),
+        ("audit_records", "Audit records written.", m.audit_records),
+        (
+            "audit_failures",
+            "Audit records lost to a write failure.",
+            m.audit_failures,
+        ),
+        (
+            "state_changes",
+            "Session state changes published.",
+            m.state_changes,
+        ),
+        (
+            "state_changes_dropped",
+            "State changes dropped from a full ring.",
+            m.state_changes_dropped,
+        ),
+        ("admin_commands", "Admin commands run.", m.admin_commands),
+    ];
+    for (name, help, v) in series {
+        out.push_str(&format!(
+            "# HELP dtp_terminal_{name}_total {help}\n# TYPE dtp_terminal_{name}_total counter\ndtp_terminal_{name}_total {v}\n"
+        ));
+    }
 }
