@@ -47,6 +47,11 @@ pub(crate) struct DtpSection {
     pub(crate) algorithms: Vec<String>,
     /// Suspended sessions kept for a resume, across all shards.
     pub(crate) max_suspended: usize,
+    /// Revocations made while running (`POST /v1/revocations`), shared by
+    /// every verifier this section builds: CAP on every core refuses the
+    /// credential at once, as the control plane does (SPEC TS-16).
+    #[serde(skip)]
+    pub(crate) revoked_at_run_time: dtp_crypto::cred::SharedRevocations,
 }
 
 impl Default for DtpSection {
@@ -58,6 +63,7 @@ impl Default for DtpSection {
             revocations: String::new(),
             algorithms: vec!["aes-256-gcm".to_owned(), "chacha20-poly1305".to_owned()],
             max_suspended: 4096,
+            revoked_at_run_time: dtp_crypto::cred::SharedRevocations::new(),
         }
     }
 }
@@ -214,6 +220,7 @@ impl DtpSection {
             return Err("dtp.trust: at least one issuer public key file is needed".to_owned());
         }
         let mut verifier = Verifier::new();
+        verifier.share_revocations(self.revoked_at_run_time.clone());
         for path in &self.trust {
             let key = IssuerPublicKey::from_text(&Self::read("trust", path)?)
                 .map_err(|e| format!("dtp.trust: {path}: {e}"))?;

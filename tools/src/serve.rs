@@ -136,10 +136,11 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
                 backend: engine.backend().clone(),
                 plane: plane.clone(),
             },
-            api: plane
-                .clone()
-                .zip(human_id)
-                .map(|(plane, human_id)| Api { plane, human_id }),
+            api: plane.clone().zip(human_id).map(|(plane, human_id)| Api {
+                plane,
+                human_id,
+                revocations: config.dtp.revoked_at_run_time.clone(),
+            }),
             token,
         };
         let has_api = server.api.is_some();

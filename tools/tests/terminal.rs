@@ -124,6 +124,11 @@ fn ctl_lists_terminates_and_ends_sessions_by_resource_and_revocation() {
         format!("revoked {}; sessions ended: 1\n", a.descriptor_id)
     );
     assert_eq!(fay.terminated(lamp).as_deref(), Some("credential_revoked"));
+    // The gateway's CAP honours the revocation at once, on every core.
+    assert_eq!(
+        Fay::refused(&setup, &a, serve.addr),
+        ErrorCode::CREDENTIAL_REVOKED
+    );
     fay.ask(4, "lamp", AccessMode::Read);
     let AuthOutcome::Refused { code, .. } = fay.outcome(4) else {
         panic!("a revoked credential got a session");

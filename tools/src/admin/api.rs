@@ -38,6 +38,8 @@ pub(crate) struct Api {
     pub(crate) plane: PlaneHandle,
     /// `human:<terminal_id>`: the target of a handover to the human user.
     pub(crate) human_id: String,
+    /// Revocations the gateway's CAP honours too (SPEC TS-16).
+    pub(crate) revocations: dtp_crypto::cred::SharedRevocations,
 }
 
 /// A handler's failure, already an HTTP answer.
@@ -212,6 +214,11 @@ impl Api {
         }
         let b: Body = parse(body)?;
         let id = uuid("descriptor_id", &b.descriptor_id)?;
+        // CAP on every core refuses it from now on; the plane ends its
+        // sessions and refuses its requests.
+        if let Err(e) = self.revocations.revoke(id) {
+            return Err(Response::error(503, "REVOCATIONS_FULL", &e.to_string()));
+        }
         let ended = self.plane.revoke(id).map_err(plane_error)?;
         Ok(ok(json!({
             "descriptor_id": id,

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use dtp_codec::{
-    AccessMode, AeadAlgorithm, AuthOutcome, AuthRequest, AuthResult, ControlMessage, Limits,
-    SessionId, SessionState, peek_frame_len,
+    AccessMode, AeadAlgorithm, AuthOutcome, AuthRequest, AuthResult, ControlMessage, ErrorCode,
+    Limits, SessionId, SessionState, peek_frame_len,
 };
 use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair};
 use dtp_crypto::cred::Credential;
@@ -214,11 +214,31 @@ pub(crate) struct Fay {
     sock: TcpStream,
     rx: BytesMut,
     events: Vec<DtpEvent>,
+    /// The terminal closed the connection.
+    eof: bool,
 }
 
 impl Fay {
     /// Connects and runs CAP with the Fay's own key and credential.
     pub(crate) fn connect(setup: &Setup, files: &FayFiles, addr: SocketAddr) -> Self {
+        let mut fay = Self::start(setup, files, addr);
+        fay.wait("DTP session", |e| {
+            matches!(e, DtpEvent::Established { .. }).then_some(())
+        });
+        fay
+    }
+
+    /// Connects, expecting CAP to be refused: the terminal's close code.
+    pub(crate) fn refused(setup: &Setup, files: &FayFiles, addr: SocketAddr) -> ErrorCode {
+        let mut fay = Self::start(setup, files, addr);
+        fay.wait("refusal", |e| match e {
+            DtpEvent::Established { .. } => panic!("CAP succeeded"),
+            DtpEvent::Closed { code } => Some(*code),
+            _ => None,
+        })
+    }
+
+    fn start(setup: &Setup, files: &FayFiles, addr: SocketAddr) -> Self {
         let keys = NoiseKeypair::from_text(&std::fs::read_to_string(&files.key).unwrap()).unwrap();
         let credential =
             Credential::from_text(&std::fs::read_to_string(&files.credential).unwrap()).unwrap();
@@ -236,18 +256,15 @@ impl Fay {
         sock.set_read_timeout(Some(Duration::from_millis(20)))
             .unwrap();
         let ep = DtpEndpoint::fay(&config, Instant::now(), &mut fill).unwrap();
-        let mut fay = Fay {
+        Fay {
             fay_id: files.fay_id.clone(),
             credential,
             ep,
             sock,
             rx: BytesMut::new(),
             events: Vec::new(),
-        };
-        fay.wait("DTP session", |e| {
-            matches!(e, DtpEvent::Established { .. }).then_some(())
-        });
-        fay
+            eof: false,
+        }
     }
 
     /// One turn: send what is queued, read what came, feed whole frames.
@@ -259,10 +276,7 @@ impl Fay {
         }
         let mut buf = [0u8; 16 * 1024];
         match self.sock.read(&mut buf) {
-            Ok(0) => panic!(
-                "the terminal closed the connection; events {:?}",
-                self.events
-            ),
+            Ok(0) => self.eof = true,
             Ok(n) => self.rx.extend_from_slice(&buf[..n]),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("read: {e}"),
@@ -291,8 +305,9 @@ impl Fay {
                 return f(&e).unwrap();
             }
             assert!(
-                Instant::now() < deadline,
-                "no {what} within 10 s; events {:?}",
+                Instant::now() < deadline && !self.eof,
+                "no {what} within 10 s (terminal closed: {}); events {:?}",
+                self.eof,
                 self.events
             );
             self.turn();

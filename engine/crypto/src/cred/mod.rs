@@ -513,6 +513,51 @@ pub struct Verifier {
     issuers: HashMap<KeyId, IssuerPublicKey>,
     max_issuers: usize,
     revoked: RevocationList,
+    /// Revocations made at run time elsewhere (an admin), seen at once.
+    shared: Option<SharedRevocations>,
+}
+
+/// SPEC TS-16: revocations made while running, shared by every verifier
+/// that must honour them at once — the gateway's CAP on every core and the
+/// control thread's session checks. Cloning shares the set.
+///
+/// Read under a lock at each verification (a handshake or an AuthRequest,
+/// never per frame); bounded like a [`RevocationList`].
+#[derive(Clone, Debug)]
+pub struct SharedRevocations {
+    inner: std::sync::Arc<std::sync::RwLock<RevocationList>>,
+}
+
+impl Default for SharedRevocations {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SharedRevocations {
+    /// An empty set with the default ceiling.
+    pub fn new() -> Self {
+        SharedRevocations {
+            inner: std::sync::Arc::new(std::sync::RwLock::new(RevocationList::new(
+                RevocationList::DEFAULT_MAX,
+            ))),
+        }
+    }
+
+    /// Revokes `id` for every verifier sharing the set; `Ok(false)` if it
+    /// already was.
+    pub fn revoke(&self, id: Uuid) -> Result<bool, VerifierLimitError> {
+        // A poisoned lock only means a panic elsewhere mid-insert; the set
+        // is still a valid set.
+        let mut list = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        Ok(list.add(id)?)
+    }
+
+    /// Whether `id` is revoked.
+    pub fn contains(&self, id: &Uuid) -> bool {
+        let list = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        list.contains(id)
+    }
 }
 
 impl Verifier {
@@ -525,7 +570,14 @@ impl Verifier {
             issuers: HashMap::new(),
             max_issuers: Self::DEFAULT_MAX_ISSUERS,
             revoked: RevocationList::new(RevocationList::DEFAULT_MAX),
+            shared: None,
         }
+    }
+
+    /// Also honours the revocations of `shared`, made at run time (SPEC
+    /// TS-16: a revocation ends sessions at once and refuses new ones).
+    pub fn share_revocations(&mut self, shared: SharedRevocations) {
+        self.shared = Some(shared);
     }
 
     /// Trusts an issuer key (idempotent).
@@ -574,7 +626,12 @@ impl Verifier {
         UnparsedPublicKey::new(&ED25519, key.raw())
             .verify(signed, &cred.signature)
             .map_err(|_| CredError::BadSignature(d.issuer_key_id))?;
-        if self.revoked.contains(&d.descriptor_id) {
+        if self.revoked.contains(&d.descriptor_id)
+            || self
+                .shared
+                .as_ref()
+                .is_some_and(|s| s.contains(&d.descriptor_id))
+        {
             return Err(CredError::Revoked(d.descriptor_id));
         }
         if now < d.not_before {

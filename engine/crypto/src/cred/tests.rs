@@ -529,3 +529,23 @@ proptest! {
         }
     }
 }
+
+/// SPEC TS-16: a revocation made at run time through a shared set is
+/// honoured at once by every verifier sharing it, and by no other.
+#[test]
+fn shared_revocations_reach_every_sharing_verifier_at_once() {
+    let i = issuer(1);
+    let shared = SharedRevocations::new();
+    let (mut a, mut b, c_alone) = (verifier_for(&i), verifier_for(&i), verifier_for(&i));
+    a.share_revocations(shared.clone());
+    b.share_revocations(shared.clone());
+    let cred = i.issue(request(), [3; 16]).unwrap();
+    let id = cred.descriptor().descriptor_id;
+    assert!(a.verify(&cred, NOW).is_ok() && b.verify(&cred, NOW).is_ok());
+    assert!(shared.revoke(id).unwrap(), "newly revoked");
+    assert!(!shared.revoke(id).unwrap(), "already revoked");
+    for v in [&a, &b] {
+        assert!(matches!(v.verify(&cred, NOW), Err(CredError::Revoked(r)) if r == id));
+    }
+    assert!(c_alone.verify(&cred, NOW).is_ok(), "not sharing the set");
+}
