@@ -217,7 +217,7 @@ impl Api {
         // CAP on every core refuses it from now on; the plane ends its
         // sessions and refuses its requests.
         if let Err(e) = self.revocations.revoke(id) {
-            return Err(Response::error(503, "REVOCATIONS_FULL", &e.to_string()));
+            return Err(Response::error(503, "REVOCATIONS_FULL", e.to_string()));
         }
         let ended = self.plane.revoke(id).map_err(plane_error)?;
         Ok(ok(json!({
