@@ -804,13 +804,7 @@ proptest! {
                     p.reconnect();
                     p.transmit();
                 }
-                Op::Tick => {
-                    p.now += Duration::from_millis(5);
-                    let now = p.now;
-                    p.fay.ep.handle_timeout(now);
-                    p.term.ep.handle_timeout(now);
-                    p.transmit();
-                }
+                Op::Tick => p.tick(5),
             }
             prop_assert!(p.fay.ep.resume_cache().0 <= max);
             prop_assert!(p.term.ep.resume_cache().0 <= max);

@@ -12,5 +12,6 @@
 pub mod agreement;
 pub mod dag;
 pub mod fsm;
+pub mod persist;
 pub mod resume;
 pub mod session;

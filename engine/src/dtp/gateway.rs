@@ -276,9 +276,9 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         let now = Instant::now();
         if let Some(s) = c.endpoint.connection_lost(now) {
             // SES-2: park the session for a reconnect on any shard; a full
-            // registry ends it (bounded memory).
-            if self.registry.park(s, now).is_err() {
-                tracing::warn!("session registry full: a suspended session is dropped");
+            // (or failing) store ends it (bounded memory).
+            if let Err(refused) = self.registry.park(s, now) {
+                tracing::warn!(error = %refused, "a suspended session is dropped");
             }
         }
         let _ = self.registry.expire(now);

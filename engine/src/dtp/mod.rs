@@ -6,10 +6,12 @@
 //! on it, the session's Agreement Manager, DAG Managers, Resume sender and
 //! receiver; the [`SuspendedSession`] a lost connection leaves behind; and
 //! the [`SessionRegistry`] the shards of a gateway share to find suspended
-//! sessions again.
+//! sessions again, or the [`DirSessionStore`] that keeps them in files.
 //!
 //! **Never touches**: sockets, clocks, threads or global randomness (time
-//! and random bytes are passed in), the shard/runtime/control code (the
+//! and random bytes are passed in; the one exception is
+//! [`DirSessionStore`], a driver-side store that does file IO and reads an
+//! injectable wall clock), the shard/runtime/control code (the
 //! shard is one driver of this machine, the tests' virtual-time pair is
 //! another), the wire layouts (`dtp-codec`), the cryptography (`dtp-crypto`)
 //! or the rules of the sub-machines (`dtp-proto`): this module wires them
@@ -165,6 +167,16 @@
 //! it is taken only at connect and disconnect (insert on loss, take on
 //! resume, expire on a slow timer), never per frame; the hot path stays
 //! lock-free and core-local.
+//!
+//! # Sessions across restarts (SES-2, SES-3)
+//!
+//! [`SuspendedSession::to_bytes`] / [`SuspendedSession::from_bytes`] give a
+//! suspended session a versioned, checksummed byte form (layout and what is
+//! persisted: `persist.rs`; no key material — a resume always runs a new
+//! CAP handshake under a higher key version), read back under the resuming
+//! endpoint's ceilings. [`DirSessionStore`] keeps them in a directory, one
+//! atomically written file each, behind the same [`SuspendedSessions`]
+//! trait as the registry.
 
 mod app;
 mod cap;
@@ -173,9 +185,11 @@ mod endpoint;
 mod error;
 mod event;
 mod gateway;
+mod persist;
 mod recv;
 mod registry;
 mod session;
+mod store_dir;
 mod transmit;
 
 #[cfg(test)]
@@ -186,9 +200,12 @@ pub use endpoint::{DtpEndpoint, Side};
 pub use error::DtpError;
 pub use event::DtpEvent;
 pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE, RESUME_POLL};
-pub use registry::{RegistryFull, SessionRegistry, SuspendedSessions};
+pub use persist::{SESSION_FORMAT_VERSION, SESSION_MAGIC};
+pub use registry::{ParkError, ParkRefused, RegistryFull, SessionRegistry, SuspendedSessions};
 pub use session::{ResumeRefused, SuspendedSession};
+pub use store_dir::{DirSessionStore, DirStoreError, StoreLimits, WallClock};
 
 pub use dtp_proto::agreement::{Agreement, AgreementKind, EndedBy, FailReason, Role};
 pub use dtp_proto::fsm::EngineState;
+pub use dtp_proto::persist::PersistError;
 pub use dtp_proto::session::PeerIdentity;

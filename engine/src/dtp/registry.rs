@@ -59,18 +59,86 @@ impl fmt::Display for RegistryFull {
 
 impl std::error::Error for RegistryFull {}
 
+/// SPEC SES-2: why a [`SuspendedSessions`] store could not keep a session.
+#[derive(Debug, thiserror::Error)]
+pub enum ParkError {
+    /// The store holds its most sessions.
+    #[error("the store holds its ceiling of {max} suspended sessions")]
+    Full {
+        /// The ceiling.
+        max: usize,
+    },
+    /// The session's persisted form is over the store's per-session bound.
+    #[error("the session's {len} bytes exceed the store's {max} bytes per session")]
+    TooLarge {
+        /// Its length in bytes.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The store failed (e.g. a file could not be written).
+    #[error("the session store failed: {0}")]
+    Store(String),
+}
+
+impl ParkError {
+    /// The wire code: LIMIT_EXCEEDED for a bound, INTERNAL for a failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Full { .. } | Self::TooLarge { .. } => ErrorCode::LIMIT_EXCEEDED,
+            Self::Store(_) => ErrorCode::INTERNAL,
+        }
+    }
+}
+
+/// SPEC SES-2: a session [`SuspendedSessions::park`] could not keep, handed
+/// back with the reason.
+#[derive(Debug)]
+pub struct ParkRefused {
+    /// Why.
+    pub error: ParkError,
+    /// The session, untouched.
+    pub session: Box<SuspendedSession>,
+}
+
+impl fmt::Display for ParkRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} suspended session {} not kept: {}",
+            self.error.code(),
+            self.session.session_id(),
+            self.error
+        )
+    }
+}
+
+impl std::error::Error for ParkRefused {}
+
+impl From<RegistryFull> for ParkRefused {
+    fn from(full: RegistryFull) -> Self {
+        Self {
+            error: ParkError::Full { max: full.max },
+            session: full.session,
+        }
+    }
+}
+
 /// SPEC SES-2: where suspended sessions wait for their Fay to come back,
 /// shared by every shard of a gateway (a reconnect may land on any core).
 ///
-/// [`SessionRegistry`] (in memory, bounded) is the default; a gateway with
-/// other needs — a registry sharded by session id, or storage that outlives
-/// the process — implements this and hands it to
-/// [`DtpGateway::new`](super::DtpGateway::new). Called only when a
-/// connection ends or a resume is asked for, never per frame.
+/// [`SessionRegistry`] (in memory, bounded) is the default;
+/// [`DirSessionStore`](super::DirSessionStore) keeps them in files that
+/// outlive the process. A gateway with other needs — a registry sharded by
+/// session id, a database — implements this (with
+/// [`SuspendedSession::to_bytes`] and [`SuspendedSession::from_bytes`] for
+/// storage) and hands it to [`DtpGateway::new`](super::DtpGateway::new).
+/// Called only when a connection ends or a resume is asked for, never per
+/// frame.
 pub trait SuspendedSessions: Send + Sync {
     /// Keeps a suspended session until it is taken or expires; hands it
-    /// back when there is no room.
-    fn park(&self, session: SuspendedSession, now: Instant) -> Result<(), RegistryFull>;
+    /// back when there is no room or the store fails.
+    fn park(&self, session: SuspendedSession, now: Instant) -> Result<(), ParkRefused>;
     /// Takes the session with this id to resume it; `None` when unknown or
     /// expired. A taken session is gone, so two connections cannot resume
     /// it at once.
@@ -80,8 +148,8 @@ pub trait SuspendedSessions: Send + Sync {
 }
 
 impl SuspendedSessions for SessionRegistry {
-    fn park(&self, session: SuspendedSession, now: Instant) -> Result<(), RegistryFull> {
-        self.insert(session, now)
+    fn park(&self, session: SuspendedSession, now: Instant) -> Result<(), ParkRefused> {
+        Ok(self.insert(session, now)?)
     }
 
     fn take(&self, session_id: SessionId, now: Instant) -> Option<SuspendedSession> {

@@ -67,9 +67,14 @@ impl Session {
 ///
 /// `Send`: the driver may keep it anywhere (a [`SessionRegistry`] shared by
 /// the shards, on the terminal; beside its reconnect loop, on the Fay) and
-/// resume it on any core.
+/// resume it on any core. It holds no key material, and
+/// [`SuspendedSession::to_bytes`] / [`SuspendedSession::from_bytes`] turn
+/// it into bytes and back for storage that outlives the process (SES-2,
+/// SES-3; the format is in `dtp/persist.rs`, a directory store in
+/// [`DirSessionStore`]).
 ///
 /// [`SessionRegistry`]: super::SessionRegistry
+/// [`DirSessionStore`]: super::DirSessionStore
 pub struct SuspendedSession {
     pub(super) session_id: SessionId,
     pub(super) role: Role,
@@ -146,6 +151,12 @@ impl SuspendedSession {
         self.receiver.highest_received()
     }
 
+    /// SPEC DAG-2: received fragments still waiting in a DAG for a
+    /// dependency (delivered once it arrives after the resume).
+    pub fn waiting_fragments(&self) -> usize {
+        self.dags.values().map(DagManager::waiting_count).sum()
+    }
+
     /// SPEC SES-3: the agreements in force when the connection was lost.
     pub fn agreements(&self) -> &AgreementSnapshot {
         &self.agreements
@@ -182,8 +193,10 @@ impl std::error::Error for ResumeRefused {}
 
 impl DtpEndpoint {
     /// SPEC SEQ-5, SES-2: the transport dropped. A Transmitting session is
-    /// suspended (FSM Transmitting → Suspended) and handed to the driver;
-    /// a session without an agreement ends. On the Fay, a session whose
+    /// suspended (FSM Transmitting → Suspended) and handed to the driver,
+    /// and so is a Negotiating one with agreements in force (it settles
+    /// first: Negotiating → Transmitting → Suspended); a session without an
+    /// agreement ends. On the Fay, a session whose
     /// resume had not finished is handed back as it was. Frames not yet
     /// sent are dropped (the resume resends data, and agreement requests and
     /// answers in flight, as `dtp_proto::agreement` rules).
@@ -201,7 +214,17 @@ impl DtpEndpoint {
             self.end_lost();
             return Some(s);
         }
-        let suspend = self.fsm.state() == EngineState::Transmitting;
+        let has_agreement = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.agreements.agreements().next().is_some());
+        let suspend = match self.fsm.state() {
+            EngineState::Transmitting => true,
+            // E.g. a peer's adjustment was undecided: the agreements in
+            // force make the session worth resuming (module docs).
+            EngineState::Negotiating => has_agreement,
+            _ => false,
+        };
         if let Some(s) = &mut self.session {
             s.agreements.on_connection_lost();
             if !suspend {
@@ -212,6 +235,12 @@ impl DtpEndpoint {
         self.drain_agreements();
         self.transmit.clear();
         self.queued_frames = 0;
+        if suspend && self.fsm.state() == EngineState::Negotiating {
+            // Requests of this side still in flight keep `settle` from
+            // leaving Negotiating; they survive the break in the snapshot,
+            // so the negotiation ends here with the agreements in force.
+            self.feed(EngineEvent::AgreementReached);
+        }
         let suspended = if suspend && self.feed(EngineEvent::ConnectionLost) {
             self.session.take().map(|s| self.suspend(s, now))
         } else {

@@ -13,8 +13,8 @@ use dtp_codec::{
 use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair, ResponderConfig};
 use dtp_crypto::cred::{Credential, CredentialRequest, Grant, IssuerKeyPair, Verifier};
 use dtp_engine::dtp::{
-    DtpEndpoint, DtpEvent, EndpointConfig, EngineState, FayConfig, SessionRegistry,
-    SuspendedSession, TerminalConfig,
+    DirSessionStore, DtpEndpoint, DtpEvent, EndpointConfig, EngineState, FayConfig,
+    SessionRegistry, SuspendedSession, SuspendedSessions, TerminalConfig,
 };
 
 pub(crate) const UNIX: u64 = 1_700_000_000;
@@ -212,6 +212,9 @@ pub(crate) struct Pair {
     pub(crate) fay: End,
     pub(crate) term: End,
     pub(crate) registry: SessionRegistry,
+    /// SPEC SES-2: when set, the terminal parks suspended sessions here
+    /// instead of `registry` (a durable store a test may reopen).
+    pub(crate) store: Option<Arc<DirSessionStore>>,
     pub(crate) fay_suspended: Option<SuspendedSession>,
     /// Every sealed frame the terminal sent (for replay tests).
     pub(crate) term_frames: Vec<BytesMut>,
@@ -226,8 +229,14 @@ impl Pair {
     }
 
     pub(crate) fn with_fay(world: World, fay_config: FayConfig) -> Self {
+        Self::seeded(world, fay_config, 7)
+    }
+
+    /// A pair whose random bytes (Session_ID, agreement ids…) come from
+    /// `seed`.
+    pub(crate) fn seeded(world: World, fay_config: FayConfig, seed: u64) -> Self {
         let now = Instant::now();
-        let mut rng = Rng(7);
+        let mut rng = Rng(seed);
         let fay = DtpEndpoint::fay(&fay_config, now, &mut |b| rng.fill(b)).unwrap();
         let term = DtpEndpoint::terminal(&world.terminal_config(), now, UNIX, &mut |b| rng.fill(b))
             .unwrap();
@@ -239,6 +248,7 @@ impl Pair {
             fay: End::new(fay),
             term: End::new(term),
             registry: SessionRegistry::new(16),
+            store: None,
             fay_suspended: None,
             term_frames: Vec::new(),
             auto_resume: true,
@@ -296,15 +306,27 @@ impl Pair {
             .events
             .retain(|e| !matches!(e, DtpEvent::ResumeRequested { .. }));
         for id in requested {
-            match self.registry.take(id, self.now) {
+            let taken = match &self.store {
+                Some(store) => store.take(id, self.now),
+                None => self.registry.take(id, self.now),
+            };
+            match taken {
                 Some(s) => {
                     if let Err(refused) = self.term.ep.resume_with(s, self.now) {
-                        self.registry.insert(*refused.session, self.now).unwrap();
+                        self.park(*refused.session);
                     }
                 }
                 None => self.term.ep.refuse_resume(),
             }
             self.term.drain_events();
+        }
+    }
+
+    /// The terminal's driver: keep a suspended session (SES-2).
+    pub(crate) fn park(&mut self, session: SuspendedSession) {
+        match &self.store {
+            Some(store) => store.park(session, self.now).unwrap(),
+            None => self.registry.insert(session, self.now).unwrap(),
         }
     }
 
@@ -335,6 +357,15 @@ impl Pair {
         true
     }
 
+    /// Time passes by `ms`; both ends run their timers and transmit.
+    pub(crate) fn tick(&mut self, ms: u64) {
+        self.now += Duration::from_millis(ms);
+        let now = self.now;
+        self.fay.ep.handle_timeout(now);
+        self.term.ep.handle_timeout(now);
+        self.transmit();
+    }
+
     /// Cuts the connection: `keep_*` bytes of what is in flight arrive,
     /// the rest (and any partial frame) is lost; both ends are told.
     pub(crate) fn cut(&mut self, keep_to_terminal: usize, keep_to_fay: usize) {
@@ -353,7 +384,7 @@ impl Pair {
             end.rx.clear();
         }
         if let Some(s) = self.term.ep.connection_lost(now) {
-            self.registry.insert(s, now).unwrap();
+            self.park(s);
         }
         let fay = self
             .fay
@@ -433,7 +464,11 @@ pub(crate) fn established(events: &[DtpEvent]) -> Option<(dtp_codec::SessionId, 
 /// Sets up a session with one collection (the terminal sends) and one
 /// injection (the Fay sends).
 pub(crate) fn pair_with_agreements(world: World) -> (Pair, AgreementId, AgreementId) {
-    let mut p = Pair::new(world);
+    agreements_on(Pair::new(world))
+}
+
+/// [`pair_with_agreements`] on a given pair.
+pub(crate) fn agreements_on(mut p: Pair) -> (Pair, AgreementId, AgreementId) {
     p.drive();
     assert!(p.fay.ep.is_established() && p.term.ep.is_established());
     p.fay.take_events();

@@ -98,6 +98,7 @@
 //!   requests an automatic rejection.
 
 mod manager;
+mod persist;
 #[cfg(test)]
 mod tests;
 

@@ -80,6 +80,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use dtp_codec::{ErrorCode, FragmentId, Relation};
 
+mod persist;
 #[cfg(test)]
 mod tests;
 

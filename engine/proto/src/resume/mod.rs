@@ -46,6 +46,7 @@
 //! pushing resumes. The gap between ceiling and low water keeps a sender at
 //! the limit from waking for every single ack.
 
+mod persist;
 mod receiver;
 mod sender;
 #[cfg(test)]

@@ -40,10 +40,11 @@ pub enum Arrival {
 /// SPEC RES-2, RES-3: the receiving side of one direction of a DTP session.
 #[derive(Clone, Debug)]
 pub struct ResumeReceiver {
-    policy: AckPolicy,
-    highest: u64,
-    acked: u64,
-    first_unacked_at: Option<Instant>,
+    // `pub(super)`: read and rebuilt by `resume::persist`.
+    pub(super) policy: AckPolicy,
+    pub(super) highest: u64,
+    pub(super) acked: u64,
+    pub(super) first_unacked_at: Option<Instant>,
 }
 
 impl ResumeReceiver {

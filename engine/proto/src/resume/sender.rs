@@ -41,9 +41,9 @@ pub enum SenderEvent {
 
 /// One cached fragment; its sequence is implied by its position.
 #[derive(Debug)]
-struct Cached<T> {
-    len: usize,
-    item: T,
+pub(super) struct Cached<T> {
+    pub(super) len: usize,
+    pub(super) item: T,
 }
 
 /// SPEC RES-1, RES-2, RES-4, SEQ-5: the sending side of one direction of a
@@ -53,13 +53,14 @@ struct Cached<T> {
 /// next_sequence`, in order.
 #[derive(Debug)]
 pub struct ResumeSender<T> {
-    config: SenderConfig,
-    cache: VecDeque<Cached<T>>,
-    cached_bytes: usize,
-    next_sequence: u64,
-    acked: u64,
-    paused: bool,
-    writable_event: bool,
+    // `pub(super)`: read and rebuilt by `resume::persist`.
+    pub(super) config: SenderConfig,
+    pub(super) cache: VecDeque<Cached<T>>,
+    pub(super) cached_bytes: usize,
+    pub(super) next_sequence: u64,
+    pub(super) acked: u64,
+    pub(super) paused: bool,
+    pub(super) writable_event: bool,
 }
 
 impl<T> ResumeSender<T> {
