@@ -7,19 +7,25 @@
 //! - [`dtp_workload`]: the same workloads over the full DTP protocol, and
 //!   [`dtp_workload::DtpResponder`], the server application of every DTP
 //!   server in the benchmark.
+//! - [`control_workload`]: the `control` workload's rules (issue 5): who
+//!   asks for which resource, the Fays' credentials, the `[terminal]`
+//!   section that serves it.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
 //! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on tokio.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
 //! - [`latency`]: the latency histogram, with coordinated-omission correction.
-//! - [`report`]: the JSON report, the median of several runs, the table.
+//! - [`report`]: the JSON report, the median of several runs, the table;
+//!   [`control_report`] its `control` part (no peer, no ratio).
 //!
 //! The schema and the measuring rules are written down in
 //! `perf/bench-harness.md`.
 #![forbid(unsafe_code)]
 
 pub mod aead_limit;
+pub mod control_report;
+pub mod control_workload;
 pub mod dtp_workload;
 pub mod latency;
 pub mod loopback;

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::control_report::{self, ControlReport};
 use crate::latency::LatencySummary;
 use crate::workload::Workload;
 
@@ -49,6 +50,9 @@ pub struct Report {
     pub backend: String,
     /// One entry per workload, in the order they ran.
     pub workloads: Vec<WorkloadReport>,
+    /// The `control` workload (ours only: it has no peer), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlReport>,
 }
 
 /// One workload, both servers, their ratio and (for `stream`) the limit.
@@ -332,9 +336,14 @@ pub fn median_of(runs: &[Report]) -> Result<Report, MedianError> {
             }
         })
         .collect();
+    let controls: Vec<&ControlReport> = runs.iter().filter_map(|r| r.control.as_ref()).collect();
     Ok(Report {
         backend: first.backend.clone(),
         workloads,
+        control: first
+            .control
+            .as_ref()
+            .map(|_| control_report::median_control(&controls)),
     })
 }
 
@@ -344,6 +353,9 @@ fn check_shape(a: &Report, b: &Report) -> Result<(), &'static str> {
     }
     if a.workloads.len() != b.workloads.len() {
         return Err("number of workloads");
+    }
+    if a.control.is_some() != b.control.is_some() {
+        return Err("control workload");
     }
     for (x, y) in a.workloads.iter().zip(&b.workloads) {
         if x.name != y.name {
@@ -433,11 +445,9 @@ impl fmt::Display for Report {
 /// ratios, the limit and the memory figures where present.
 pub fn write_table(report: &Report, out: &mut impl fmt::Write) -> fmt::Result {
     writeln!(out, "backend: {}", report.backend)?;
-    writeln!(
-        out,
-        "{:<12} {:<14} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>12}",
-        "workload", "server", "ops/s", "goodput", "p50 µs", "p99 µs", "CPU/op", "server CPU", "ops"
-    )?;
+    if !report.workloads.is_empty() {
+        header(out, "server", "goodput")?;
+    }
     for w in &report.workloads {
         row(out, &w.name, "ours", &w.ours)?;
         let peer = format!("peer ({})", w.peer.name);
@@ -479,7 +489,19 @@ pub fn write_table(report: &Report, out: &mut impl fmt::Write) -> fmt::Result {
             )?;
         }
     }
+    if let Some(c) = &report.control {
+        control_report::write_rows(c, out)?;
+    }
     Ok(())
+}
+
+/// The table's header; the control rows name two columns differently.
+pub(crate) fn header(out: &mut impl fmt::Write, second: &str, fourth: &str) -> fmt::Result {
+    writeln!(
+        out,
+        "{:<12} {:<14} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>12}",
+        "workload", second, "ops/s", fourth, "p50 µs", "p99 µs", "CPU/op", "server CPU", "ops"
+    )
 }
 
 fn row(out: &mut impl fmt::Write, name: &str, side: &str, f: &Figures) -> fmt::Result {
@@ -615,6 +637,7 @@ mod tests {
                 WorkloadReport::new("stream", s_ours, "tokio", s_peer).with_limit(limit),
                 WorkloadReport::new("connections", c_ours, "tokio", c_peer),
             ],
+            control: None,
         }
     }
 

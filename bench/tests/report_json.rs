@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use dtp_bench::control_report::{ControlFigures, ControlReport};
 use dtp_bench::latency::LatencySummary;
 use dtp_bench::report::{Figures, Limit, Memory, Report, WorkloadReport, median_of};
 use dtp_bench::workload::Workload;
@@ -53,6 +54,7 @@ fn report() -> Report {
                 )),
             ),
         ],
+        control: None,
     }
 }
 
@@ -158,4 +160,64 @@ fn json_round_trips() {
 fn median_of_one_run_is_that_run() {
     let r = report();
     assert_eq!(median_of(std::slice::from_ref(&r)).unwrap(), r);
+}
+
+/// The `control` part: absent unless it ran; when it did, exactly its
+/// documented keys, and medians of several runs.
+#[test]
+fn control_has_exactly_its_keys_and_no_ratio() {
+    let lat = LatencySummary {
+        p50_us: 120.0,
+        p99_us: 480.0,
+        ..LatencySummary::default()
+    };
+    let run = |k: u64| {
+        let mut r = report();
+        r.control = Some(ControlReport {
+            decisions: ControlFigures::from_run(
+                64,
+                64,
+                30_000 * k,
+                Duration::from_secs(3),
+                900_000_000,
+                &lat,
+                0,
+            ),
+            handovers: ControlFigures::from_run(
+                64,
+                32,
+                6_000 * k,
+                Duration::from_secs(3),
+                600_000_000,
+                &lat,
+                1,
+            ),
+        });
+        r
+    };
+    let v: Value = serde_json::from_str(&run(1).to_json().unwrap()).unwrap();
+    assert_eq!(keys(&v), set(&["backend", "workloads", "control"]));
+    assert_eq!(keys(&v["control"]), set(&["decisions", "handovers"]));
+    let fields = [
+        "fays",
+        "resources",
+        "ops_per_s",
+        "p50_us",
+        "p99_us",
+        "cpu_ns_per_op",
+        "server_cpu_s",
+        "ops",
+        "refused",
+    ];
+    for part in ["decisions", "handovers"] {
+        assert_eq!(keys(&v["control"][part]), set(&fields), "{part}");
+    }
+    assert_eq!(v["control"]["decisions"]["ops_per_s"], 10_000.0);
+    assert_eq!(v["control"]["handovers"]["cpu_ns_per_op"], 100_000.0);
+    let r = run(1);
+    assert_eq!(Report::from_json(&r.to_json().unwrap()).unwrap(), r);
+    let m = median_of(&[run(1), run(3), run(2)]).unwrap();
+    assert_eq!(m.control.as_ref().unwrap().decisions.ops, 60_000);
+    assert!(median_of(&[run(1), report()]).is_err());
+    assert!(m.to_string().contains("no peer"));
 }

@@ -5,7 +5,11 @@
 //! OS's accounting of its CPU time and memory is its alone. For every
 //! workload and every run: start the server, let the load generator warm
 //! up, sample the server's CPU, measure, sample again, stop the server.
-//! The figures are medians over the runs; ratios are ours / peer.
+//! The figures are medians over the runs; ratios are ours / peer. The
+//! `control` workload (module [`control`]) has no peer: our gateway with
+//! the terminal control plane, absolute figures.
+
+mod control;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -24,10 +28,12 @@ use crate::cli_error::CliError;
 use crate::load::{self, LoadResult, LoadSpec};
 use crate::load_dtp::{self, DtpSpec};
 
+pub(crate) use control::ControlBenchCli;
+
 /// A workload of `dtp bench`: the plaintext benchmark protocol, the same
 /// over the full DTP protocol (CAP, an agreement, AES-256-GCM sealed
-/// fragments, resume acks), or `resume`: the DTP stream with forced
-/// disconnects.
+/// fragments, resume acks), `resume`: the DTP stream with forced
+/// disconnects, or `control`: the terminal control plane (ours only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BenchWorkload {
     /// The plaintext protocol (`dtp_bench::workload`).
@@ -37,6 +43,9 @@ pub(crate) enum BenchWorkload {
     /// The DTP stream, each connection cut every [`RESUME_EVERY`] fragments
     /// and resumed.
     Resume,
+    /// AuthRequest decisions and handovers through the terminal control
+    /// plane (issue 5); opt-in, no peer.
+    Control,
 }
 
 /// Fragments between forced disconnects in the `resume` workload (32 MiB of
@@ -52,6 +61,7 @@ impl BenchWorkload {
             Self::Dtp(Workload::Stream) => "dtp-stream",
             Self::Dtp(Workload::Idle) => "dtp-connections",
             Self::Resume => "resume",
+            Self::Control => "control",
         }
     }
 
@@ -61,6 +71,7 @@ impl BenchWorkload {
             "dtp-pingpong" => Self::Dtp(Workload::Pingpong),
             "dtp-stream" => Self::Dtp(Workload::Stream),
             "resume" => Self::Resume,
+            "control" => Self::Control,
             other => Self::Plain(Workload::from_name(other)?),
         })
     }
@@ -70,11 +81,14 @@ impl BenchWorkload {
         match self {
             Self::Plain(w) | Self::Dtp(w) => w,
             Self::Resume => Workload::Stream,
+            Self::Control => Workload::Pingpong,
         }
     }
 
+    /// Whether it runs the side-by-side DTP workloads' protocol (and so
+    /// needs their keys and `[dtp]` config).
     fn is_dtp(self) -> bool {
-        !matches!(self, Self::Plain(_))
+        matches!(self, Self::Dtp(_) | Self::Resume)
     }
 }
 
@@ -87,6 +101,8 @@ pub(crate) struct BenchArgs {
     pub(crate) json: Option<PathBuf>,
     pub(crate) duration: Option<f64>,
     pub(crate) idle_connections: Option<usize>,
+    /// Fays per run of the `control` workload (`--control-fays`).
+    pub(crate) control_fays: Option<usize>,
 }
 
 struct Plan {
@@ -97,6 +113,8 @@ struct Plan {
     stream_connections: usize,
     idle_connections: usize,
     shards: usize,
+    /// Fays in each run of the `control` workload.
+    control_fays: usize,
 }
 
 impl Plan {
@@ -112,6 +130,7 @@ impl Plan {
             stream_connections: 1,
             idle_connections: a.idle_connections.unwrap_or(10_000),
             shards: cores,
+            control_fays: a.control_fays.unwrap_or(control::DEFAULT_FAYS),
         }
     }
 }
@@ -308,8 +327,10 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         shards.as_str(),
     ];
     // The DTP workloads: fresh keys for this run, in files both servers
-    // read (as `dtp cred` would have written them).
-    let dtp = if args.workloads.iter().any(|w| w.is_dtp()) {
+    // read (as `dtp cred` would have written them); `control` adds a
+    // `[terminal]` for our gateway.
+    let with_control = args.workloads.contains(&BenchWorkload::Control);
+    let dtp = if with_control || args.workloads.iter().any(|w| w.is_dtp()) {
         let keys = BenchKeys::generate().map_err(CliError::Io)?;
         let dir = std::env::temp_dir().join(format!("dtp-bench-{}", std::process::id()));
         let config = write_dtp_config(&dir, &keys)?;
@@ -317,13 +338,37 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
     } else {
         None
     };
+    let control_config = match (&dtp, with_control) {
+        (Some((_, dir, _)), true) => Some(
+            control::write_config(dir, plan.control_fays)?
+                .display()
+                .to_string(),
+        ),
+        _ => None,
+    };
     let mut reports = Vec::new();
     let mut backend_name = String::new();
     for run in 0..plan.runs {
         let mut workloads = Vec::new();
+        let mut control_report = None;
         let mut dtp_stream_goodput = None;
         for &bw in &args.workloads {
             eprintln!("run {}/{} · {} …", run + 1, plan.runs, bw.name());
+            if bw == BenchWorkload::Control {
+                let (Some((keys, _, _)), Some(config)) = (&dtp, &control_config) else {
+                    return Err(CliError::Io("no control configuration".to_owned()));
+                };
+                control_report = Some(control::measure(&control::Run {
+                    keys,
+                    config,
+                    backend: &backend,
+                    shards: plan.shards,
+                    fays: plan.control_fays,
+                    warmup: plan.warmup,
+                    duration: plan.duration,
+                })?);
+                continue;
+            }
             let w = bw.base();
             let spec = LoadSpec {
                 target: "127.0.0.1:0"
@@ -429,6 +474,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         reports.push(Report {
             backend: backend_name.clone(),
             workloads,
+            control: control_report,
         });
     }
     let report = if reports.len() == 1 {

@@ -16,6 +16,7 @@ mod inspect;
 mod load;
 mod load_dtp;
 mod serve;
+mod sim;
 mod terminal_cfg;
 
 use std::path::PathBuf;
@@ -65,7 +66,10 @@ enum Command {
     /// stream (16 KiB frames), connections (10,000 idle connections: memory
     /// per connection), and the same over the full DTP protocol:
     /// dtp-pingpong, dtp-stream, resume (forced disconnects; its p50/p99
-    /// are resume latencies). Reports the server's CPU time per operation
+    /// are resume latencies); and control (the terminal control plane:
+    /// AuthRequest → AuthResult decisions per second and handovers per
+    /// second under a priority script, 64 Fays; no peer, absolute figures).
+    /// Reports the server's CPU time per operation
     /// (from the OS), throughput, latency, and for the streams their limit
     /// (loopback; for dtp-stream the lower of loopback and one core's
     /// AES-256-GCM).
@@ -112,6 +116,56 @@ enum Command {
     /// refused (`error: <CODE> <message>`, e.g. E_SESSION_NOT_FOUND); 1
     /// when the admin port cannot be reached or fails.
     Ctl(ctl::CtlArgs),
+    /// Simulate the terminal control plane deterministically and check its
+    /// invariants after every input.
+    ///
+    /// One terminal per seed (six resources under a priority script, an AI
+    /// model, two human-decision policies and none; eight Fays), driven in
+    /// virtual time with seeded randomness — no threads, no sockets, no clock
+    /// reads (but the 100 ms budget check inside the priority-script
+    /// runner), so the same seed prints the same bytes. Each step moves the
+    /// clock (timers, model replies, human answers fall due) and applies one
+    /// random input: AuthRequests with valid, expired, not-yet-valid,
+    /// revoked, unknown-issuer, wrong-grant, wrong-Fay and garbage
+    /// credentials; heartbeats (aggregated, retransmitted, replayed, after
+    /// death); connection drops and returns; releases (also repeated);
+    /// revocations and expiries; resource loss and return; forced ends;
+    /// transfer and admin handovers Fay→Fay, Fay→human and human→Fay under
+    /// the three policies (the model allows, rejects, asks for a human, sends
+    /// garbage, is down, times out or answers too late; the person allows,
+    /// rejects or stays silent); OS grant/revoke failures, also injected at
+    /// the handover steps that can fail.
+    ///
+    /// After every input it checks: at most one active controller per
+    /// resource (also at every observable instant of the event stream); the
+    /// TS-9 occupancy matrix; occupancy exactly the live sessions; OS grants
+    /// exactly the live sessions; every handover ends, by its hard deadline,
+    /// in success or a HandoverFailedNotification to the parties; the
+    /// SessionStateChanged messages of TS-15 and HO-10; heartbeat answers
+    /// (LIV-2/3/5); why each session ended (TS-11, TS-16, LIV-4).
+    ///
+    /// Prints the steps run, the seeds, a count of every kind of event and
+    /// every violation with the seed and step that reproduce it (`--seed S
+    /// --steps N` replays a run up to step N). Exit status: 0 when no
+    /// invariant broke, 1 on any
+    /// violation, 2 on bad usage.
+    Sim(SimCli),
+}
+
+#[derive(Args)]
+struct SimCli {
+    /// The (first) seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Steps per seed (1–100000000).
+    #[arg(long, default_value_t = 10_000)]
+    steps: u64,
+    /// How many seeds to run: seed, seed+1, … (1–100000).
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Also write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -213,6 +267,9 @@ struct LoadCli {
     /// session); nothing should be lost or duplicated.
     #[arg(long, value_name = "N", requires = "dtp")]
     disconnect_every: Option<u64>,
+    /// `--control MODE` and its options (see `load_dtp::control`).
+    #[command(flatten)]
+    control: load_dtp::ControlCli,
 }
 
 #[derive(Args)]
@@ -229,7 +286,7 @@ struct BenchCli {
     /// every connection cut and resumed every 2,048 fragments).
     #[arg(
         long,
-        default_value = "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume"
+        default_value = "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume,control"
     )]
     workloads: String,
     /// Our gateway's IO backend: auto, uring or epoll.
@@ -244,6 +301,9 @@ struct BenchCli {
     /// Write the report as JSON to FILE (schema in perf/bench-harness.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// `--control-fays N` (see `bench::control`).
+    #[command(flatten)]
+    control: bench::ControlBenchCli,
 }
 
 #[derive(Args)]
@@ -342,6 +402,11 @@ fn main() -> ExitCode {
         Command::Frame(FrameCommand::Sample) => frame_cmd::sample(),
         Command::Cred(c) => cred_cmd::run(c),
         Command::Ctl(c) => ctl::run(c),
+        Command::Sim(a) => match run_sim(a) {
+            // Violations: the report said so; exit status 1.
+            Ok(false) => return ExitCode::from(1),
+            other => other.map(|_| ()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -408,6 +473,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
                 pin_terminal: a.pin_terminal,
                 disconnect_every: a.disconnect_every,
                 json: a.json,
+                control: a.control.control.is_some().then_some(a.control),
             },
         );
     }
@@ -487,7 +553,7 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
                 CliError::usage(
                     "BAD_ARGUMENT",
                     format!(
-                        "unknown workload `{w}` (pingpong, stream, connections, dtp-pingpong, dtp-stream, resume)"
+                        "unknown workload `{w}` (pingpong, stream, connections, dtp-pingpong, dtp-stream, resume, control)"
                     ),
                 )
             })
@@ -501,7 +567,36 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
         json: a.json,
         duration: a.duration,
         idle_connections: a.idle_connections,
+        control_fays: a.control.control_fays,
     })
+}
+
+/// `dtp sim`: prints the report; `Ok(false)` when it found violations.
+fn run_sim(a: SimCli) -> Result<bool, CliError> {
+    if !(1..=100_000_000).contains(&a.steps) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            format!("--steps {} must be in 1..=100000000", a.steps),
+        ));
+    }
+    if !(1..=100_000).contains(&a.seeds) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            format!("--seeds {} must be in 1..=100000", a.seeds),
+        ));
+    }
+    let report = sim::run(sim::SimOptions {
+        seed: a.seed,
+        steps: a.steps,
+        seeds: a.seeds,
+    });
+    let mut out = std::io::stdout().lock();
+    std::io::Write::write_all(&mut out, report.text().as_bytes()).map_err(cli_error::out)?;
+    if let Some(path) = a.json {
+        std::fs::write(&path, format!("{:#}\n", report.json()))
+            .map_err(|e| CliError::io(path.display(), e))?;
+    }
+    Ok(report.violations.is_empty())
 }
 
 fn run_peer(

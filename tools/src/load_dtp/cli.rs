@@ -30,10 +30,16 @@ pub(crate) struct DtpCliArgs {
     pub(crate) disconnect_every: Option<u64>,
     /// Write the result as JSON here.
     pub(crate) json: Option<PathBuf>,
+    /// `--control MODE` and its options, when given.
+    pub(crate) control: Option<super::ControlCli>,
 }
 
-/// `dtp load --dtp`: checks the options, reads the keys, runs, reports.
+/// `dtp load --dtp`: checks the options, reads the keys, runs, reports;
+/// with `--control`, the control mode's run instead.
 pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
+    if let Some(control) = a.control {
+        return super::control::run_cli(spec, control, a.pin_terminal, a.json);
+    }
     let Some(workload) = super::dtp_workload(spec.workload) else {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
@@ -139,7 +145,8 @@ fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
     })
 }
 
-fn read_text(path: &Path) -> Result<String, CliError> {
+/// A small text file (a key, a credential), at most `MAX_KEY_FILE` bytes.
+pub(crate) fn read_text(path: &Path) -> Result<String, CliError> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| CliError::io(path.display(), e))?;
     let mut bytes = Vec::new();
@@ -162,7 +169,7 @@ fn read_text(path: &Path) -> Result<String, CliError> {
 
 /// `--pin-terminal`: 64 hex digits, or a file holding them (`#` comment
 /// lines allowed: the `.pub` file of `dtp cred noise-key`).
-fn read_public_key(arg: &str) -> Result<[u8; 32], CliError> {
+pub(crate) fn read_public_key(arg: &str) -> Result<[u8; 32], CliError> {
     if let Some(key) = parse_hex32(arg) {
         return Ok(key);
     }

@@ -3,6 +3,8 @@
 //! the workload (`dtp_bench::dtp_workload`), encrypted fragments, resume
 //! acks — with forced disconnects (`--disconnect-every N`) that cut the
 //! transport inside a frame and resume the session on a new connection.
+//! `--control MODE` loads the terminal control plane instead (module
+//! [`control`]: AuthRequests and handovers, no fragments).
 //!
 //! **Owns**: the engine [`Service`] that drives one [`flow::Flow`] per
 //! logical connection (the Fay-side twin of
@@ -51,6 +53,7 @@
 //!   Bytes are payload bytes (both directions for pingpong).
 
 mod cli;
+pub(crate) mod control;
 mod flow;
 
 use std::collections::{HashMap, VecDeque};
@@ -71,6 +74,7 @@ use crate::load::{LoadResult, LoadSpec, Phase, Tally};
 use flow::{Flow, FlowConfig, FlowCounters, Stats};
 
 pub(crate) use cli::{DtpCliArgs, run_cli};
+pub(crate) use control::ControlCli;
 
 /// What DTP mode adds to a [`LoadSpec`].
 #[derive(Clone, Debug)]

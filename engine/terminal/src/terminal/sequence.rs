@@ -132,10 +132,22 @@ impl<A: OsAccess> Terminal<A> {
         message: String,
         now: UnixMs,
     ) {
-        let source_conn = self
-            .sessions
-            .get(&ev.request.source)
-            .map_or(ev.source_conn, |s| s.conn());
+        // HO-10: the parties are told on their latest connections (a runtime
+        // may have reconnected while the policy decided).
+        let source_conn = match self.sessions.get(&ev.request.source) {
+            Some(s) => s.conn(),
+            None => self
+                .last_conn_of
+                .get(&ev.source_fay)
+                .copied()
+                .or(ev.source_conn),
+        };
+        let mut ev = ev;
+        if !matches!(ev.request.origin, Origin::Auth { .. })
+            && let Some(conn) = self.last_conn_of.get(&ev.request.target_fay_id)
+        {
+            ev.target_conn = Some(*conn);
+        }
         if let Some(reason) = notification {
             let mut details = BTreeMap::new();
             details.insert("code".to_owned(), code.name().unwrap_or("").to_owned());

@@ -1,0 +1,225 @@
+//! The `control` workload of `dtp bench` (issue 5): our gateway with the
+//! terminal control plane (`dtp serve` with `[dtp]` and `[terminal]`, in
+//! its own process), loaded by `dtp load`'s control mode — first
+//! decisions, then handovers under a priority script where the requester
+//! wins — each with the gateway's CPU sampled at the edges of its window.
+//!
+//! There is no peer: the issue names none for this workload, so the report
+//! has absolute figures and no ratio (`dtp_bench::control_report`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dtp_bench::control_report::{ControlFigures, ControlReport};
+use dtp_bench::control_workload::{self, ControlMode, ControlPlan};
+use dtp_bench::dtp_workload::BenchKeys;
+use dtp_bench::procstat::{self, Sample};
+use dtp_bench::workload::Workload;
+use dtp_codec::AccessMode;
+
+use super::Server;
+use crate::cli_error::CliError;
+use crate::load::LoadSpec;
+use crate::load_dtp::control::{self, ControlSpec};
+
+/// Fays in each control run unless `--control-fays` says otherwise.
+pub(crate) const DEFAULT_FAYS: usize = 64;
+
+/// The options of the `control` workload (flattened into `dtp bench`'s).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct ControlBenchCli {
+    /// The control workload (issue 5; opt-in: `--workloads …,control`):
+    /// Fays in each of its two runs — decisions (AuthRequest → AuthResult →
+    /// SessionRelease, each Fay its own resource) and handovers (pairs
+    /// sharing a resource under a priority script where the requester
+    /// wins). Reports decisions/s, handovers/s, p50/p99 and the gateway's
+    /// CPU per decision; no peer, so no ratio. Default 64 (even, ≥ 2).
+    #[arg(long, value_name = "N")]
+    pub(crate) control_fays: Option<usize>,
+}
+
+/// The resource prefix of each run.
+fn prefix(mode: ControlMode) -> &'static str {
+    match mode {
+        ControlMode::Decisions => "dec-",
+        ControlMode::Handovers => "ho-",
+    }
+}
+
+/// The plan of each run with `fays` Fays.
+fn plans(fays: usize) -> [ControlPlan; 2] {
+    [ControlMode::Decisions, ControlMode::Handovers].map(|m| ControlPlan::new(m, fays, prefix(m)))
+}
+
+/// Writes `control.toml` in `dir`: the `[dtp]` section of the other DTP
+/// workloads (the key files `super::write_dtp_config` wrote) and a
+/// `[terminal]` serving both runs' resources.
+pub(crate) fn write_config(dir: &Path, fays: usize) -> Result<PathBuf, CliError> {
+    let io = |e: std::io::Error| CliError::io(dir.display(), e);
+    let [decisions, handovers] = plans(fays);
+    // The admin port on an ephemeral loopback port: the terminal plane
+    // wants one (idle through the run), and a fixed port could be taken.
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n\n[dtp]\nenabled = true\nterminal_key = {:?}\ntrust = [{:?}]\nalgorithms = [\"aes-256-gcm\"]\n\n{}",
+        dir.join("terminal.key").display().to_string(),
+        dir.join("issuer.key.pub").display().to_string(),
+        control_workload::terminal_section(
+            &decisions.resource_ids(),
+            &handovers.resource_ids(),
+            // Every Fay holds at most one session; room for stragglers.
+            2 * fays + 64,
+        )
+    );
+    let config = dir.join("control.toml");
+    std::fs::write(&config, text).map_err(io)?;
+    Ok(config)
+}
+
+/// What one control run needs from the bench's plan.
+pub(crate) struct Run<'a> {
+    pub(crate) keys: &'a BenchKeys,
+    pub(crate) config: &'a str,
+    pub(crate) backend: &'a str,
+    pub(crate) shards: usize,
+    pub(crate) fays: usize,
+    pub(crate) warmup: Duration,
+    pub(crate) duration: Duration,
+}
+
+/// Starts our gateway with the control config, runs decisions then
+/// handovers against it, and reports both.
+pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, CliError> {
+    if r.fays < 2 || !r.fays.is_multiple_of(2) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            format!(
+                "--control-fays {}: an even number ≥ 2 (handovers run in pairs)",
+                r.fays
+            ),
+        ));
+    }
+    let shards = r.shards.to_string();
+    let server = Server::start(
+        "ours",
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            r.backend,
+            "--shards",
+            &shards,
+            "--config",
+            r.config,
+        ],
+    )?;
+    let [decisions, handovers] = plans(r.fays);
+    let result = measure_run(&server, r, decisions).and_then(|d| {
+        let h = measure_run(&server, r, handovers)?;
+        Ok(ControlReport {
+            decisions: d,
+            handovers: h,
+        })
+    });
+    server.stop();
+    result
+}
+
+/// One run of `plan` against `server`: the server's CPU over the window.
+fn measure_run(
+    server: &Server,
+    r: &Run<'_>,
+    plan: ControlPlan,
+) -> Result<ControlFigures, CliError> {
+    let mode = plan.mode;
+    let resources = plan.resources as u64;
+    let spec = ControlSpec::mint(
+        plan,
+        AccessMode::Write,
+        &r.keys.issuer,
+        Some(*r.keys.terminal_noise.public()),
+    )
+    .map_err(CliError::Io)?;
+    let load = LoadSpec {
+        target: server.addr,
+        // Not used by the control mode.
+        workload: Workload::Pingpong,
+        connections: r.fays,
+        duration: r.duration,
+        warmup: r.warmup,
+        rate: None,
+        window: 512,
+        shards: r.shards,
+        driver: crate::load_driver(r.fays, 0, crate::LOAD_CONGESTION),
+        payload: None,
+    };
+    let mut edges: Vec<Result<Sample, CliError>> = Vec::new();
+    let result = control::run(&load, &spec, |_, _| {}, |_| edges.push(server.sample()))
+        .map_err(|e| CliError::Io(format!("control {}: {e}", mode.name())))?;
+    let mut edges = edges.into_iter();
+    let (Some(start), Some(end)) = (edges.next(), edges.next()) else {
+        return Err(CliError::Io(
+            "the measured window did not complete".to_owned(),
+        ));
+    };
+    let cpu = procstat::delta(&start?, &end?).map_err(|e| CliError::Io(e.to_string()))?;
+    let (t, s) = (&result.load.tally, &result.stats);
+    if t.errors > 0 || t.failed > 0 || result.failed_flows > 0 || result.unfinished > 0 {
+        return Err(CliError::Io(format!(
+            "control {}: {} errors ({} timeouts), {} failed connections, {} Fays given up, {} unfinished",
+            mode.name(),
+            s.errors,
+            s.timeouts,
+            t.failed,
+            result.failed_flows,
+            result.unfinished
+        )));
+    }
+    let refused = s.refused_total();
+    if refused > 0 {
+        eprintln!(
+            "warning: control {}: {refused} AuthRequests refused ({:?} by code)",
+            mode.name(),
+            s.refused
+        );
+    }
+    Ok(ControlFigures::from_run(
+        t.connected,
+        resources,
+        t.ops,
+        result.load.elapsed,
+        cpu.cpu_ns,
+        &result.load.latency,
+        refused,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+    use super::*;
+
+    /// The config the bench writes is one `dtp serve` accepts: the
+    /// terminal section parses and validates (scripts compiled).
+    #[test]
+    fn the_bench_config_is_a_valid_terminal() {
+        let dir = std::env::temp_dir().join(format!("dtp-bench-control-{}", std::process::id()));
+        let keys = BenchKeys::generate().unwrap();
+        assert!(super::super::write_dtp_config(&dir, &keys).is_ok());
+        let Ok(path) = write_config(&dir, 4) else {
+            panic!("could not write the control config");
+        };
+        let config = crate::config::Config::load(Some(&path)).unwrap();
+        let terminal = config.terminal.as_ref().expect("a [terminal] section");
+        let (plane, _) = terminal.plane().unwrap();
+        let ids: Vec<&str> = plane
+            .control
+            .resources
+            .iter()
+            .map(|r| r.resource_id.as_str())
+            .collect();
+        assert_eq!(ids, ["dec-0", "dec-1", "dec-2", "dec-3", "ho-0", "ho-1"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,434 @@
+//! One Fay of `dtp load --dtp --control`: a DTP session on one transport
+//! connection that loops AuthRequests (and releases) for its resource.
+//!
+//! **Owns**: the [`DtpEndpoint`] of its connection, where its request loop
+//! is (`Step`), and what it measures into the shard's [`ControlStats`].
+//! **Never touches**: sockets, the clock, threads or global randomness
+//! (time and random bytes are passed in, as for `super::super::flow`), nor
+//! the terminal's rules.
+//!
+//! Driving order, after every input (`handle_connected`, `handle_frame`,
+//! `handle_timeout`): `poll_transmit` (which also sends the loop's next
+//! message), then `poll_timeout`; `handle_lost` when the transport is gone.
+//! A flow never resumes: a connection lost under it is an error and the
+//! flow gives up (its sessions end on the terminal by liveness, LIV-4).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use dtp_bench::control_workload::ControlMode;
+use dtp_codec::{
+    AccessMode, AuthOutcome, AuthRequest, AuthResult, ControlMessage, FrameBuf, SessionId,
+    SessionRelease, SessionState,
+};
+use dtp_engine::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig};
+
+use super::stats::ControlStats;
+use crate::load_dtp::flow::MAX_FRESH_ATTEMPTS;
+
+/// How long a request or a release may wait for its answer before the
+/// flow counts a timeout and gives up (a refused release gets no answer:
+/// the codec has no reply that could carry it).
+pub(crate) const STALL: Duration = Duration::from_secs(5);
+
+/// The reason a handover gives the source session's end (SPEC TS-11).
+const HANDED_OVER: &str = "handed_over";
+
+/// What every flow of a run shares.
+#[derive(Clone, Debug)]
+pub(crate) struct ControlFlowConfig {
+    /// Decisions or handovers.
+    pub(crate) mode: ControlMode,
+    /// The access mode of every AuthRequest.
+    pub(crate) access: AccessMode,
+    /// Start of the measured window.
+    pub(crate) measure_from: Instant,
+    /// End of the measured window: no request is sent from here on; the
+    /// flow releases what it holds and closes.
+    pub(crate) end: Instant,
+}
+
+/// One Fay: who it is and what it asks for.
+#[derive(Clone, Debug)]
+pub(crate) struct FaySetup {
+    /// Its keys, credential and endpoint settings.
+    pub(crate) fay: Arc<FayConfig>,
+    /// Its id (the credential's).
+    pub(crate) fay_id: String,
+    /// The resource it asks for.
+    pub(crate) resource_id: String,
+}
+
+/// Where a flow's connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Needs a transport connection (the driver opens one).
+    Waiting,
+    /// The driver is opening one.
+    Connecting,
+    /// An endpoint runs on it (CAP, then the loop).
+    Open,
+    /// The session is closed: the transport closes.
+    Closing,
+    /// Done.
+    Finished,
+    /// Given up.
+    Failed,
+}
+
+/// Where a flow's request loop is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing asked, nothing held.
+    Idle,
+    /// An AuthRequest awaits its AuthResult.
+    Requesting { request_id: u64, at: Instant },
+    /// A session is held (handovers: until the other Fay takes it).
+    Holding { session_id: SessionId },
+    /// A SessionRelease awaits SessionStateChanged(terminated).
+    Releasing { session_id: SessionId, at: Instant },
+}
+
+/// SPEC TS-5, TS-6, TS-13, TS-15, HO-1 (runtime side, as a load
+/// generator): one Fay's request loop.
+#[derive(Debug)]
+pub(crate) struct ControlFlow {
+    config: ControlFlowConfig,
+    setup: FaySetup,
+    /// The credential bytes every AuthRequest carries.
+    credential: Bytes,
+    phase: Phase,
+    ep: Option<DtpEndpoint>,
+    step: Step,
+    next_request: u64,
+    /// The last session held was handed over: the next grant is a
+    /// handover won.
+    lost_to_handover: bool,
+    fresh_failures: u32,
+}
+
+impl ControlFlow {
+    /// A flow that wants its transport connection.
+    pub(crate) fn new(config: ControlFlowConfig, setup: FaySetup) -> Self {
+        let credential = setup.fay.cap.credential.as_bytes().clone();
+        Self {
+            config,
+            setup,
+            credential,
+            phase: Phase::Waiting,
+            ep: None,
+            step: Step::Idle,
+            next_request: 1,
+            lost_to_handover: false,
+            fresh_failures: 0,
+        }
+    }
+
+    /// Where its connection is.
+    pub(crate) fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Whether it is done or gave up.
+    pub(crate) fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Finished | Phase::Failed)
+    }
+
+    /// When `handle_timeout` is next due: the endpoint's deadline, the
+    /// window's end (a holder releases then) and the stall deadline.
+    pub(crate) fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        if self.phase != Phase::Open {
+            return None;
+        }
+        let ep = self.ep.as_ref()?.poll_timeout();
+        let own = match self.step {
+            Step::Requesting { at, .. } | Step::Releasing { at, .. } => Some(at + STALL),
+            Step::Holding { .. } => (now < self.config.end).then_some(self.config.end),
+            Step::Idle => None,
+        };
+        match (ep, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ----- inputs -----
+
+    /// The driver is opening a transport connection.
+    pub(crate) fn connecting(&mut self) {
+        if self.phase == Phase::Waiting {
+            self.phase = Phase::Connecting;
+        }
+    }
+
+    /// SPEC SEQ-1: the transport is up: CAP starts.
+    pub(crate) fn handle_connected(
+        &mut self,
+        now: Instant,
+        rng: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), DtpError> {
+        match DtpEndpoint::fay(&self.setup.fay, now, rng) {
+            Ok(ep) => {
+                self.ep = Some(ep);
+                self.phase = Phase::Open;
+                Ok(())
+            }
+            Err(e) => {
+                self.phase = Phase::Failed;
+                Err(e)
+            }
+        }
+    }
+
+    /// One complete frame of the transport.
+    pub(crate) fn handle_frame<B: FrameBuf>(
+        &mut self,
+        wire: B,
+        now: Instant,
+        stats: &mut ControlStats,
+    ) {
+        if self.phase != Phase::Open {
+            return;
+        }
+        if let Some(ep) = &mut self.ep {
+            ep.handle_frame(wire, now);
+        }
+        self.process_events(now, stats);
+    }
+
+    /// The deadline of `poll_timeout` came.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, stats: &mut ControlStats) {
+        if self.phase != Phase::Open {
+            return;
+        }
+        if let Some(ep) = &mut self.ep {
+            ep.handle_timeout(now);
+        }
+        self.process_events(now, stats);
+    }
+
+    /// The driver could not open a transport connection.
+    pub(crate) fn handle_connect_failed(&mut self) {
+        if self.phase == Phase::Connecting {
+            self.retry_or_fail();
+        }
+    }
+
+    /// The transport is gone: the end of a closing flow; dropped during
+    /// CAP, a retry (up to `MAX_FRESH_ATTEMPTS` in a row); otherwise an
+    /// error, and the flow gives up.
+    pub(crate) fn handle_lost(&mut self, stats: &mut ControlStats) {
+        let established = self.ep.take().is_some_and(|ep| ep.session_id().is_some());
+        match self.phase {
+            Phase::Closing | Phase::Finished => self.phase = Phase::Finished,
+            Phase::Failed => {}
+            Phase::Waiting | Phase::Connecting => self.retry_or_fail(),
+            Phase::Open => {
+                stats.errors += 1;
+                if established {
+                    self.phase = Phase::Failed;
+                } else {
+                    self.retry_or_fail();
+                }
+            }
+        }
+    }
+
+    fn retry_or_fail(&mut self) {
+        self.fresh_failures += 1;
+        self.phase = if self.fresh_failures >= MAX_FRESH_ATTEMPTS {
+            Phase::Failed
+        } else {
+            Phase::Waiting
+        };
+    }
+
+    /// Drains the endpoint's events into the loop.
+    fn process_events(&mut self, now: Instant, stats: &mut ControlStats) {
+        loop {
+            let Some(ep) = &mut self.ep else { return };
+            let Some(event) = ep.poll_event() else { break };
+            match event {
+                DtpEvent::Established { .. } => self.fresh_failures = 0,
+                DtpEvent::Control(ControlMessage::AuthResult(r)) => {
+                    self.on_auth_result(r, now, stats);
+                }
+                DtpEvent::Control(ControlMessage::SessionStateChanged(c))
+                    if c.new_state == SessionState::Terminated =>
+                {
+                    self.on_terminated(c.session_id, c.reason.as_deref(), now, stats);
+                }
+                DtpEvent::Control(ControlMessage::HandoverFailedNotification(n)) => {
+                    tracing::debug!(reason = ?n.reason, "a handover failed");
+                    stats.handover_failures += 1;
+                }
+                DtpEvent::Error(e) => {
+                    tracing::debug!(error = %e, "DTP error on a control load connection");
+                    stats.errors += 1;
+                }
+                DtpEvent::Closed { code } => {
+                    // The terminal ended the session (CAP refused, a
+                    // protocol error): this Fay is done.
+                    tracing::warn!(%code, fay = %self.setup.fay_id, "the terminal closed a control load connection");
+                    stats.errors += 1;
+                    self.phase = Phase::Failed;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn measuring(&self, now: Instant) -> bool {
+        now >= self.config.measure_from && now < self.config.end
+    }
+
+    /// SPEC TS-6: the answer to the request in flight.
+    fn on_auth_result(&mut self, r: AuthResult, now: Instant, stats: &mut ControlStats) {
+        let Step::Requesting { request_id, at } = self.step else {
+            stats.errors += 1;
+            return;
+        };
+        if r.request_id != request_id {
+            stats.errors += 1;
+            return;
+        }
+        let measuring = self.measuring(now);
+        let latency = now.saturating_duration_since(at);
+        if measuring {
+            stats.decisions += 1;
+            stats.decision_latency.record(latency);
+        }
+        self.step = match r.outcome {
+            AuthOutcome::Granted { session_id } => {
+                if std::mem::take(&mut self.lost_to_handover) && measuring {
+                    stats.handovers += 1;
+                    stats.handover_latency.record(latency);
+                }
+                Step::Holding { session_id }
+            }
+            AuthOutcome::Refused { code, message } => {
+                tracing::debug!(%code, %message, "AuthRequest refused");
+                *stats.refused.entry(code.0).or_default() += 1;
+                Step::Idle
+            }
+        };
+    }
+
+    /// SPEC TS-15: a session of this Fay reached terminated.
+    fn on_terminated(
+        &mut self,
+        id: SessionId,
+        reason: Option<&str>,
+        now: Instant,
+        stats: &mut ControlStats,
+    ) {
+        match self.step {
+            Step::Releasing { session_id, at } if session_id == id => {
+                if self.measuring(now) {
+                    stats
+                        .release_latency
+                        .record(now.saturating_duration_since(at));
+                }
+                self.step = Step::Idle;
+            }
+            Step::Holding { session_id } if session_id == id => {
+                if reason == Some(HANDED_OVER) {
+                    self.lost_to_handover = true;
+                } else {
+                    tracing::debug!(?reason, "a held session ended");
+                    stats.errors += 1;
+                }
+                self.step = Step::Idle;
+            }
+            // A release answered after a handover already ended the
+            // session (or the other way round): nothing more to do.
+            _ => {}
+        }
+    }
+
+    // ----- outputs -----
+
+    /// Appends what the connection sends now: the loop's next message,
+    /// sealed; at the end, the session's close. True: the driver closes
+    /// the transport once these bytes are sent.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        dst: &mut BytesMut,
+        now: Instant,
+        stats: &mut ControlStats,
+    ) -> bool {
+        match self.phase {
+            Phase::Open => {}
+            // Given up under an open transport (the terminal closed the
+            // session): close it.
+            Phase::Failed => return self.ep.is_some(),
+            _ => return false,
+        }
+        self.advance(now, stats);
+        let Some(ep) = self.ep.as_mut() else {
+            return false;
+        };
+        ep.poll_transmit(dst);
+        matches!(self.phase, Phase::Closing | Phase::Failed) || ep.is_closed()
+    }
+
+    /// Sends the loop's next message, if one is due.
+    fn advance(&mut self, now: Instant, stats: &mut ControlStats) {
+        let Some(ep) = self.ep.as_mut() else { return };
+        if !ep.is_established() {
+            return;
+        }
+        let msg = match self.step {
+            Step::Requesting { at, .. } | Step::Releasing { at, .. }
+                if now.saturating_duration_since(at) >= STALL =>
+            {
+                stats.timeouts += 1;
+                ep.close("control load: no answer");
+                self.phase = Phase::Failed;
+                return;
+            }
+            Step::Requesting { .. } | Step::Releasing { .. } => return,
+            Step::Holding { session_id }
+                if self.config.mode == ControlMode::Decisions || now >= self.config.end =>
+            {
+                self.step = Step::Releasing {
+                    session_id,
+                    at: now,
+                };
+                ControlMessage::SessionRelease(SessionRelease { session_id })
+            }
+            Step::Holding { .. } => return,
+            Step::Idle if now >= self.config.end => {
+                ep.close("load finished");
+                self.phase = Phase::Closing;
+                return;
+            }
+            Step::Idle => {
+                let request_id = self.next_request;
+                self.next_request += 1;
+                self.step = Step::Requesting {
+                    request_id,
+                    at: now,
+                };
+                ControlMessage::AuthRequest(AuthRequest {
+                    request_id,
+                    fay_id: self.setup.fay_id.clone(),
+                    resource_id: self.setup.resource_id.clone(),
+                    access_mode: self.config.access,
+                    credential: self.credential.clone(),
+                })
+            }
+        };
+        if let Err(e) = ep.send_control(msg) {
+            tracing::debug!(error = %e, "could not send a control message");
+            stats.errors += 1;
+            ep.close("control load: send failed");
+            self.phase = Phase::Failed;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "flow_tests.rs"]
+mod tests;

@@ -1,0 +1,244 @@
+//! A control flow driven against an in-memory terminal endpoint in virtual
+//! time. The terminal's answers are scripted here (grant, refuse, hand
+//! over); the real control plane is exercised by `tests/load_control.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use dtp_bench::control_workload::{ControlMode, ControlPlan};
+use dtp_bench::dtp_workload::BenchKeys;
+use dtp_codec::{
+    AccessMode, AuthOutcome, AuthResult, ControlMessage, ErrorCode, Limits, SessionId,
+    SessionState, SessionStateChanged, peek_frame_len,
+};
+use dtp_engine::dtp::{DtpEndpoint, DtpEvent};
+
+use super::{ControlFlow, ControlFlowConfig, ControlStats, Phase, STALL};
+use crate::load_dtp::control::ControlSpec;
+
+/// How the scripted terminal answers AuthRequests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Grant,
+    /// Grants, then at once ends the session as handed over.
+    GrantThenHandOver,
+    Refuse,
+    /// Never answers.
+    Silent,
+}
+
+/// A flow and the scripted terminal it talks to, in virtual time.
+struct Pair {
+    now: Instant,
+    flow: ControlFlow,
+    term: DtpEndpoint,
+    answer: Answer,
+    stats: ControlStats,
+    next_session: u128,
+    requests: u64,
+    releases: u64,
+}
+
+impl Pair {
+    fn new(mode: ControlMode, answer: Answer) -> Self {
+        let keys = BenchKeys::generate().unwrap();
+        let plan = ControlPlan::new(mode, 2, "r-");
+        let spec = ControlSpec::mint(
+            plan,
+            AccessMode::Write,
+            &keys.issuer,
+            Some(*keys.terminal_noise.public()),
+        )
+        .unwrap();
+        let now = Instant::now();
+        let config = ControlFlowConfig {
+            mode,
+            access: AccessMode::Write,
+            measure_from: now,
+            end: now + Duration::from_millis(50),
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut fill = |b: &mut [u8]| {
+            for x in b.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *x = seed as u8;
+            }
+        };
+        let terminal = keys.terminal_config().unwrap();
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let term = DtpEndpoint::terminal(&terminal, now, unix, &mut fill).unwrap();
+        let mut flow = ControlFlow::new(config, spec.fays[0].clone());
+        flow.connecting();
+        flow.handle_connected(now, &mut fill).unwrap();
+        Self {
+            now,
+            flow,
+            term,
+            answer,
+            stats: ControlStats::new(),
+            next_session: 1,
+            requests: 0,
+            releases: 0,
+        }
+    }
+
+    fn reply(&mut self, msg: ControlMessage) {
+        self.term.send_control(msg).unwrap();
+    }
+
+    /// The scripted terminal's answers to what the flow sent.
+    fn serve(&mut self) {
+        while let Some(event) = self.term.poll_event() {
+            let DtpEvent::Control(msg) = event else {
+                continue;
+            };
+            match msg {
+                ControlMessage::AuthRequest(req) => {
+                    self.requests += 1;
+                    let session_id = SessionId::from_u128(self.next_session);
+                    self.next_session += 1;
+                    let outcome = match self.answer {
+                        Answer::Silent => continue,
+                        Answer::Refuse => AuthOutcome::Refused {
+                            code: ErrorCode::E_RESOURCE_BUSY,
+                            message: "busy".into(),
+                        },
+                        Answer::Grant | Answer::GrantThenHandOver => {
+                            AuthOutcome::Granted { session_id }
+                        }
+                    };
+                    self.reply(ControlMessage::AuthResult(AuthResult {
+                        request_id: req.request_id,
+                        outcome,
+                    }));
+                    if self.answer == Answer::GrantThenHandOver {
+                        self.reply(ended(session_id, "handed_over"));
+                    }
+                }
+                ControlMessage::SessionRelease(r) => {
+                    self.releases += 1;
+                    self.reply(ended(r.session_id, "client_release"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs 1 ms steps until the flow finishes (or `max_steps`).
+    fn run(&mut self, max_steps: usize) {
+        let mut to_term = BytesMut::new();
+        let mut to_fay = BytesMut::new();
+        for _ in 0..max_steps {
+            if self.flow.is_finished() {
+                return;
+            }
+            let close = self
+                .flow
+                .poll_transmit(&mut to_term, self.now, &mut self.stats);
+            for f in frames(&mut to_term) {
+                self.term.handle_frame(f, self.now);
+            }
+            self.serve();
+            self.term.poll_transmit(&mut to_fay);
+            for f in frames(&mut to_fay) {
+                self.flow.handle_frame(f, self.now, &mut self.stats);
+            }
+            if close {
+                self.flow.handle_lost(&mut self.stats);
+            }
+            self.now += Duration::from_millis(1);
+            if self
+                .flow
+                .poll_timeout(self.now)
+                .is_some_and(|t| t <= self.now)
+            {
+                self.flow.handle_timeout(self.now, &mut self.stats);
+            }
+        }
+    }
+}
+
+fn ended(session_id: SessionId, reason: &str) -> ControlMessage {
+    ControlMessage::SessionStateChanged(SessionStateChanged {
+        session_id,
+        new_state: SessionState::Terminated,
+        reason: Some(reason.into()),
+        details: Default::default(),
+    })
+}
+
+/// Splits whole frames off `buf`.
+fn frames(buf: &mut BytesMut) -> Vec<BytesMut> {
+    let mut out = Vec::new();
+    while let Ok(len) = peek_frame_len(buf, &Limits::default()) {
+        if len > buf.len() {
+            break;
+        }
+        out.push(buf.split_to(len));
+    }
+    out
+}
+
+#[test]
+fn decisions_loop_request_grant_release_and_close_at_the_end() {
+    let mut p = Pair::new(ControlMode::Decisions, Answer::Grant);
+    p.run(1000);
+    assert_eq!(p.flow.phase(), Phase::Finished);
+    assert!(p.stats.decisions > 5, "{:?}", p.stats);
+    assert_eq!(p.requests, p.releases, "every grant released");
+    assert_eq!(p.stats.decision_latency.count(), p.stats.decisions);
+    assert!(p.stats.release_latency.count() > 0);
+    assert_eq!(
+        (p.stats.errors, p.stats.timeouts, p.stats.handovers),
+        (0, 0, 0)
+    );
+    assert!(p.stats.refused.is_empty());
+}
+
+#[test]
+fn refusals_count_by_code_and_the_loop_goes_on() {
+    let mut p = Pair::new(ControlMode::Decisions, Answer::Refuse);
+    p.run(1000);
+    assert_eq!(p.flow.phase(), Phase::Finished);
+    let busy = p.stats.refused[&ErrorCode::E_RESOURCE_BUSY.0];
+    assert!(busy > 5);
+    assert_eq!(p.stats.refused_total(), busy);
+    assert_eq!(p.releases, 0);
+}
+
+#[test]
+fn a_grant_after_a_handed_over_session_is_a_handover_won() {
+    let mut p = Pair::new(ControlMode::Handovers, Answer::GrantThenHandOver);
+    p.run(1000);
+    assert_eq!(p.flow.phase(), Phase::Finished);
+    // The first grant took a free resource; every later one won it back.
+    assert!(p.stats.handovers > 5, "{:?}", p.stats);
+    assert_eq!(p.stats.handovers + 1, p.stats.decisions);
+    assert_eq!(p.stats.handover_latency.count(), p.stats.handovers);
+    assert_eq!(p.stats.errors, 0);
+}
+
+#[test]
+fn a_holder_releases_at_the_end_of_the_window() {
+    let mut p = Pair::new(ControlMode::Handovers, Answer::Grant);
+    p.run(1000);
+    assert_eq!(p.flow.phase(), Phase::Finished);
+    assert_eq!((p.requests, p.releases), (1, 1));
+    assert_eq!(p.stats.handovers, 0);
+}
+
+#[test]
+fn an_unanswered_request_times_out_and_the_flow_gives_up() {
+    let mut p = Pair::new(ControlMode::Decisions, Answer::Silent);
+    p.run(STALL.as_millis() as usize + 100);
+    assert_eq!(p.flow.phase(), Phase::Failed);
+    assert_eq!(p.stats.timeouts, 1);
+    assert_eq!(p.requests, 1);
+}

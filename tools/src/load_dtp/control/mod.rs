@@ -1,0 +1,233 @@
+//! `dtp load --dtp --control MODE`: the terminal control plane under load
+//! (issue 5, the `control` target) — many Fays, each its own runtime on its
+//! own connection with its own credential, looping AuthRequests through the
+//! gateway's rings and control thread (`decisions`), or pairs of Fays
+//! taking a shared resource from each other under a priority script
+//! (`handovers`). The rules are `dtp_bench::control_workload`'s.
+//!
+//! **Owns**: the engine [`Service`] that drives one [`flow::ControlFlow`]
+//! per Fay, the run loop, the Fays' configurations minted from an issuer
+//! key, and the control counters. **Never touches**: the terminal's rules,
+//! the other load modes (it reuses `crate::load`'s `LoadSpec`, `Tally`,
+//! `LoadResult` and measuring loop, like `super`), the bench.
+//!
+//! # Design choices
+//!
+//! - **One connection per Fay, no resume.** A Fay's sessions are bound to
+//!   its connection (SPEC TS-6), so a flow that loses its connection gives
+//!   up (an error); its sessions end by liveness on the terminal.
+//! - **Closed loop per Fay.** One request or release in flight per Fay;
+//!   load comes from the number of Fays (`--connections`).
+//! - **What an operation is.** `decisions`: an AuthResult received inside
+//!   the measured window (granted or refused); latency from the
+//!   AuthRequest to it. `handovers`: a grant received inside the window by
+//!   a Fay whose previous session was handed over (SessionStateChanged
+//!   `terminated`, `handed_over`), i.e. a handover the Fay won; latency
+//!   from its AuthRequest to that grant. Refusals count by code over the
+//!   whole run, warm-up and drain included.
+//! - **Drain.** After the window no request is sent; a Fay releases what it
+//!   holds and closes once its loop is idle, or at the drain deadline
+//!   ([`DRAIN`]), after which a flow still busy counts as unfinished.
+
+pub(crate) mod cli;
+mod client;
+mod flow;
+mod stats;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dtp_bench::control_workload::{self, ControlPlan};
+use dtp_codec::AccessMode;
+use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig};
+use dtp_crypto::cred::IssuerKeyPair;
+use dtp_engine::dtp::{EndpointConfig, FayConfig};
+use dtp_engine::{Engine, EngineConfig};
+
+use crate::load::{LoadResult, LoadSpec, Phase, Tally};
+use client::{ControlClient, Shared};
+use flow::{ControlFlowConfig, FaySetup};
+
+pub(crate) use cli::{ControlCli, run_cli};
+pub(crate) use stats::ControlStats;
+
+/// How long a run waits after its window for the Fays' loops to drain:
+/// longer than a request may stall ([`flow::STALL`]).
+pub(crate) const DRAIN: Duration = Duration::from_secs(7);
+
+/// What control mode adds to a [`LoadSpec`] (whose `connections` is the
+/// number of Fays).
+#[derive(Clone, Debug)]
+pub(crate) struct ControlSpec {
+    /// Who asks for what.
+    pub(crate) plan: ControlPlan,
+    /// The access mode of every AuthRequest.
+    pub(crate) access: AccessMode,
+    /// Fay `i` of the plan, its keys and credential.
+    fays: Vec<FaySetup>,
+}
+
+impl ControlSpec {
+    /// Mints the plan's Fays from `issuer`: fresh Noise keys and a
+    /// credential granting `access` on its resource each; `pinned`: the
+    /// terminal's Noise public key (CAP fails against any other).
+    pub(crate) fn mint(
+        plan: ControlPlan,
+        access: AccessMode,
+        issuer: &IssuerKeyPair,
+        pinned: Option<[u8; 32]>,
+    ) -> Result<Self, String> {
+        plan.check()?;
+        let fays = (0..plan.fays)
+            .map(|i| {
+                let m = control_workload::mint_fay(
+                    issuer,
+                    &plan.fay_id(i),
+                    &plan.resource_of(i),
+                    access,
+                )?;
+                let fay = FayConfig {
+                    cap: InitiatorConfig {
+                        static_keypair: m.noise,
+                        credential: m.credential,
+                        algorithms: vec![
+                            dtp_codec::AeadAlgorithm::Aes256Gcm,
+                            dtp_codec::AeadAlgorithm::ChaCha20Poly1305,
+                        ],
+                        pinned_responder_key: pinned,
+                        handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+                    },
+                    endpoint: EndpointConfig::fay(),
+                };
+                Ok(FaySetup {
+                    fay: Arc::new(fay),
+                    fay_id: m.fay_id,
+                    resource_id: m.resource_id,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Self { plan, access, fays })
+    }
+}
+
+/// The result of a control run.
+#[derive(Clone, Debug)]
+pub(crate) struct ControlLoadResult {
+    /// `ops` and `latency` are the mode's (decisions, or handovers won);
+    /// connections, failed connections, errors.
+    pub(crate) load: LoadResult,
+    /// Every counter and histogram of the run.
+    pub(crate) stats: ControlStats,
+    /// Flows that gave up.
+    pub(crate) failed_flows: u64,
+    /// Flows still busy at the drain deadline.
+    pub(crate) unfinished: u64,
+}
+
+/// Runs `control` against `spec.target` for `spec`'s warm-up and duration
+/// on `spec.shards` client threads and returns what it measured; the
+/// entry point for the bench and the CLI. `progress` is called about ten
+/// times a second with the seconds elapsed and the operations so far;
+/// `phase` at the two edges of the measured window.
+pub(crate) fn run(
+    spec: &LoadSpec,
+    control: &ControlSpec,
+    progress: impl FnMut(f64, u64),
+    mut phase: impl FnMut(Phase),
+) -> Result<ControlLoadResult, String> {
+    let fays = control.fays.len();
+    let shards = spec.shards.max(1).min(fays.max(1));
+    let start = Instant::now();
+    let measure_from = start + spec.warmup;
+    let end = measure_from + spec.duration;
+    let drain_until = end + DRAIN;
+    let shared: Vec<Arc<Mutex<Shared>>> = (0..shards)
+        .map(|_| Arc::new(Mutex::new(Shared::new())))
+        .collect();
+    // Fay i runs on shard i % shards; each shard starts its Fays in order.
+    let mut shares: Vec<Vec<FaySetup>> = vec![Vec::new(); shards];
+    for (i, f) in control.fays.iter().enumerate() {
+        shares[i % shards].push(f.clone());
+    }
+    for s in &mut shares {
+        s.reverse();
+    }
+    let factory_shared = shared.clone();
+    let template = ControlFlowConfig {
+        mode: control.plan.mode,
+        access: control.access,
+        measure_from,
+        end,
+    };
+    let target = spec.target;
+    let config = EngineConfig {
+        shards,
+        pin: false,
+        listen: Vec::new(),
+        driver: spec.driver.clone(),
+        limits: dtp_codec::Limits::default(),
+        drain: Duration::from_secs(2),
+        control_ring: 1024,
+    };
+    let engine = Engine::start(config, move |i| {
+        ControlClient::new(
+            target,
+            template.clone(),
+            shares.get(i).cloned().unwrap_or_default(),
+            factory_shared[i].clone(),
+            start,
+            drain_until,
+        )
+    })
+    .map_err(|e| format!("could not start the load generator: {e}"))?;
+    let backend = engine.backend().kind.name().to_owned();
+    let deadline = drain_until + Duration::from_secs(5);
+    let poll = || {
+        shared
+            .iter()
+            .fold((0, true), |(ops, done), s| match s.lock() {
+                Ok(s) => (ops + s.tally.ops, done && s.tally.done),
+                Err(_) => (ops, done),
+            })
+    };
+    let edges = crate::load::run_window(
+        start,
+        measure_from,
+        end,
+        deadline,
+        poll,
+        progress,
+        &mut phase,
+    );
+    for (_, p) in edges.into_iter().rev() {
+        phase(p);
+    }
+    engine.stop();
+    engine
+        .join()
+        .map_err(|e| format!("load generator failed: {e}"))?;
+    let mut tally = Tally::new();
+    let mut stats = ControlStats::new();
+    let (mut failed_flows, mut unfinished) = (0, 0);
+    for s in &shared {
+        if let Ok(s) = s.lock() {
+            tally.merge(&s.tally);
+            stats.merge(&s.stats);
+            failed_flows += s.failed_flows;
+            unfinished += s.unfinished;
+        }
+    }
+    crate::load::no_connection_is_an_error(&tally, spec.target)?;
+    let latency = tally.latency.summary();
+    Ok(ControlLoadResult {
+        load: LoadResult {
+            tally,
+            elapsed: spec.duration,
+            latency,
+            backend,
+        },
+        stats,
+        failed_flows,
+        unfinished,
+    })
+}
