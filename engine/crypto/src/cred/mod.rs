@@ -32,6 +32,7 @@
 //! bytes and `now` come in, bytes go out. It knows nothing of Noise beyond
 //! the 32-byte key it carries.
 
+mod cache;
 pub mod text;
 pub mod wire;
 
@@ -47,6 +48,7 @@ use ring::rand::SecureRandom;
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 use uuid::Uuid;
 
+pub use cache::SignatureCache;
 pub use text::{RevocationList, TextError, armor, dearmor, revocation_list_add};
 pub use wire::{MAX_CREDENTIAL_LEN, MAX_GRANTS, MAX_ID_LEN, ParseError, ParseErrorKind};
 
@@ -626,6 +628,17 @@ impl Verifier {
         UnparsedPublicKey::new(&ED25519, key.raw())
             .verify(signed, &cred.signature)
             .map_err(|_| CredError::BadSignature(d.issuer_key_id))?;
+        self.verify_signed(cred, now)
+    }
+
+    /// The checks after the signature: revocation, then validity window.
+    /// The issuer must still be trusted (a signature checked earlier under
+    /// a key no longer trusted counts for nothing).
+    fn verify_signed(&self, cred: &Credential, now: u64) -> Result<VerifiedCredential, CredError> {
+        let d = &cred.descriptor;
+        if !self.issuers.contains_key(&d.issuer_key_id) {
+            return Err(CredError::UnknownIssuer(d.issuer_key_id));
+        }
         if self.revoked.contains(&d.descriptor_id)
             || self
                 .shared

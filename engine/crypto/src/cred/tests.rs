@@ -549,3 +549,62 @@ fn shared_revocations_reach_every_sharing_verifier_at_once() {
     }
     assert!(c_alone.verify(&cred, NOW).is_ok(), "not sharing the set");
 }
+
+/// The signature cache skips only the signature: a cached credential is
+/// still refused once revoked (locally or through a shared set), outside
+/// its window, or when its issuer is no longer trusted; a bad signature is
+/// never cached; the ceiling holds.
+#[test]
+fn signature_cache_rechecks_everything_but_the_signature() {
+    let i = issuer(1);
+    let mut v = verifier_for(&i);
+    let shared = SharedRevocations::new();
+    v.share_revocations(shared.clone());
+    let mut cache = SignatureCache::new(2);
+    let c = i.issue(request(), [3; 16]).unwrap();
+    let bytes = c.as_bytes().clone();
+    let id = c.descriptor().descriptor_id;
+    assert!(cache.verify_bytes(&v, &bytes, NOW).is_ok());
+    assert_eq!(cache.len(), 1);
+    assert!(
+        cache.verify_bytes(&v, &bytes, NOW).is_ok(),
+        "a hit verifies"
+    );
+    assert!(matches!(
+        cache.verify_bytes(&v, &bytes, NOW + 3600),
+        Err(CredError::Expired { .. })
+    ));
+    assert!(matches!(
+        cache.verify_bytes(&v, &bytes, NOW - 11),
+        Err(CredError::NotYetValid { .. })
+    ));
+    shared.revoke(id).unwrap();
+    assert!(matches!(cache.verify_bytes(&v, &bytes, NOW), Err(CredError::Revoked(r)) if r == id));
+    let mut v2 = verifier_for(&i);
+    assert!(
+        cache.verify_bytes(&v2, &bytes, NOW).is_ok(),
+        "other verifier"
+    );
+    assert!(v2.distrust(&i.public_key().key_id()));
+    assert!(matches!(
+        cache.verify_bytes(&v2, &bytes, NOW),
+        Err(CredError::UnknownIssuer(_))
+    ));
+    // A flipped signature is refused every time and never cached.
+    let mut bad = bytes.to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    for _ in 0..2 {
+        assert!(matches!(
+            cache.verify_bytes(&v, &bad, NOW),
+            Err(CredError::BadSignature(_))
+        ));
+    }
+    assert_eq!(cache.len(), 1);
+    // The ceiling: the oldest goes.
+    for n in 4..7u8 {
+        let other = i.issue(request(), [n; 16]).unwrap();
+        let _ = cache.verify_bytes(&v, other.as_bytes(), NOW);
+    }
+    assert_eq!(cache.len(), 2);
+}

@@ -85,8 +85,8 @@ impl<A: OsAccess> Terminal<A> {
             ));
         }
         let cred = self
-            .verifier
-            .verify_bytes(&req.credential, now.secs())
+            .signatures
+            .verify_bytes(&self.verifier, &req.credential, now.secs())
             .map_err(|e| refuse(e.code(), e.to_string()))?;
         if cred.fay_id() != req.fay_id {
             return Err(refuse(

@@ -60,8 +60,8 @@ impl<A: OsAccess> Terminal<A> {
             None
         } else {
             let cred = self
-                .verifier
-                .verify_bytes(&req.target_credential, now.secs())
+                .signatures
+                .verify_bytes(&self.verifier, &req.target_credential, now.secs())
                 .map_err(|e| invalid(format!("target credential: {e}")))?;
             if cred.fay_id() != req.target_fay_id {
                 return Err(invalid(format!("the credential names {:?}", cred.fay_id())));

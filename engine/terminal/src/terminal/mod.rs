@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use dtp_codec::{
     AccessMode, ControlMessage, ErrorCode, SessionId, SessionState, SessionStateChanged,
 };
-use dtp_crypto::cred::{VerifiedCredential, Verifier};
+use dtp_crypto::cred::{SignatureCache, VerifiedCredential, Verifier};
 
 use crate::config::{ConfigError, HUMAN_PREFIX, TerminalConfig};
 use crate::occupancy::Resource;
@@ -137,6 +137,10 @@ pub(crate) struct Tombstone {
 pub struct Terminal<A: OsAccess> {
     pub(crate) config: TerminalConfig,
     pub(crate) verifier: Verifier,
+    /// Credentials whose signature already checked out: a Fay presents the
+    /// same one with every AuthRequest, and the Ed25519 check was most of
+    /// the control thread's time per decision.
+    pub(crate) signatures: SignatureCache,
     pub(crate) access: A,
     pub(crate) random: Box<dyn RandomSource + Send>,
     pub(crate) resources: BTreeMap<String, Resource>,
@@ -176,6 +180,7 @@ impl<A: OsAccess> Terminal<A> {
         Ok(Terminal {
             config,
             verifier,
+            signatures: SignatureCache::default(),
             access,
             random,
             resources,
