@@ -69,6 +69,7 @@ mod limits;
 mod pretty;
 mod sample;
 mod wire;
+pub mod ws;
 
 pub use buf::FrameBuf;
 pub use control::{
