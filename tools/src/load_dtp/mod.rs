@@ -523,33 +523,15 @@ pub(crate) fn run(
         finished: false,
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
-    let backend = engine.backend().kind.name().to_owned();
-    let deadline = drain_until + Duration::from_secs(5);
-    let poll = || {
-        shared
-            .iter()
-            .fold((0, true), |(ops, done), s| match s.lock() {
-                Ok(s) => (ops + s.tally.ops, done && s.tally.done),
-                Err(_) => (ops, done),
-            })
-    };
-    let edges = crate::load::run_window(
-        start,
-        measure_from,
-        end,
-        deadline,
-        poll,
+    let times = (start, measure_from, end, drain_until);
+    let backend = measure(
+        engine,
+        &shared,
+        |s: &Shared| &s.tally,
+        times,
         progress,
         &mut phase,
-    );
-    // Flows left mid-phase at the edges still report through `MeasureEnd`.
-    for (_, p) in edges.into_iter().rev() {
-        phase(p);
-    }
-    engine.stop();
-    engine
-        .join()
-        .map_err(|e| format!("load generator failed: {e}"))?;
+    )?;
     let mut tally = Tally::new();
     let mut counters = DtpCounters::new();
     for s in &shared {
@@ -569,4 +551,38 @@ pub(crate) fn run(
         },
         dtp: counters,
     })
+}
+
+/// The measuring window of a DTP load run over its client shards' shared
+/// tallies (`tally_of` picks a shard's), then the engine's stop: the
+/// backend's name. `times` are start, measure-from, end and drain-until.
+pub(super) fn measure<S>(
+    engine: dtp_engine::EngineHandle,
+    shared: &[Arc<Mutex<S>>],
+    tally_of: impl Fn(&S) -> &Tally,
+    times: (Instant, Instant, Instant, Instant),
+    progress: impl FnMut(f64, u64),
+    phase: &mut impl FnMut(Phase),
+) -> Result<String, String> {
+    let (start, measure_from, end, drain_until) = times;
+    let backend = engine.backend().kind.name().to_owned();
+    let deadline = drain_until + Duration::from_secs(5);
+    let poll = || {
+        shared
+            .iter()
+            .fold((0, true), |(ops, done), s| match s.lock() {
+                Ok(s) => (ops + tally_of(&s).ops, done && tally_of(&s).done),
+                Err(_) => (ops, done),
+            })
+    };
+    let edges = crate::load::run_window(start, measure_from, end, deadline, poll, progress, phase);
+    // Flows left mid-phase at the edges still report through `MeasureEnd`.
+    for (_, p) in edges.into_iter().rev() {
+        phase(p);
+    }
+    engine.stop();
+    engine
+        .join()
+        .map_err(|e| format!("load generator failed: {e}"))?;
+    Ok(backend)
 }

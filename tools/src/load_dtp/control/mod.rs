@@ -180,32 +180,15 @@ pub(crate) fn run(
         )
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
-    let backend = engine.backend().kind.name().to_owned();
-    let deadline = drain_until + Duration::from_secs(5);
-    let poll = || {
-        shared
-            .iter()
-            .fold((0, true), |(ops, done), s| match s.lock() {
-                Ok(s) => (ops + s.tally.ops, done && s.tally.done),
-                Err(_) => (ops, done),
-            })
-    };
-    let edges = crate::load::run_window(
-        start,
-        measure_from,
-        end,
-        deadline,
-        poll,
+    let times = (start, measure_from, end, drain_until);
+    let backend = super::measure(
+        engine,
+        &shared,
+        |s: &Shared| &s.tally,
+        times,
         progress,
         &mut phase,
-    );
-    for (_, p) in edges.into_iter().rev() {
-        phase(p);
-    }
-    engine.stop();
-    engine
-        .join()
-        .map_err(|e| format!("load generator failed: {e}"))?;
+    )?;
     let mut tally = Tally::new();
     let mut stats = ControlStats::new();
     let (mut failed_flows, mut unfinished) = (0, 0);
