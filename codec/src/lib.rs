@@ -62,6 +62,7 @@ mod decode;
 mod encode;
 mod error;
 mod frame;
+pub mod http;
 mod inherit;
 #[cfg(feature = "json")]
 pub mod json;
@@ -69,6 +70,8 @@ mod limits;
 mod pretty;
 mod sample;
 mod wire;
+#[cfg(feature = "json")]
+pub mod realtime;
 pub mod ws;
 
 pub use buf::FrameBuf;

@@ -1,0 +1,1 @@
+//! Realtime stream ledgers and the client subscription runtime (SPEC §4), sans-IO.
