@@ -74,6 +74,10 @@ pub enum Request {
         /// The message.
         msg: Box<ControlMessage>,
     },
+    /// A realtime request: subscribe, publish, snapshot (boxed: ring slots
+    /// stay small).
+    #[cfg(not(loom))]
+    Realtime(Box<crate::realtime::RtRequest>),
 }
 
 /// What the control thread tells a shard.
@@ -95,6 +99,10 @@ pub enum Decision {
         /// Why, for people.
         reason: String,
     },
+    /// A realtime answer or event, for the shard's service
+    /// ([`Service::realtime`](crate::Service::realtime)).
+    #[cfg(not(loom))]
+    Realtime(Box<crate::realtime::RtDecision>),
 }
 
 /// The decisions of the control plane, sans-IO: requests and time in,

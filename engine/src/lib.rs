@@ -25,6 +25,8 @@ pub mod plane;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]
+pub mod realtime;
+#[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
 mod service;
@@ -38,6 +40,6 @@ pub use plane::{PlaneConfig, PlaneError, PlaneHandle, TerminalPlane};
 #[cfg(not(loom))]
 pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
 #[cfg(not(loom))]
-pub use service::{Ctl, Origin, Outbox, Service, ToControl};
+pub use service::{Ctl, InputMode, Origin, Outbox, Service, ToControl};
 #[cfg(not(loom))]
-pub use shard::Shard;
+pub use shard::{Conns, Shard};

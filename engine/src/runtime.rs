@@ -347,7 +347,7 @@ where
         }
         let mut addrs = Vec::new();
         for addr in &config.listen {
-            addrs.push(shard.driver().listen(*addr, true)?.1);
+            addrs.push(shard.listen(*addr)?);
         }
         let started = Started {
             waker: shard.driver().waker(),

@@ -7,13 +7,34 @@ use bytes::BytesMut;
 use dtp_codec::{Body, ControlMessage, ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
+use crate::realtime::{RtDecision, RtRequest};
+use crate::shard::Conns;
+
 /// How a connection came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
-    /// Accepted by a listener of this shard.
-    Accepted,
+    /// Accepted by a listener of this shard: the index of its address in
+    /// `EngineConfig::listen` (so one service can serve several protocols,
+    /// one per listener).
+    Accepted {
+        /// Which listener.
+        listener: usize,
+    },
     /// Connected by this shard (a client, e.g. the load generator).
     Connected,
+}
+
+/// How a connection's input reaches its service ([`Service::input_mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputMode {
+    /// Cut into LogicalFrames and decoded ([`Service::frame`]).
+    Frames,
+    /// Cut into LogicalFrames, handed over as wire bytes to modify in
+    /// place ([`Service::frame_wire`]).
+    Wire,
+    /// Not cut at all: the bytes as they arrive ([`Service::bytes`]), for
+    /// protocols with their own framing (HTTP/1.1, WebSocket).
+    Stream,
 }
 
 /// Frames a service answers with; encoded at once into the connection's
@@ -49,6 +70,8 @@ pub enum ToControl {
     Identified(Box<str>),
     /// A control-plane message the peer sent (decrypted by the service).
     Message(ControlMessage),
+    /// A realtime request (its connection is in it).
+    Realtime(RtRequest),
 }
 
 impl<'a> Outbox<'a> {
@@ -172,6 +195,35 @@ pub trait Service {
         false
     }
 
+    /// How this connection's input is to be cut; asked for every received
+    /// chunk, so a connection may change mode (e.g. after an HTTP upgrade,
+    /// still [`InputMode::Stream`]). By default [`InputMode::Wire`] if
+    /// [`Service::wants_wire`] says so, else [`InputMode::Frames`].
+    fn input_mode(&self, state: &Self::Conn) -> InputMode {
+        let _ = state;
+        if self.wants_wire() {
+            InputMode::Wire
+        } else {
+            InputMode::Frames
+        }
+    }
+
+    /// Bytes arrived on an [`InputMode::Stream`] connection: all of them,
+    /// in order, as received. The service keeps (copies) what it cannot use
+    /// yet. An error closes the connection at once, without a close frame
+    /// (the service writes its protocol's own refusal first). The default
+    /// refuses: a service that never answers [`InputMode::Stream`] is never
+    /// called.
+    fn bytes(
+        &mut self,
+        state: &mut Self::Conn,
+        data: RecvBuf,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), ErrorCode> {
+        let _ = (state, data, out);
+        Err(ErrorCode::INTERNAL)
+    }
+
     /// A frame arrived, as exactly its wire bytes (header included), in a
     /// buffer the service may modify (decrypt in place): the receive chunk
     /// itself when the frame lay wholly inside one, else an assembly
@@ -197,6 +249,14 @@ pub trait Service {
         if let Err(code) = out.send(&LogicalFrame::plain(0, Body::Control(msg))) {
             tracing::warn!(?code, "a control message could not be queued");
         }
+    }
+
+    /// A realtime decision of the control thread for the service as a whole
+    /// (an event to fan out to this shard's subscribers, an answer to a
+    /// subscription); `conns` reaches any connection of the shard. The
+    /// default drops it.
+    fn realtime(&mut self, decision: RtDecision, conns: &mut Conns<'_, Self::Conn>) {
+        let _ = (decision, conns);
     }
 
     /// The deadline set with [`Outbox::set_timer`] has come.

@@ -62,6 +62,7 @@ impl ControlPlane for Plane {
             }
             // Plain connections are never identified (no CAP).
             Request::Identified { .. } => unreachable!("no CAP on plain connections"),
+            Request::Realtime(_) => unreachable!("no realtime service here"),
             Request::Message { conn, msg } if matches!(*msg, ControlMessage::Heartbeat(_)) => {
                 let ControlMessage::Heartbeat(h) = *msg else {
                     unreachable!()

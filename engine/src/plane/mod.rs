@@ -316,6 +316,11 @@ impl<A: OsAccess + Send + 'static> ControlPlane for TerminalPlane<A> {
                 let key = self.conns.key(shard, conn);
                 self.terminal.handle(Input::Message(key, *msg), t);
             }
+            Request::Realtime(_) => {
+                // Not the terminal plane's: a composite plane routes these
+                // to the realtime plane before they get here.
+                tracing::debug!("a realtime request reached the terminal plane");
+            }
         }
         self.pump(t, out);
     }

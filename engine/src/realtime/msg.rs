@@ -1,0 +1,141 @@
+//! What the shards and the realtime plane on the control thread tell each
+//! other over the control rings (DESIGN.md §1: the stream ledgers have one
+//! writer, the control thread; the cores fan events out).
+//!
+//! Ordering is what makes the fan-out exact: a shard's decision ring is
+//! FIFO, so an event published after a subscription was accepted reaches
+//! the shard after the [`RtDecision::Subscribed`] that carried the
+//! subscription's replay, and one published before is either in that
+//! replay or was already applied.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use dtp_transports::ConnId;
+
+/// A subscription's key on its connection: chosen by the shard (a WebSocket
+/// subscription's index, 0 for an SSE connection).
+pub type SubKey = u32;
+
+/// One committed event, encoded once for every subscriber on every core.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RtEvent {
+    /// The stream's index in the registry (cheap to match on a shard).
+    pub stream: u32,
+    /// Its sequence in the stream's current epoch.
+    pub sequence: u64,
+    /// The envelope (REALTIME_EVENT_V1) as JSON (SPEC RT-3).
+    pub envelope: Bytes,
+    /// The SSE event block carrying the envelope (SPEC RT-8), ready to send.
+    pub sse: Bytes,
+}
+
+/// A shard's realtime request (the connection is the one it came from).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RtRequest {
+    /// Subscribe `conn`'s subscription `key` to `stream`, resuming after
+    /// `cursor` if given (SPEC RT-6, RT-8, RT-9).
+    Subscribe {
+        /// The connection.
+        conn: ConnId,
+        /// The subscription on it.
+        key: SubKey,
+        /// The stream id as the client named it.
+        stream: Box<str>,
+        /// The resume cursor the client presented.
+        cursor: Option<Box<str>>,
+    },
+    /// Publish an event (SPEC RT-6: after commit — the ledger append is the
+    /// commit).
+    Publish {
+        /// The connection that asked (answered with [`RtDecision::Published`]).
+        conn: ConnId,
+        /// The stream id.
+        stream: Box<str>,
+        /// The event type.
+        event_type: Box<str>,
+        /// The payload: one JSON object, already checked by the shard.
+        payload: Bytes,
+    },
+    /// The stream's snapshot and checkpoint (SPEC RT-6, RT-11).
+    Snapshot {
+        /// The connection that asked.
+        conn: ConnId,
+        /// The stream id.
+        stream: Box<str>,
+    },
+}
+
+/// Why a subscription or publication was refused, in the closed failure
+/// vocabulary of SPEC RT-14.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtRefusal {
+    /// No such stream (or not visible to this client).
+    UnknownStream,
+    /// The event type is not registered for the stream.
+    UnknownEventType,
+    /// The cursor cannot be proven continuous: the client must take a
+    /// snapshot (RESET_REQUIRED, reason CURSOR_EXPIRED).
+    CursorExpired,
+    /// The cursor was not issued for this stream, epoch and scope.
+    CursorInvalid,
+    /// The stream keeps no cursors (SNAPSHOT_ONLY, SESSION_REBUILD).
+    NotResumable,
+    /// The ledger refused (e.g. the payload is above the stream's ceiling).
+    TooLarge,
+}
+
+/// The realtime plane's answer or broadcast, addressed to a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RtDecision {
+    /// A subscription is live: send `replay` first, then every later
+    /// [`RtDecision::Event`] of the stream.
+    Subscribed {
+        /// The connection.
+        conn: ConnId,
+        /// The subscription on it.
+        key: SubKey,
+        /// The stream's index.
+        stream: u32,
+        /// The stream's epoch.
+        epoch: Arc<str>,
+        /// The next sequence the subscriber will get (SPEC RT-9:
+        /// `lastApplied + 1` on a same-epoch resume, never a silent advance).
+        next: u64,
+        /// The cursor accepted (echoed), if any.
+        accepted: Option<Arc<str>>,
+        /// Retained events after the cursor, in order.
+        replay: Vec<Arc<RtEvent>>,
+        /// The resume was refused (the cursor could not be proven
+        /// continuous): the subscription is live from now on, and the
+        /// client is told to reset first.
+        reset: Option<RtRefusal>,
+    },
+    /// A subscription or publication was refused.
+    Refused {
+        /// The connection.
+        conn: ConnId,
+        /// The subscription (0 for a publication or snapshot).
+        key: SubKey,
+        /// Why.
+        why: RtRefusal,
+    },
+    /// An event of a stream, for every subscriber of it on the shard.
+    Event(Arc<RtEvent>),
+    /// A publication was committed.
+    Published {
+        /// The connection that asked.
+        conn: ConnId,
+        /// The response body (JSON: stream, epoch, sequence, cursor).
+        body: Bytes,
+    },
+    /// A snapshot, taken at the same commit point as its checkpoint.
+    Snapshot {
+        /// The connection that asked.
+        conn: ConnId,
+        /// The response body (JSON: checkpoint and state).
+        body: Bytes,
+        /// Its entity tag (SPEC RT-11).
+        etag: Arc<str>,
+    },
+}

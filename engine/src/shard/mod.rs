@@ -1,0 +1,610 @@
+//! One core's loop: the driver's events in, the service's frames out.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use dtp_codec::{
+    Body, DecodeError, ErrorCode, FrameBuf, FrameDecoder, Limits, LogicalFrame, decode_frame,
+    peek_frame_len,
+};
+use dtp_transports::{ConnId, Driver, Event, RecvBuf, SendError};
+
+use crate::control::{Decision, Request, ShardLink};
+
+mod state;
+mod stream;
+
+use crate::runtime::ShardMetrics;
+use crate::service::{Ctl, InputMode, Origin, Outbox, Service};
+pub use state::Conns;
+use state::{Core, Slot, Table};
+
+/// Receives up to this many bytes are copied out of their chunk rather
+/// than lent (see `Event::Received` in `handle`).
+const SMALL_RECEIVE: usize = 4096;
+
+/// How soon a shard with requests waiting for the control ring looks again.
+const BACKLOG_RETRY: Duration = Duration::from_millis(1);
+
+/// One received frame, as the service wants it.
+enum Input {
+    /// Its wire bytes, to modify in place ([`Service::frame_wire`]): still
+    /// in the receive chunk when the frame lay wholly inside one.
+    Wire(RecvBuf),
+    /// Decoded ([`Service::frame`]).
+    Frame(LogicalFrame),
+}
+
+/// A core shard: owns a driver, a service and the connections between them.
+pub struct Shard<S: Service> {
+    service: S,
+    core: Core<S::Conn>,
+}
+
+impl<S: Service> Shard<S> {
+    /// A shard over `driver` running `service`.
+    pub fn new(
+        driver: Driver,
+        service: S,
+        limits: Limits,
+        max_send_queue: usize,
+        metrics: Arc<ShardMetrics>,
+    ) -> Self {
+        Self {
+            service,
+            core: Core {
+                driver,
+                conns: Table {
+                    slots: Vec::new(),
+                    len: 0,
+                },
+                decoder: FrameDecoder::new(limits),
+                limits,
+                out: BytesMut::new(),
+                events: Vec::new(),
+                max_send_queue,
+                metrics,
+                stopping: false,
+                control: None,
+                backlog: VecDeque::new(),
+                waiting_for_control: Vec::new(),
+                decisions: Vec::new(),
+                timers: BinaryHeap::new(),
+                listeners: Vec::new(),
+            },
+        }
+    }
+
+    /// Links the shard to the control thread.
+    pub(crate) fn set_control(&mut self, link: ShardLink) {
+        self.core.control = Some(link);
+    }
+
+    /// Listens on `addr` (before running); connections it accepts are
+    /// opened with [`Origin::Accepted`] naming the listener by the order of
+    /// these calls. Returns the address (port resolved).
+    pub fn listen(&mut self, addr: SocketAddr) -> io::Result<SocketAddr> {
+        let (id, local) = self.core.driver.listen(addr, true)?;
+        self.core.listeners.push(id);
+        Ok(local)
+    }
+
+    /// The shard's driver (to listen or connect before running).
+    pub fn driver(&mut self) -> &mut Driver {
+        &mut self.core.driver
+    }
+
+    /// The service, e.g. to read its results after [`Shard::run`].
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// Runs until `stop` is set, then closes every connection (sending what
+    /// is queued) and returns once all are closed or `drain` has passed.
+    pub fn run(&mut self, stop: &AtomicBool, drain: Duration) -> io::Result<()> {
+        let mut next_tick = self.tick(Instant::now());
+        let mut drain_deadline = None;
+        loop {
+            let now = Instant::now();
+            let next = match (next_tick, self.core.next_timer()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = match (drain_deadline, next) {
+                (Some(_), _) => Some(Duration::from_millis(10)),
+                (None, Some(t)) => Some(t.saturating_duration_since(now)),
+                (None, None) => None,
+            };
+            // Announce sleep on the decision ring; sleep only if still empty.
+            let may_sleep = self
+                .core
+                .control
+                .as_mut()
+                .is_none_or(|link| link.decisions.prepare_park());
+            let timeout = if !may_sleep {
+                Some(Duration::ZERO)
+            } else if !self.core.backlog.is_empty() {
+                // The control thread frees ring slots without waking us (we
+                // are its producer): look again soon.
+                Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)))
+            } else {
+                timeout
+            };
+            self.core.driver.poll(&mut self.core.events, timeout)?;
+            if let Some(link) = &mut self.core.control {
+                link.decisions.cancel_park();
+            }
+            let mut events = std::mem::take(&mut self.core.events);
+            for e in events.drain(..) {
+                self.handle(e);
+            }
+            self.core.events = events;
+            self.control_turn();
+            let now = Instant::now();
+            self.fire_timers(now);
+            next_tick = self.tick(now);
+            self.core.publish_metrics();
+            if stop.load(Ordering::Acquire) && drain_deadline.is_none() {
+                self.core.stopping = true;
+                drain_deadline = Some(now + drain);
+                for id in self.core.conns.ids() {
+                    self.core.driver.close(id);
+                }
+            }
+            if let Some(deadline) = drain_deadline
+                && (self.core.conns.len == 0 || now >= deadline)
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends what waits for the control ring, resumes connections that
+    /// waited for room, and applies the control thread's decisions.
+    fn control_turn(&mut self) {
+        let Some(link) = &mut self.core.control else {
+            return;
+        };
+        while let Some(r) = self.core.backlog.pop_front() {
+            if let Err(r) = link.push(r) {
+                self.core.backlog.push_front(r);
+                break;
+            }
+        }
+        link.wake();
+        let queued = link.requests.len() + self.core.backlog.len();
+        self.core
+            .metrics
+            .control_pending
+            .store(queued as u64, Ordering::Relaxed);
+        let mut decisions = std::mem::take(&mut self.core.decisions);
+        link.decisions.pop_batch(&mut decisions, usize::MAX);
+        if self.core.backlog.is_empty() {
+            for conn in std::mem::take(&mut self.core.waiting_for_control) {
+                if let Some(slot) = self.core.conns.get_mut(conn)
+                    && slot.paused
+                    && slot.pending.is_empty()
+                {
+                    slot.paused = false;
+                    self.core.driver.resume_reading(conn);
+                    if !slot.rx.is_empty() {
+                        self.process(conn, RecvBuf::default());
+                    }
+                }
+            }
+        }
+        for d in decisions.drain(..) {
+            self.apply(d);
+        }
+        self.core.decisions = decisions;
+    }
+
+    /// Carries out one decision of the control thread.
+    fn apply(&mut self, d: Decision) {
+        match d {
+            Decision::Send { conn, msg } => {
+                let service = &mut self.service;
+                // A connection closed meanwhile is skipped: the control
+                // thread hears its Down.
+                Conns {
+                    core: &mut self.core,
+                }
+                .with(conn, |app, out| service.control(app, *msg, out));
+            }
+            Decision::Realtime(d) => {
+                self.service.realtime(
+                    *d,
+                    &mut Conns {
+                        core: &mut self.core,
+                    },
+                );
+            }
+            Decision::Close { conn, code, reason } => self.core.close_with(conn, code, &reason),
+        }
+    }
+
+    fn tick(&mut self, now: Instant) -> Option<Instant> {
+        let mut ctl = ShardCtl {
+            driver: &mut self.core.driver,
+            limits: &self.core.limits,
+            out: &mut self.core.out,
+            stopping: self.core.stopping,
+        };
+        self.service.tick(now, &mut ctl)
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Accepted { conn, listener } => {
+                if self.core.stopping {
+                    self.core.driver.close(conn);
+                } else {
+                    let listener = self
+                        .core
+                        .listeners
+                        .iter()
+                        .position(|l| *l == listener)
+                        .unwrap_or(0);
+                    self.open(conn, Origin::Accepted { listener });
+                }
+            }
+            Event::Connected { conn } => self.open(conn, Origin::Connected),
+            Event::Received { conn, chunk } => {
+                let Some(slot) = self.core.conns.get_mut(conn) else {
+                    self.core.driver.recycle(chunk);
+                    return;
+                };
+                if slot.closing {
+                    self.core.driver.recycle(chunk);
+                    return;
+                }
+                // The chunk itself, lent: frames wholly inside it are
+                // decoded (or decrypted) in place, without a copy.
+                let lent = self.core.driver.lent_chunks();
+                let mut data = if chunk.len() <= SMALL_RECEIVE
+                    || lent.saturating_mul(2) >= self.core.driver.recv_buffers()
+                {
+                    // Small reads (requests, acks) are cheaper copied than
+                    // lent: the chunk goes straight back to the kernel. So
+                    // is everything while half the receive chunks are out:
+                    // an application that keeps payloads (slices of them)
+                    // must not starve the connection of receive memory.
+                    let copy = BytesMut::from(self.core.driver.recv_data(&chunk));
+                    self.core.driver.recycle(chunk);
+                    RecvBuf::from(copy)
+                } else {
+                    self.core.driver.recv_buf(chunk)
+                };
+                if slot.paused {
+                    slot.rx.extend_from_slice(&data);
+                    return;
+                }
+                if self.service.input_mode(&slot.app) == InputMode::Stream {
+                    self.process_stream(conn, data);
+                    return;
+                }
+                // A frame begun in an earlier chunk is completed by copying
+                // only the bytes it lacks.
+                while !slot.rx.is_empty() && !data.is_empty() {
+                    let want = match peek_frame_len(&slot.rx, &self.core.limits) {
+                        Ok(total) => total,
+                        Err(DecodeError::Incomplete { needed }) => needed,
+                        Err(_) => break, // malformed: `process` reports it
+                    };
+                    if slot.rx.len() >= want {
+                        break;
+                    }
+                    let take = (want - slot.rx.len()).min(data.len());
+                    slot.rx.extend_from_slice(&data.split_to(take));
+                }
+                self.process(conn, data);
+            }
+            Event::Writable { conn } => self.writable(conn),
+            Event::Closed { conn, reason } => {
+                if let Some(slot) = self.core.conns.remove(conn) {
+                    self.core.metrics.closed.fetch_add(1, Ordering::Relaxed);
+                    self.core.tell_control(Request::Down { conn });
+                    self.service.close(slot.app, reason);
+                } else if let dtp_transports::CloseReason::ConnectFailed(errno) = reason {
+                    self.service.connect_failed(conn, errno);
+                }
+            }
+            Event::Woken => {}
+        }
+    }
+
+    fn open(&mut self, conn: ConnId, origin: Origin) {
+        self.core.metrics.opened.fetch_add(1, Ordering::Relaxed);
+        self.core.tell_control(Request::Up { conn });
+        self.core.out.clear();
+        let mut outbox = Outbox::new(
+            &mut self.core.out,
+            &self.core.limits,
+            self.core.max_send_queue,
+        );
+        let app = self.service.open(conn, origin, &mut outbox);
+        let done = outbox.finish();
+        let slot = Slot {
+            id: conn,
+            app,
+            rx: BytesMut::new(),
+            pending: BytesMut::new(),
+            paused: false,
+            closing: false,
+            timer: None,
+        };
+        self.core.conns.insert(slot);
+        self.core.after(conn, done);
+    }
+
+    /// Decodes and serves every whole frame of the connection's input, until
+    /// the input runs out or the connection's send budget is half used (then
+    /// reading pauses until the driver reports it writable).
+    ///
+    /// Frames come first from the connection's assembly buffer, then from
+    /// `data` in place; whatever is left of `data` (a partial frame, or input
+    /// held back by a pause) is copied into the assembly buffer.
+    fn process(&mut self, conn: ConnId, data: RecvBuf) {
+        let stream = self
+            .core
+            .conns
+            .get_mut(conn)
+            .is_some_and(|slot| self.service.input_mode(&slot.app) == InputMode::Stream);
+        if stream {
+            self.process_stream(conn, data);
+        } else {
+            self.process_frames(conn, data);
+        }
+    }
+
+    /// [`Shard::process`] for a connection cut into frames.
+    fn process_frames(&mut self, conn: ConnId, data: RecvBuf) {
+        self.core.out.clear();
+        let soft_limit = self.core.max_send_queue / 2;
+        let queued = self.core.driver.queued(conn);
+        let Some(slot) = self.core.conns.get_mut(conn) else {
+            return;
+        };
+        let mut failure = None;
+        let mut held_back = false;
+        let mut timer = None;
+        let mut close = false;
+        let mut to_control = Vec::new();
+        let wire = self.service.input_mode(&slot.app) == InputMode::Wire;
+        // Frames are split off `data` itself for a service that wants wire
+        // bytes (it decrypts them in place, in the receive chunk), and
+        // decoded from shared bytes otherwise.
+        let (mut data, mut shared) = if wire {
+            (data, Bytes::new())
+        } else {
+            (RecvBuf::default(), data.freeze())
+        };
+        loop {
+            if queued + slot.pending.len() + self.core.out.len() >= soft_limit {
+                slot.paused = true;
+                held_back = true;
+                self.core.driver.pause_reading(conn);
+                self.core.metrics.paused.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            let next = if wire && !slot.rx.is_empty() {
+                match peek_frame_len(&slot.rx, &self.core.limits) {
+                    Ok(len) if len <= slot.rx.len() => {
+                        Ok(Some(Input::Wire(RecvBuf::from(slot.rx.split_to(len)))))
+                    }
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) if !data.is_empty() => {
+                        // A frame begun earlier goes on in `data` (after a
+                        // pause): assemble the rest behind it.
+                        slot.rx.extend_from_slice(&data);
+                        data = RecvBuf::default();
+                        continue;
+                    }
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            } else if wire {
+                match peek_frame_len(&data, &self.core.limits) {
+                    Ok(len) if len <= data.len() => Ok(Some(Input::Wire(data.split_to(len)))),
+                    Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            } else if !slot.rx.is_empty() {
+                self.core
+                    .decoder
+                    .decode(&mut slot.rx)
+                    .map(|f| f.map(Input::Frame))
+            } else {
+                match decode_frame(&shared, &self.core.limits) {
+                    Ok((frame, used)) => {
+                        shared.advance(used);
+                        Ok(Some(Input::Frame(frame)))
+                    }
+                    Err(DecodeError::Incomplete { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            };
+            match next {
+                Ok(Some(Input::Frame(LogicalFrame {
+                    body: Body::Control(msg),
+                    ..
+                }))) if self.core.control.is_some() => {
+                    self.core.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
+                    // Control-plane messages belong to the control thread.
+                    let r = Request::Message {
+                        conn,
+                        msg: Box::new(msg),
+                    };
+                    let refused = match &mut self.core.control {
+                        Some(l) if self.core.backlog.is_empty() => l.push(r).err(),
+                        _ => Some(r),
+                    };
+                    if let Some(r) = refused {
+                        // Keep this one, and read no more from the connection
+                        // until the ring has room again.
+                        self.core.backlog.push_back(r);
+                        slot.paused = true;
+                        self.core.driver.pause_reading(conn);
+                        self.core.waiting_for_control.push(conn);
+                        break;
+                    }
+                }
+                Ok(Some(input)) => {
+                    self.core.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
+                    let room = self.core.max_send_queue.saturating_sub(queued);
+                    let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, room);
+                    let result = match input {
+                        Input::Wire(w) => self.service.frame_wire(&mut slot.app, w, &mut outbox),
+                        Input::Frame(f) => self.service.frame(&mut slot.app, f, &mut outbox),
+                    };
+                    let done = outbox.finish();
+                    held_back |= done.wants_writable;
+                    timer = done.timer.or(timer);
+                    to_control.extend(done.to_control);
+                    if done.close {
+                        close = true;
+                        break;
+                    }
+                    if let Err(code) = result {
+                        failure = Some((code, "the service refused a frame"));
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.core
+                        .metrics
+                        .decode_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    failure = Some((e.code(), "malformed frame"));
+                    break;
+                }
+            }
+        }
+        if failure.is_none() && !(data.is_empty() && shared.is_empty()) {
+            // A partial frame (or input held back by a pause) waits here; the
+            // chunk it came in goes back to the kernel.
+            slot.rx.extend_from_slice(&data);
+            slot.rx.extend_from_slice(&shared);
+        } else if slot.rx.is_empty() {
+            slot.rx = BytesMut::new(); // free the assembly buffer between frames
+        }
+        self.core.set_timer(conn, timer);
+        self.core.forward_to_control(conn, to_control);
+        self.core.flush(conn);
+        if held_back {
+            self.core.driver.want_writable(conn);
+        }
+        if let Some((code, why)) = failure {
+            self.core.close_with(conn, code, why);
+        } else if close {
+            self.core.close_quietly(conn);
+        }
+    }
+
+    /// Runs [`Service::timeout`] for every connection whose deadline passed.
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(at) = self.core.next_timer() {
+            if at > now {
+                return;
+            }
+            let Some(Reverse((_, id))) = self.core.timers.pop() else {
+                return;
+            };
+            let conn = ConnId::from_u64(id);
+            self.core.out.clear();
+            let room = self
+                .core
+                .max_send_queue
+                .saturating_sub(self.core.driver.queued(conn));
+            let Some(slot) = self.core.conns.get_mut(conn) else {
+                continue;
+            };
+            slot.timer = None;
+            let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, room);
+            self.service.timeout(&mut slot.app, now, &mut outbox);
+            let done = outbox.finish();
+            self.core.after(conn, done);
+        }
+    }
+
+    fn writable(&mut self, conn: ConnId) {
+        let Some(slot) = self.core.conns.get_mut(conn) else {
+            return;
+        };
+        if !slot.pending.is_empty() {
+            let mut pending = std::mem::take(&mut slot.pending);
+            let sent = self.core.send_some(conn, &pending);
+            let Some(slot) = self.core.conns.get_mut(conn) else {
+                return;
+            };
+            if sent < pending.len() {
+                pending.advance(sent);
+                slot.pending = pending;
+                return; // the rest when the driver reports room again
+            }
+        }
+        let Some(slot) = self.core.conns.get_mut(conn) else {
+            return;
+        };
+        if slot.paused && !slot.closing {
+            slot.paused = false;
+            self.core.driver.resume_reading(conn);
+            if !slot.rx.is_empty() {
+                self.process(conn, RecvBuf::default());
+            }
+        }
+        let Some(slot) = self.core.conns.get_mut(conn) else {
+            return;
+        };
+        self.core.out.clear();
+        let room = self
+            .core
+            .max_send_queue
+            .saturating_sub(self.core.driver.queued(conn));
+        let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, room);
+        self.service.writable(&mut slot.app, &mut outbox);
+        let done = outbox.finish();
+        self.core.after(conn, done);
+    }
+}
+
+/// [`Ctl`] over a shard's driver, for [`Service::tick`].
+struct ShardCtl<'a> {
+    driver: &'a mut Driver,
+    limits: &'a Limits,
+    out: &'a mut BytesMut,
+    stopping: bool,
+}
+
+impl Ctl for ShardCtl<'_> {
+    fn connect(&mut self, addr: SocketAddr) -> Result<ConnId, ErrorCode> {
+        self.driver.connect(addr).map_err(|_| ErrorCode::INTERNAL)
+    }
+
+    fn send(&mut self, conn: ConnId, frame: &LogicalFrame) -> Result<(), ErrorCode> {
+        self.out.clear();
+        frame
+            .encode(self.out, self.limits)
+            .map_err(|_| ErrorCode::LIMIT_EXCEEDED)?;
+        let r = self.driver.send(conn, self.out).map_err(|e| match e {
+            SendError::BufferFull => ErrorCode::BUFFER_FULL,
+            SendError::Closed | SendError::UnknownConnection => ErrorCode::E_SESSION_NOT_FOUND,
+        });
+        self.out.clear();
+        r
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        self.driver.close(conn);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping
+    }
+}

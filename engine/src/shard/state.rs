@@ -1,0 +1,335 @@
+//! The shard's state apart from its service: the driver, the connection
+//! table, the control rings and the timers, with everything done to a
+//! connection that needs no service callback (sending, timers, closing,
+//! forwarding to the control thread).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use dtp_transports::{ConnId, Driver, Event, ListenerId};
+
+use crate::control::{Decision, Request, ShardLink};
+use crate::runtime::ShardMetrics;
+use crate::service::{Finished, Outbox, ToControl};
+
+/// A connection's place on the shard.
+pub(super) struct Slot<C> {
+    pub(super) id: ConnId,
+    pub(super) app: C,
+    /// Bytes received and not yet decoded: empty (and unallocated) whenever
+    /// the connection is between frames, so idle connections hold nothing.
+    pub(super) rx: BytesMut,
+    /// Encoded frames the driver refused (backpressure); sent first on Writable.
+    pub(super) pending: BytesMut,
+    pub(super) paused: bool,
+    pub(super) closing: bool,
+    /// The deadline the service asked for ([`Outbox::set_timer`]); the
+    /// shard's timer heap may hold stale entries, this is the live one.
+    pub(super) timer: Option<Instant>,
+}
+
+/// The shard's connection table, indexed by the driver's slot index.
+pub(super) struct Table<C> {
+    pub(super) slots: Vec<Option<Slot<C>>>,
+    pub(super) len: usize,
+}
+
+impl<C> Table<C> {
+    pub(super) fn get_mut(&mut self, id: ConnId) -> Option<&mut Slot<C>> {
+        match self.slots.get_mut(id.slot().index() as usize) {
+            Some(Some(s)) if s.id == id => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn insert(&mut self, slot: Slot<C>) {
+        let i = slot.id.slot().index() as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace(slot).is_none() {
+            self.len += 1;
+        }
+    }
+
+    pub(super) fn remove(&mut self, id: ConnId) -> Option<Slot<C>> {
+        let cell = self.slots.get_mut(id.slot().index() as usize)?;
+        if cell.as_ref().is_some_and(|s| s.id == id) {
+            self.len -= 1;
+            cell.take()
+        } else {
+            None
+        }
+    }
+
+    pub(super) fn ids(&self) -> Vec<ConnId> {
+        self.slots.iter().flatten().map(|s| s.id).collect()
+    }
+}
+
+/// The most [`Core::send_some`] hands the driver in one call.
+const SEND_PIECE: usize = 256 * 1024;
+
+/// Everything of a shard but its service.
+pub(super) struct Core<C> {
+    pub(super) driver: Driver,
+    pub(super) conns: Table<C>,
+    pub(super) decoder: FrameDecoder,
+    pub(super) limits: Limits,
+    /// The current connection's outgoing batch.
+    pub(super) out: BytesMut,
+    pub(super) events: Vec<Event>,
+    pub(super) max_send_queue: usize,
+    pub(super) metrics: Arc<ShardMetrics>,
+    pub(super) stopping: bool,
+    /// The rings to and from the control thread, if the engine has one.
+    pub(super) control: Option<ShardLink>,
+    /// Requests the control ring had no room for, in order. Bounded: each
+    /// connection adds at most an Up, a Down and one message before it is
+    /// paused (see `waiting_for_control`).
+    pub(super) backlog: VecDeque<Request>,
+    /// Connections paused until the backlog drains.
+    pub(super) waiting_for_control: Vec<ConnId>,
+    pub(super) decisions: Vec<Decision>,
+    /// Per-connection deadlines, earliest first (`ConnId::as_u64`); stale
+    /// entries (the slot's `timer` changed) are skipped when they come up.
+    pub(super) timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// The listeners, in the order of `EngineConfig::listen` ([`Origin::Accepted`](crate::Origin)).
+    pub(super) listeners: Vec<ListenerId>,
+}
+
+impl<C> Core<C> {
+    /// Tells the control thread; what its ring cannot take waits in order.
+    pub(super) fn tell_control(&mut self, r: Request) {
+        let Some(link) = &mut self.control else {
+            return;
+        };
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(r);
+        } else if let Err(r) = link.push(r) {
+            self.backlog.push_back(r);
+        }
+    }
+
+    pub(super) fn publish_metrics(&self) {
+        let s = self.driver.stats();
+        let m = &self.metrics;
+        m.connections
+            .store(self.conns.len as u64, Ordering::Relaxed);
+        m.bytes_in.store(s.bytes_in, Ordering::Relaxed);
+        m.bytes_out.store(s.bytes_out, Ordering::Relaxed);
+        m.polls.store(s.enters, Ordering::Relaxed);
+        let r = self.driver.region().report();
+        m.pool_bytes_used.store(r.chunks_used, Ordering::Relaxed);
+        m.pool_bytes_high_water
+            .fetch_max(r.chunks_used, Ordering::Relaxed);
+    }
+
+    /// Carries out what a service callback asked for besides frames: its
+    /// timer, its requests to the control thread, the send, a wish to be
+    /// told when writable, a close.
+    pub(super) fn after(&mut self, conn: ConnId, done: Finished) {
+        self.set_timer(conn, done.timer);
+        self.forward_to_control(conn, done.to_control);
+        self.flush(conn);
+        if done.wants_writable {
+            self.driver.want_writable(conn);
+        }
+        if done.close {
+            self.close_quietly(conn);
+        }
+    }
+
+    /// Forwards a service's requests about `conn` to the control thread;
+    /// while they wait for ring room, the connection is not read.
+    pub(super) fn forward_to_control(&mut self, conn: ConnId, items: Vec<ToControl>) {
+        if items.is_empty() {
+            return;
+        }
+        for item in items {
+            self.tell_control(match item {
+                ToControl::Identified(fay_id) => Request::Identified { conn, fay_id },
+                ToControl::Message(msg) => Request::Message {
+                    conn,
+                    msg: Box::new(msg),
+                },
+                ToControl::Realtime(r) => Request::Realtime(Box::new(r)),
+            });
+        }
+        if !self.backlog.is_empty()
+            && let Some(slot) = self.conns.get_mut(conn)
+            && !slot.paused
+        {
+            slot.paused = true;
+            self.driver.pause_reading(conn);
+            self.waiting_for_control.push(conn);
+        }
+    }
+
+    /// Closes `conn` after what is queued, on the service's request
+    /// ([`Outbox::close`]: it wrote its own close frame, if any).
+    pub(super) fn close_quietly(&mut self, conn: ConnId) {
+        if self.begin_closing(conn) {
+            self.driver.close(conn);
+        }
+    }
+
+    /// Marks `conn` closing (its input is dropped); false if it already was,
+    /// or is gone.
+    pub(super) fn begin_closing(&mut self, conn: ConnId) -> bool {
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return false;
+        };
+        if slot.closing {
+            return false;
+        }
+        slot.closing = true;
+        slot.rx = BytesMut::new();
+        true
+    }
+
+    /// Records a service's timer request for `conn` (`None`: no change).
+    pub(super) fn set_timer(&mut self, conn: ConnId, change: Option<Option<Instant>>) {
+        let Some(at) = change else {
+            return;
+        };
+        let Some(slot) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if slot.timer == at {
+            // Already armed for exactly this instant (a protocol asks again
+            // after every frame): its heap entry is there and live.
+            return;
+        }
+        slot.timer = at;
+        if let Some(at) = at {
+            self.timers.push(Reverse((at, conn.as_u64())));
+        }
+    }
+
+    /// The earliest live per-connection deadline (stale heap entries are
+    /// dropped on the way).
+    pub(super) fn next_timer(&mut self) -> Option<Instant> {
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            let live = self
+                .conns
+                .get_mut(ConnId::from_u64(id))
+                .is_some_and(|s| s.timer == Some(at));
+            if live {
+                return Some(at);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Sends the current batch; what the driver refuses waits in `pending`.
+    pub(super) fn flush(&mut self, conn: ConnId) {
+        if self.out.is_empty() {
+            return;
+        }
+        let out = std::mem::take(&mut self.out);
+        let backed_up = self
+            .conns
+            .get_mut(conn)
+            .is_some_and(|slot| !slot.pending.is_empty());
+        let sent = if backed_up {
+            0
+        } else {
+            self.send_some(conn, &out)
+        };
+        if sent < out.len()
+            && let Some(slot) = self.conns.get_mut(conn)
+        {
+            slot.pending.extend_from_slice(&out[sent..]);
+            if !slot.paused {
+                slot.paused = true;
+                self.driver.pause_reading(conn);
+                self.metrics.paused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.out = out;
+        self.out.clear();
+    }
+
+    /// Queues as much of `bytes` as the connection's send budget takes now
+    /// and returns how much: a batch larger than the whole budget (a resend
+    /// after a resume can be, or a large HTTP answer) goes out in pieces
+    /// instead of waiting forever. Pieces are at most [`SEND_PIECE`] bytes,
+    /// so a batch larger than all of the core's send chunks together is
+    /// never asked for at once (that would wait for chunks forever). When
+    /// not all went, the driver reports Writable once there is room.
+    pub(super) fn send_some(&mut self, conn: ConnId, bytes: &[u8]) -> usize {
+        let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+        let n = bytes.len().min(room);
+        let mut sent = 0;
+        while sent < n {
+            let piece = (n - sent).min(SEND_PIECE);
+            match self.driver.send(conn, &bytes[sent..sent + piece]) {
+                Ok(()) => sent += piece,
+                Err(_) => break, // the core's send chunks ran out: Writable comes
+            }
+        }
+        if sent < bytes.len() {
+            self.driver.want_writable(conn);
+        }
+        sent
+    }
+
+    /// Tells the peer why (a close frame) and closes after what is queued.
+    pub(super) fn close_with(&mut self, conn: ConnId, code: ErrorCode, why: &str) {
+        if !self.begin_closing(conn) {
+            return;
+        }
+        tracing::debug!(conn = conn.as_u64(), %code, why, "closing connection");
+        let frame = LogicalFrame::plain(
+            0,
+            Body::Close(CloseFrame {
+                code,
+                reason: why.to_owned(),
+            }),
+        );
+        if let Ok(bytes) = frame.to_bytes(&self.limits) {
+            // Best effort: a connection too backed up to take its close frame
+            // is closed without it.
+            let _ = self.driver.send(conn, &bytes);
+        }
+        self.driver.close(conn);
+    }
+}
+
+/// The shard's connections, for a service handling a decision addressed to
+/// the whole shard rather than one connection (e.g. an event to fan out to
+/// every subscriber on this core).
+pub struct Conns<'a, C> {
+    pub(super) core: &'a mut Core<C>,
+}
+
+impl<C> Conns<'_, C> {
+    /// Runs `f` on `conn`'s state with an outbox, then carries out what it
+    /// queued or asked for, as after any callback. `None` (and `f` not run)
+    /// if the connection is gone or closing.
+    pub fn with<R>(
+        &mut self,
+        conn: ConnId,
+        f: impl FnOnce(&mut C, &mut Outbox<'_>) -> R,
+    ) -> Option<R> {
+        let core = &mut *self.core;
+        core.out.clear();
+        let room = core.max_send_queue.saturating_sub(core.driver.queued(conn));
+        let slot = core.conns.get_mut(conn)?;
+        if slot.closing {
+            return None;
+        }
+        let mut outbox = Outbox::new(&mut core.out, &core.limits, room);
+        let r = f(&mut slot.app, &mut outbox);
+        let done = outbox.finish();
+        core.after(conn, done);
+        Some(r)
+    }
+}
