@@ -68,10 +68,10 @@ mod inherit;
 pub mod json;
 mod limits;
 mod pretty;
-mod sample;
-mod wire;
 #[cfg(feature = "json")]
 pub mod realtime;
+mod sample;
+mod wire;
 pub mod ws;
 
 pub use buf::FrameBuf;
