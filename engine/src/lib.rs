@@ -25,6 +25,8 @@ pub mod plane;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]
+mod pair;
+#[cfg(not(loom))]
 pub mod realtime;
 #[cfg(not(loom))]
 mod runtime;
@@ -36,10 +38,12 @@ mod sync;
 
 pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
 #[cfg(not(loom))]
+pub use pair::{Pair, PairConn, PairPlane};
+#[cfg(not(loom))]
 pub use plane::{PlaneConfig, PlaneError, PlaneHandle, TerminalPlane};
 #[cfg(not(loom))]
 pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
 #[cfg(not(loom))]
-pub use service::{Ctl, InputMode, Origin, Outbox, Service, ToControl};
+pub use service::{Connections, Ctl, InputMode, Origin, Outbox, Service, ToControl};
 #[cfg(not(loom))]
 pub use shard::{Conns, Shard};

@@ -8,7 +8,6 @@ use dtp_codec::{Body, ControlMessage, ErrorCode, FrameBuf, Limits, LogicalFrame,
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
 use crate::realtime::{RtDecision, RtRequest};
-use crate::shard::Conns;
 
 /// How a connection came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +43,8 @@ pub struct Outbox<'a> {
     pub(crate) limits: &'a Limits,
     /// Bytes the connection may still queue before backpressure.
     pub(crate) room: usize,
+    /// The connection's whole send budget (what may be queued at most).
+    pub(crate) budget: usize,
     /// The service held back for lack of room and wants [`Service::writable`].
     pub(crate) wants_writable: bool,
     /// A new deadline for [`Service::timeout`] (`Some(None)`: cancel it).
@@ -75,11 +76,17 @@ pub enum ToControl {
 }
 
 impl<'a> Outbox<'a> {
-    pub(crate) fn new(buf: &'a mut BytesMut, limits: &'a Limits, room: usize) -> Self {
+    pub(crate) fn new(
+        buf: &'a mut BytesMut,
+        limits: &'a Limits,
+        room: usize,
+        budget: usize,
+    ) -> Self {
         Self {
             buf,
             limits,
             room,
+            budget,
             wants_writable: false,
             timer: None,
             close: false,
@@ -150,12 +157,28 @@ impl<'a> Outbox<'a> {
         self.room.saturating_sub(self.buf.len())
     }
 
+    /// Bytes queued on the connection and not yet sent, this batch
+    /// included: what a producer compares with its own per-connection
+    /// ceiling (e.g. a slow subscriber, SPEC RT-10).
+    pub fn queued(&self) -> usize {
+        self.budget.saturating_sub(self.room())
+    }
+
     /// Asks for [`Service::writable`] once the connection's queue has
     /// drained to half: for a producer that stopped because [`Outbox::room`]
     /// ran out (it is not called otherwise).
     pub fn want_writable(&mut self) {
         self.wants_writable = true;
     }
+}
+
+/// A shard's connections, reachable from a shard-wide callback
+/// ([`Service::realtime`]).
+pub trait Connections<C> {
+    /// Runs `f` on `conn`'s state with an outbox, then carries out what it
+    /// queued or asked for, as after any callback. False (and `f` not run)
+    /// if the connection is gone or closing.
+    fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_>)) -> bool;
 }
 
 /// What a service may do outside a connection's callbacks (from [`Service::tick`]).
@@ -255,7 +278,7 @@ pub trait Service {
     /// (an event to fan out to this shard's subscribers, an answer to a
     /// subscription); `conns` reaches any connection of the shard. The
     /// default drops it.
-    fn realtime(&mut self, decision: RtDecision, conns: &mut Conns<'_, Self::Conn>) {
+    fn realtime(&mut self, decision: RtDecision, conns: &mut dyn Connections<Self::Conn>) {
         let _ = (decision, conns);
     }
 

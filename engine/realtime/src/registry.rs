@@ -245,6 +245,18 @@ impl<T: LedgerItem> StreamRegistry<T> {
         item: T,
         now: Instant,
     ) -> Result<Appended, PublishError> {
+        self.publish_with(stream_id, event_type, now, |_| item)
+    }
+
+    /// [`StreamRegistry::publish`] for an item that carries its own
+    /// position ([`Ledger::append_with`]).
+    pub fn publish_with(
+        &mut self,
+        stream_id: &str,
+        event_type: &str,
+        now: Instant,
+        make: impl FnOnce(&Appended) -> T,
+    ) -> Result<Appended, PublishError> {
         let stream = self
             .streams
             .get_mut(stream_id)
@@ -254,7 +266,7 @@ impl<T: LedgerItem> StreamRegistry<T> {
         }
         stream
             .ledger
-            .append(item, now)
+            .append_with(now, make)
             .map_err(|_| PublishError::SequenceExhausted)
     }
 

@@ -1,6 +1,16 @@
-//! Realtime delivery to browsers (SPEC §4): the messages between the shards
-//! and the realtime plane on the control thread.
+//! Realtime delivery to browsers (SPEC §4): the realtime plane on the
+//! control thread (stream ledgers, SPEC RT-6) and the messages between it
+//! and the shards.
 
+mod config;
+mod front;
+mod json;
 mod msg;
+mod plane;
+mod time;
 
+pub use config::{ECHO_MAX_MESSAGE, RtClient, RtConfig, RtLimits};
+pub use front::{FrontMetrics, RealtimeFront, RtConn};
 pub use msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
+pub use plane::{RealtimeMetrics, RealtimePlane, StreamSetupError};
+pub use time::{format_rfc3339, format_rfc3339_ms};

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use dtp_codec::realtime::FailureKind;
 use dtp_transports::ConnId;
 
 /// A subscription's key on its connection: chosen by the shard (a WebSocket
@@ -57,6 +58,15 @@ pub enum RtRequest {
         /// The payload: one JSON object, already checked by the shard.
         payload: Bytes,
     },
+    /// A forced retention cut of the stream (operator action): every
+    /// retained event is dropped, so older cursors get RESET_REQUIRED.
+    /// Answered with [`RtDecision::Published`] (an empty object).
+    Cut {
+        /// The connection that asked.
+        conn: ConnId,
+        /// The stream id.
+        stream: Box<str>,
+    },
     /// The stream's snapshot and checkpoint (SPEC RT-6, RT-11).
     Snapshot {
         /// The connection that asked.
@@ -83,6 +93,20 @@ pub enum RtRefusal {
     NotResumable,
     /// The ledger refused (e.g. the payload is above the stream's ceiling).
     TooLarge,
+}
+
+impl RtRefusal {
+    /// Its name in the closed failure vocabulary (SPEC RT-14).
+    pub fn failure_kind(self) -> FailureKind {
+        match self {
+            // A foreign or tampered cursor is reset like an expired one:
+            // either way the client resyncs from a snapshot (SPEC RT-6).
+            Self::CursorExpired | Self::CursorInvalid => FailureKind::CursorExpired,
+            Self::UnknownStream | Self::NotResumable => FailureKind::Unsupported,
+            Self::UnknownEventType => FailureKind::MappingContractViolation,
+            Self::TooLarge => FailureKind::EventTooLarge,
+        }
+    }
 }
 
 /// The realtime plane's answer or broadcast, addressed to a shard.

@@ -323,11 +323,8 @@ impl<S: Service> Shard<S> {
         self.core.metrics.opened.fetch_add(1, Ordering::Relaxed);
         self.core.tell_control(Request::Up { conn });
         self.core.out.clear();
-        let mut outbox = Outbox::new(
-            &mut self.core.out,
-            &self.core.limits,
-            self.core.max_send_queue,
-        );
+        let budget = self.core.max_send_queue;
+        let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, budget, budget);
         let app = self.service.open(conn, origin, &mut outbox);
         let done = outbox.finish();
         let slot = Slot {
@@ -457,7 +454,12 @@ impl<S: Service> Shard<S> {
                 Ok(Some(input)) => {
                     self.core.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
                     let room = self.core.max_send_queue.saturating_sub(queued);
-                    let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, room);
+                    let mut outbox = Outbox::new(
+                        &mut self.core.out,
+                        &self.core.limits,
+                        room,
+                        self.core.max_send_queue,
+                    );
                     let result = match input {
                         Input::Wire(w) => self.service.frame_wire(&mut slot.app, w, &mut outbox),
                         Input::Frame(f) => self.service.frame(&mut slot.app, f, &mut outbox),
@@ -526,7 +528,12 @@ impl<S: Service> Shard<S> {
                 continue;
             };
             slot.timer = None;
-            let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, room);
+            let mut outbox = Outbox::new(
+                &mut self.core.out,
+                &self.core.limits,
+                room,
+                self.core.max_send_queue,
+            );
             self.service.timeout(&mut slot.app, now, &mut outbox);
             let done = outbox.finish();
             self.core.after(conn, done);
@@ -567,7 +574,12 @@ impl<S: Service> Shard<S> {
             .core
             .max_send_queue
             .saturating_sub(self.core.driver.queued(conn));
-        let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, room);
+        let mut outbox = Outbox::new(
+            &mut self.core.out,
+            &self.core.limits,
+            room,
+            self.core.max_send_queue,
+        );
         self.service.writable(&mut slot.app, &mut outbox);
         let done = outbox.finish();
         self.core.after(conn, done);

@@ -310,6 +310,12 @@ pub struct Conns<'a, C> {
     pub(super) core: &'a mut Core<C>,
 }
 
+impl<C> crate::service::Connections<C> for Conns<'_, C> {
+    fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_>)) -> bool {
+        self.with(conn, f).is_some()
+    }
+}
+
 impl<C> Conns<'_, C> {
     /// Runs `f` on `conn`'s state with an outbox, then carries out what it
     /// queued or asked for, as after any callback. `None` (and `f` not run)
@@ -326,7 +332,7 @@ impl<C> Conns<'_, C> {
         if slot.closing {
             return None;
         }
-        let mut outbox = Outbox::new(&mut core.out, &core.limits, room);
+        let mut outbox = Outbox::new(&mut core.out, &core.limits, room, core.max_send_queue);
         let r = f(&mut slot.app, &mut outbox);
         let done = outbox.finish();
         core.after(conn, done);

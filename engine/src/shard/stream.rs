@@ -31,7 +31,7 @@ impl<S: Service> Shard<S> {
             return;
         }
         let room = core.max_send_queue.saturating_sub(queued);
-        let mut outbox = Outbox::new(&mut core.out, &core.limits, room);
+        let mut outbox = Outbox::new(&mut core.out, &core.limits, room, core.max_send_queue);
         let result = self.service.bytes(&mut slot.app, data, &mut outbox);
         let mut done = outbox.finish();
         if queued + slot.pending.len() + core.out.len() >= core.max_send_queue / 2 && !slot.paused {

@@ -134,32 +134,7 @@ fn days_from_civil(year: u32, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The RFC 3339 UTC form of Unix seconds (`2026-12-01T00:00:00Z`), or
-/// `None` past the year 9999, which RFC 3339 cannot write.
-pub(crate) fn format_rfc3339(secs: u64) -> Option<String> {
-    // 9999-12-31T23:59:59Z
-    if secs > 253_402_300_799 {
-        return None;
-    }
-    let days = (secs / DAY) as i64;
-    let rem = secs % DAY;
-    // H. Hinnant's `civil_from_days`.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Some(format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    ))
-}
+pub(crate) use dtp_engine::realtime::format_rfc3339;
 
 /// Unix seconds with their RFC 3339 form when there is one:
 /// `1798761600 (2027-01-01T00:00:00Z)`.

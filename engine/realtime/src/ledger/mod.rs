@@ -180,7 +180,26 @@ impl<T: LedgerItem> Ledger<T> {
     /// oldest events go first, by count, then bytes, then age; an item
     /// larger than `max_bytes` is published but not retained.
     pub fn append(&mut self, item: T, now: Instant) -> Result<Appended, SequenceExhausted> {
+        self.append_with(now, |_| item)
+    }
+
+    /// [`Ledger::append`] for an item that carries its own position (an
+    /// encoded envelope holds its sequence and cursor): `make` is given the
+    /// position the item will have, before it is recorded.
+    pub fn append_with(
+        &mut self,
+        now: Instant,
+        make: impl FnOnce(&Appended) -> T,
+    ) -> Result<Appended, SequenceExhausted> {
         let sequence = self.last_sequence.checked_add(1).ok_or(SequenceExhausted)?;
+        let position = Appended {
+            sequence,
+            cursor: (self.recovery.has_cursor()).then(|| {
+                self.key
+                    .issue(&self.stream_id, &self.scope, self.epoch.as_str(), sequence)
+            }),
+        };
+        let item = make(&position);
         let bytes = item.byte_len();
         self.last_sequence = sequence;
         self.revision = self.revision.wrapping_add(1);
@@ -200,10 +219,7 @@ impl<T: LedgerItem> Ledger<T> {
             self.stats.evicted_by_bytes += 1;
         }
         self.expire(now);
-        Ok(Appended {
-            sequence,
-            cursor: self.cursor_for(sequence),
-        })
+        Ok(position)
     }
 
     /// Evicts every event older than `max_age` at `now`; returns how many.

@@ -1,0 +1,161 @@
+//! What the realtime front end of a shard is told: who may do what, which
+//! origins may open WebSockets, and its ceilings (SPEC RT-6, RT-9, RT-10,
+//! RT-13). Shared read-only by every shard.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use dtp_codec::http::HttpLimits;
+
+/// One client credential: a token presented as `Authorization: Bearer` or
+/// as the session cookie's value, and what it grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtClient {
+    /// The secret token.
+    pub token: String,
+    /// Streams it may subscribe to and snapshot (`*`: every stream).
+    pub streams: Vec<String>,
+    /// Whether it may publish to those streams.
+    pub publish: bool,
+    /// Whether it may cut a stream's retention (operator).
+    pub admin: bool,
+}
+
+impl RtClient {
+    /// Whether this client may read `stream`.
+    pub fn may_read(&self, stream: &str) -> bool {
+        self.streams.iter().any(|s| s == "*" || s == stream)
+    }
+}
+
+/// Ceilings of the realtime front end. Defaults are the ceilings of SPEC
+/// RT-13; a deployment may lower them, never raise them
+/// ([`RtLimits::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtLimits {
+    /// HTTP request ceilings.
+    pub http: HttpLimits,
+    /// Largest inbound WebSocket message and largest event (64 KiB).
+    pub max_message: usize,
+    /// Outbound bytes queued per connection before it is a slow consumer
+    /// (256 KiB, RT-10: it is closed with QUEUE_OVERFLOW, never skipped).
+    pub max_outbound: usize,
+    /// Logical subscriptions per WebSocket connection (32).
+    pub max_subscriptions: usize,
+    /// SSE comment heartbeat period (15 s: below common proxy idle timeouts).
+    pub sse_heartbeat: Duration,
+    /// The SSE `retry:` hint sent on connect.
+    pub sse_retry: Duration,
+    /// WebSocket: the client's heartbeat interval bounds, announced in
+    /// WELCOME; a connection silent for twice the maximum is closed.
+    pub ws_heartbeat_min: Duration,
+    /// See [`RtLimits::ws_heartbeat_min`].
+    pub ws_heartbeat_max: Duration,
+    /// How long an idle keep-alive HTTP connection is kept.
+    pub idle_timeout: Duration,
+    /// Snapshot polls per client per core per minimum interval (RT-11: the
+    /// minimum interval is 5 s); more is answered 429 with Retry-After.
+    pub poll_burst: u32,
+    /// See [`RtLimits::poll_burst`].
+    pub poll_interval: Duration,
+}
+
+impl Default for RtLimits {
+    fn default() -> Self {
+        Self {
+            http: HttpLimits::default(),
+            max_message: 64 * 1024,
+            max_outbound: 256 * 1024,
+            max_subscriptions: 32,
+            sse_heartbeat: Duration::from_secs(15),
+            sse_retry: Duration::from_secs(2),
+            ws_heartbeat_min: Duration::from_secs(10),
+            ws_heartbeat_max: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            poll_burst: 5,
+            poll_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RtLimits {
+    /// Refuses a ceiling above SPEC RT-13's, or one that makes no sense.
+    pub fn validate(&self) -> Result<(), String> {
+        let ceiling = Self::default();
+        let checks = [
+            ("max_message", self.max_message, ceiling.max_message),
+            ("max_outbound", self.max_outbound, ceiling.max_outbound),
+            (
+                "max_subscriptions",
+                self.max_subscriptions,
+                ceiling.max_subscriptions,
+            ),
+        ];
+        for (name, v, max) in checks {
+            if v == 0 || v > max {
+                return Err(format!("{name} must be 1 ..= {max} (SPEC RT-13), not {v}"));
+            }
+        }
+        if self.poll_interval < ceiling.poll_interval {
+            return Err("poll_interval may not be below 5 s (SPEC RT-11)".into());
+        }
+        if self.ws_heartbeat_min > self.ws_heartbeat_max || self.ws_heartbeat_min.is_zero() {
+            return Err("ws heartbeat bounds must be 0 < min <= max".into());
+        }
+        if self.poll_burst == 0 || self.sse_heartbeat.is_zero() || self.idle_timeout.is_zero() {
+            return Err("poll_burst, sse_heartbeat and idle_timeout must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The realtime front end's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RtConfig {
+    /// Client credentials.
+    pub clients: Vec<RtClient>,
+    /// The session cookie browsers present (HttpOnly, set by the
+    /// application's login; here compared against the tokens).
+    pub cookie: String,
+    /// Origins allowed to open a WebSocket, exactly (scheme://host:port,
+    /// SPEC RT-9). A request carrying an `Origin` not listed is refused
+    /// 403; one without `Origin` (not a browser) must authenticate with a
+    /// bearer token.
+    pub origins: Vec<String>,
+    /// The plain WebSocket echo endpoint `/v1/echo` (for RFC 6455
+    /// conformance suites), with its message ceiling; `None`: off.
+    pub echo_max_message: Option<usize>,
+    /// Each stream's scope binding (stream id → the opaque token its
+    /// envelopes carry, SPEC RT-3): a SUBSCRIBE must present it exactly.
+    pub scopes: HashMap<String, String>,
+    /// Ceilings.
+    pub limits: RtLimits,
+}
+
+/// The echo endpoint's message ceiling may be raised to this (16 MiB).
+pub const ECHO_MAX_MESSAGE: usize = 16 << 20;
+
+impl RtConfig {
+    /// The client holding `token`, if any.
+    pub fn client(&self, token: &str) -> Option<usize> {
+        self.clients.iter().position(|c| c.token == token)
+    }
+
+    /// Checks the ceilings and the credentials.
+    pub fn validate(&self) -> Result<(), String> {
+        self.limits.validate()?;
+        if let Some(n) = self.echo_max_message
+            && (n == 0 || n > ECHO_MAX_MESSAGE)
+        {
+            return Err(format!("echo_max_message must be 1 ..= {ECHO_MAX_MESSAGE}"));
+        }
+        for c in &self.clients {
+            if c.token.len() < 8 || !c.token.bytes().all(|b| b.is_ascii_graphic() && b != b';') {
+                return Err(
+                    "a client token must be 8 or more visible ASCII characters, no ';'".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}

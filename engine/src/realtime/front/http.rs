@@ -1,0 +1,462 @@
+//! HTTP/1.1 requests of the realtime front end: routing, authorisation,
+//! and the answers that come back from the realtime plane.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use dtp_codec::http::{EntityTag, Method, RequestHead, Version, parse_request_head};
+use dtp_codec::realtime::{JsonLimits, check_json};
+use dtp_realtime::registry::is_valid_name;
+use serde_json::Value;
+
+use super::reply::{refuse, reply};
+use super::{FrontMetrics, Phase, RealtimeFront, RtConn, Waiting};
+use crate::realtime::{RtDecision, RtRefusal, RtRequest};
+use crate::service::{Outbox, ToControl};
+use dtp_codec::ErrorCode;
+
+/// What a request needs its client to be allowed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Need {
+    Read,
+    Publish,
+    Admin,
+}
+
+impl RealtimeFront {
+    /// Parses and serves the next request of `c`. Returns whether another
+    /// request may follow at once (false: more bytes are needed, or the
+    /// connection left the request phase).
+    pub(super) fn next_request(
+        &mut self,
+        c: &mut RtConn,
+        out: &mut Outbox<'_>,
+    ) -> Result<bool, ErrorCode> {
+        let limits = self.config.limits.http;
+        let (head, n) = match parse_request_head(&c.input, &limits) {
+            Ok(None) => return Ok(false),
+            Ok(Some(parsed)) => parsed,
+            Err(e) => {
+                FrontMetrics::bump(&self.metrics.refused);
+                out.wire().extend_from_slice(&e.to_response());
+                out.close();
+                c.phase = Phase::Done;
+                return Ok(false);
+            }
+        };
+        // Bounded by the head's parser (413 above the body ceiling).
+        let body_len = usize::try_from(head.content_length()).unwrap_or(usize::MAX);
+        if c.input.len() - n < body_len {
+            return Ok(false);
+        }
+        let _ = c.input.split_to(n);
+        let body = c.input.split_to(body_len).freeze();
+        if c.input.is_empty() {
+            c.input = bytes::BytesMut::new(); // hold nothing between requests
+        }
+        out.set_timer(Some(Instant::now() + self.config.limits.idle_timeout));
+        self.route(c, &head, body, out);
+        Ok(matches!(c.phase, Phase::Http))
+    }
+
+    fn route(&mut self, c: &mut RtConn, head: &RequestHead, body: Bytes, out: &mut Outbox<'_>) {
+        let keep = head.keep_alive();
+        if head.version() == Version::Http11 && head.host().is_none() {
+            // RFC 9112 §3.2: a request without Host is refused.
+            return self.refuse(c, out, 400, "MALFORMED_EVENT", false, &[]);
+        }
+        let Some(segs) = head.path_segments() else {
+            return self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]);
+        };
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let method = head.method();
+        match (method, segs.as_slice()) {
+            (Method::Get, ["v1", "streams", id, "sse"]) => self.sse_request(c, head, id, keep, out),
+            (Method::Get, ["v1", "streams", id, "snapshot"]) => {
+                self.snapshot_request(c, head, id, keep, out);
+            }
+            (Method::Post, ["v1", "streams", id, "events"]) => {
+                self.publish_request(c, head, id, &body, keep, out);
+            }
+            (Method::Post, ["v1", "streams", id, "cut"]) => {
+                self.cut_request(c, head, id, keep, out)
+            }
+            (Method::Get, ["v1", "ws"]) => self.ws_request(c, head, false, out),
+            (Method::Get, ["v1", "echo"]) if self.config.echo_max_message.is_some() => {
+                self.ws_request(c, head, true, out);
+            }
+            (Method::Get, ["v1", "health"]) => {
+                reply(
+                    out,
+                    200,
+                    Some("application/json"),
+                    b"{\"status\":\"ok\"}",
+                    keep,
+                    &[],
+                );
+            }
+            (_, ["v1", "streams", _, "sse" | "snapshot"] | ["v1", "ws"]) => {
+                self.refuse(c, out, 405, "UNSUPPORTED", keep, &[("Allow", "GET")]);
+            }
+            (_, ["v1", "streams", _, "events" | "cut"]) => {
+                self.refuse(c, out, 405, "UNSUPPORTED", keep, &[("Allow", "POST")]);
+            }
+            _ => self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]),
+        }
+    }
+
+    /// Refuses the request (counted); a connection not kept is done.
+    pub(super) fn refuse(
+        &self,
+        c: &mut RtConn,
+        out: &mut Outbox<'_>,
+        status: u16,
+        kind: &str,
+        keep: bool,
+        extra: &[(&str, &str)],
+    ) {
+        FrontMetrics::bump(if status == 429 {
+            &self.metrics.rate_limited
+        } else {
+            &self.metrics.refused
+        });
+        refuse(out, status, kind, keep, extra);
+        if !keep {
+            c.phase = Phase::Done;
+        }
+    }
+
+    /// The client of the request's bearer token or session cookie.
+    pub(super) fn authenticate(&self, head: &RequestHead) -> Option<usize> {
+        match head.bearer_token() {
+            Some(token) => self.config.client(token),
+            None => head
+                .cookie(&self.config.cookie)
+                .and_then(|t| self.config.client(t)),
+        }
+    }
+
+    /// Authorises the request for `need` on `stream` (SPEC RT-6: at every
+    /// connect, subscribe, resume and publish); refuses it otherwise.
+    pub(super) fn authorise(
+        &self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        stream: &str,
+        need: Need,
+        out: &mut Outbox<'_>,
+    ) -> Option<usize> {
+        let keep = head.keep_alive();
+        let Some(client) = self.authenticate(head) else {
+            self.refuse(
+                c,
+                out,
+                401,
+                "AUTH_REQUIRED",
+                keep,
+                &[("WWW-Authenticate", "Bearer")],
+            );
+            return None;
+        };
+        let grants = &self.config.clients[client];
+        let allowed = grants.may_read(stream)
+            && match need {
+                Need::Read => true,
+                Need::Publish => grants.publish,
+                Need::Admin => grants.admin,
+            };
+        if !allowed {
+            self.refuse(c, out, 403, "FORBIDDEN", keep, &[]);
+            return None;
+        }
+        if !is_valid_name(stream) {
+            self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]);
+            return None;
+        }
+        Some(client)
+    }
+
+    fn ask(&self, c: &mut RtConn, out: &mut Outbox<'_>, r: RtRequest, waiting: Waiting) {
+        out.to_control(ToControl::Realtime(r));
+        c.phase = Phase::Waiting(waiting);
+    }
+
+    fn sse_request(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        stream: &str,
+        keep: bool,
+        out: &mut Outbox<'_>,
+    ) {
+        let Some(client) = self.authorise(c, head, stream, Need::Read, out) else {
+            return;
+        };
+        c.client = Some(client);
+        // A reconnecting EventSource sends Last-Event-ID; a first connect
+        // may name its cursor in the query (SPEC RT-8).
+        let cursor = head
+            .last_event_id()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .or_else(|| head.query_param("cursor"))
+            .map(String::into_boxed_str);
+        let r = RtRequest::Subscribe {
+            conn: c.id,
+            key: 0,
+            stream: stream.into(),
+            cursor,
+        };
+        self.ask(c, out, r, Waiting::Sse { keep_alive: keep });
+    }
+
+    fn snapshot_request(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        stream: &str,
+        keep: bool,
+        out: &mut Outbox<'_>,
+    ) {
+        let Some(client) = self.authorise(c, head, stream, Need::Read, out) else {
+            return;
+        };
+        if let Some(wait) = self.poll_rate_limited(client, Instant::now()) {
+            let secs = wait.as_secs().max(1).to_string();
+            return self.refuse(c, out, 429, "RATE_LIMITED", keep, &[("Retry-After", &secs)]);
+        }
+        let r = RtRequest::Snapshot {
+            conn: c.id,
+            stream: stream.into(),
+        };
+        let waiting = Waiting::Snapshot {
+            if_none_match: head.if_none_match(),
+            keep_alive: keep,
+        };
+        self.ask(c, out, r, waiting);
+    }
+
+    /// Counts a snapshot poll of `client`; `Some(wait)` if over its budget
+    /// (RT-11: `poll_burst` per `poll_interval`, per client, per core).
+    fn poll_rate_limited(&mut self, client: usize, now: Instant) -> Option<std::time::Duration> {
+        let l = &self.config.limits;
+        let (start, n) = self.polls.entry(client).or_insert((now, 0));
+        if now.duration_since(*start) >= l.poll_interval {
+            *start = now;
+            *n = 0;
+        }
+        if *n >= l.poll_burst {
+            return Some(l.poll_interval.saturating_sub(now.duration_since(*start)));
+        }
+        *n += 1;
+        None
+    }
+
+    fn publish_request(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        stream: &str,
+        body: &[u8],
+        keep: bool,
+        out: &mut Outbox<'_>,
+    ) {
+        if self
+            .authorise(c, head, stream, Need::Publish, out)
+            .is_none()
+        {
+            return;
+        }
+        let json = head.header("Content-Type").is_some_and(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+        if !json {
+            return self.refuse(c, out, 415, "UNSUPPORTED", keep, &[]);
+        }
+        let Some((event_type, payload)) = parse_publication(body) else {
+            return self.refuse(c, out, 400, "MALFORMED_EVENT", keep, &[]);
+        };
+        let r = RtRequest::Publish {
+            conn: c.id,
+            stream: stream.into(),
+            event_type: event_type.into(),
+            payload,
+        };
+        self.ask(
+            c,
+            out,
+            r,
+            Waiting::Write {
+                keep_alive: keep,
+                cut: false,
+            },
+        );
+    }
+
+    fn cut_request(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        stream: &str,
+        keep: bool,
+        out: &mut Outbox<'_>,
+    ) {
+        if self.authorise(c, head, stream, Need::Admin, out).is_none() {
+            return;
+        }
+        let r = RtRequest::Cut {
+            conn: c.id,
+            stream: stream.into(),
+        };
+        self.ask(
+            c,
+            out,
+            r,
+            Waiting::Write {
+                keep_alive: keep,
+                cut: true,
+            },
+        );
+    }
+
+    /// Answers the request that waited for `d` (a decision for a request
+    /// no longer waiting is dropped: the connection moved on or closed).
+    pub(super) fn answer(&mut self, c: &mut RtConn, d: RtDecision, out: &mut Outbox<'_>) {
+        if let Phase::Ws(_) = c.phase {
+            return self.ws_answer(c, d, out);
+        }
+        let Phase::Waiting(w) = std::mem::replace(&mut c.phase, Phase::Http) else {
+            return;
+        };
+        match (w, d) {
+            (
+                Waiting::Sse { .. },
+                RtDecision::Subscribed {
+                    stream,
+                    replay,
+                    reset,
+                    ..
+                },
+            ) => {
+                self.sse_open(c, stream, &replay, reset, out);
+            }
+            (
+                Waiting::Snapshot {
+                    if_none_match,
+                    keep_alive,
+                },
+                RtDecision::Snapshot { body, etag, .. },
+            ) => {
+                let tag = EntityTag::parse(&etag);
+                let fresh = match (&if_none_match, &tag) {
+                    (Some(inm), Some(tag)) => inm.matches(tag),
+                    _ => false,
+                };
+                let headers = [("ETag", &*etag)];
+                if fresh {
+                    FrontMetrics::bump(&self.metrics.poll_not_modified);
+                    reply(out, 304, None, b"", keep_alive, &headers);
+                } else {
+                    reply(
+                        out,
+                        200,
+                        Some("application/json"),
+                        &body,
+                        keep_alive,
+                        &headers,
+                    );
+                }
+                if !keep_alive {
+                    c.phase = Phase::Done;
+                }
+            }
+            (Waiting::Write { keep_alive, cut }, RtDecision::Published { body, .. }) => {
+                let status = if cut { 200 } else { 201 };
+                reply(
+                    out,
+                    status,
+                    Some("application/json"),
+                    &body,
+                    keep_alive,
+                    &[],
+                );
+                if !keep_alive {
+                    c.phase = Phase::Done;
+                }
+            }
+            (w, RtDecision::Refused { why, .. }) => {
+                let keep = match w {
+                    Waiting::Sse { keep_alive }
+                    | Waiting::Snapshot { keep_alive, .. }
+                    | Waiting::Write { keep_alive, .. } => keep_alive,
+                };
+                let status = match why {
+                    RtRefusal::UnknownStream => 404,
+                    RtRefusal::TooLarge => 413,
+                    _ => 400,
+                };
+                self.refuse(c, out, status, why.failure_kind().as_str(), keep, &[]);
+            }
+            (w, d) => {
+                tracing::warn!(?w, ?d, "a realtime answer that does not fit its request");
+                c.phase = Phase::Done;
+                out.close();
+            }
+        }
+    }
+}
+
+/// A publication body: exactly `{"eventType": <name>, "payload": {…}}`
+/// (SPEC RT-3: fail closed on unknown keys), under the event ceilings.
+/// Returns the event type and the payload re-encoded compactly.
+fn parse_publication(body: &[u8]) -> Option<(String, Bytes)> {
+    check_json(body, &JsonLimits::default()).ok()?;
+    let Value::Object(mut map) = serde_json::from_slice::<Value>(body).ok()? else {
+        return None;
+    };
+    if map.len() != 2 {
+        return None;
+    }
+    let Value::String(event_type) = map.remove("eventType")? else {
+        return None;
+    };
+    let payload @ Value::Object(_) = map.remove("payload")? else {
+        return None;
+    };
+    if !is_valid_name(&event_type) {
+        return None;
+    }
+    let bytes = serde_json::to_vec(&payload).ok()?;
+    Some((event_type, Bytes::from(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_publication;
+
+    #[test]
+    fn publication_bodies_are_exact() {
+        let (t, p) = parse_publication(br#"{"eventType":"demo.tick","payload":{"n": 1}}"#).unwrap();
+        assert_eq!(t, "demo.tick");
+        assert_eq!(&p[..], br#"{"n":1}"#);
+        for bad in [
+            &br#"{"eventType":"demo.tick"}"#[..],
+            br#"{"eventType":"demo.tick","payload":{},"extra":1}"#,
+            br#"{"eventType":"demo.tick","payload":[1]}"#,
+            br#"{"eventType":"bad type","payload":{}}"#,
+            br#"{"eventType":7,"payload":{}}"#,
+            br#"[]"#,
+            b"{\"eventType\":\"a\",\"payload\":{\"x\":\"\xff\"}}",
+            b"not json",
+        ] {
+            assert_eq!(
+                parse_publication(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}
