@@ -133,6 +133,26 @@ pub trait ControlPlane: Send + 'static {
     }
 }
 
+impl<P: ControlPlane + ?Sized> ControlPlane for Box<P> {
+    fn handle(
+        &mut self,
+        shard: usize,
+        request: Request,
+        now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    ) {
+        (**self).handle(shard, request, now, out);
+    }
+
+    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+        (**self).tick(now, out)
+    }
+
+    fn attach(&mut self, waker: ControlWaker) {
+        (**self).attach(waker);
+    }
+}
+
 /// Wakes the control thread so that it ticks its plane: for threads that
 /// hand the plane work through their own channel (push first, then
 /// [`ControlWaker::wake`]).

@@ -35,6 +35,15 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// How many shards start: `shards`, or one per available core if 0.
+    pub fn shard_count(&self) -> usize {
+        if self.shards == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.shards
+        }
+    }
+
     /// Checks the settings against each other; the error names the field.
     ///
     /// A connection must be able to queue two of the largest frames: the
@@ -215,11 +224,7 @@ impl Engine {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let n = if config.shards == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            config.shards
-        };
+        let n = config.shard_count();
         let factory = Arc::new(factory);
         let stop = Arc::new(AtomicBool::new(false));
         // The control thread starts first (its handle is what shards unpark)

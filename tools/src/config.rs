@@ -10,6 +10,7 @@ use dtp_engine::EngineConfig;
 use dtp_transports::{BackendPreference, DriverConfig};
 use serde::Deserialize;
 
+use crate::realtime_cfg::RealtimeSection;
 use crate::terminal_cfg::TerminalSection;
 
 /// The whole file. Every section and key is optional; absent ones keep
@@ -26,6 +27,8 @@ pub(crate) struct Config {
     /// the minimal control plane (heartbeat acks only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) terminal: Option<TerminalSection>,
+    /// The realtime front end (SPEC §4): SSE, WebSocket, snapshots.
+    pub(crate) realtime: RealtimeSection,
 }
 
 /// The DTP protocol (SPEC §1): off, the gateway speaks the plaintext

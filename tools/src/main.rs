@@ -15,6 +15,7 @@ mod gateway;
 mod inspect;
 mod load;
 mod load_dtp;
+mod realtime_cfg;
 mod serve;
 mod sim;
 mod terminal_cfg;
@@ -173,9 +174,22 @@ struct ServeCli {
     /// TOML configuration file (default: embedded defaults).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Listen on this address instead of the configured ones.
+    /// Listen on this address instead of the configured ones. The realtime
+    /// front end then moves to the same IP on a free port (printed), unless
+    /// --realtime-listen says where.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// The realtime front end's address (SSE, WebSocket realtime.v1,
+    /// snapshots, publication; default 127.0.0.1:7780).
+    #[arg(long, value_name = "ADDR")]
+    realtime_listen: Option<std::net::SocketAddr>,
+    /// Serve no realtime front end.
+    #[arg(long)]
+    no_realtime: bool,
+    /// Switch on the plain WebSocket echo endpoint /v1/echo on the realtime
+    /// port (for RFC 6455 conformance suites such as Autobahn|Testsuite).
+    #[arg(long)]
+    echo: bool,
     /// IO backend: auto, uring or epoll (also DTP_IO_BACKEND).
     #[arg(long, value_name = "BACKEND")]
     backend: Option<String>,
@@ -380,6 +394,9 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(serve::ServeArgs {
             config: a.config.as_deref(),
             listen: a.listen,
+            realtime_listen: a.realtime_listen,
+            no_realtime: a.no_realtime,
+            echo: a.echo,
             backend: a.backend.as_deref(),
             shards: a.shards,
             no_admin: a.no_admin,

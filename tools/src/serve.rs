@@ -9,7 +9,11 @@ use std::sync::Arc;
 
 use dtp_bench::dtp_workload::DtpResponder;
 use dtp_engine::dtp::{DtpGateway, SessionRegistry};
-use dtp_engine::{ControlPlane, Engine, PlaneHandle, TerminalPlane};
+use dtp_engine::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
+use dtp_engine::{
+    ControlPlane, Engine, EngineConfig, EngineHandle, Pair, PairPlane, PlaneHandle, Service,
+    TerminalPlane,
+};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -22,6 +26,9 @@ use crate::terminal_cfg::plane_parts;
 pub(crate) struct ServeArgs<'a> {
     pub(crate) config: Option<&'a Path>,
     pub(crate) listen: Option<std::net::SocketAddr>,
+    pub(crate) realtime_listen: Option<std::net::SocketAddr>,
+    pub(crate) no_realtime: bool,
+    pub(crate) echo: bool,
     pub(crate) backend: Option<&'a str>,
     pub(crate) shards: Option<usize>,
     pub(crate) no_admin: bool,
@@ -33,6 +40,16 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     let mut config = Config::load(args.config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
     if let Some(addr) = args.listen {
         config.engine.listen = vec![addr];
+        config.realtime.listen = std::net::SocketAddr::new(addr.ip(), 0);
+    }
+    if let Some(addr) = args.realtime_listen {
+        config.realtime.listen = addr;
+    }
+    if args.no_realtime {
+        config.realtime.enabled = false;
+    }
+    if args.echo {
+        config.realtime.echo = true;
     }
     if let Some(b) = args.backend {
         config.io.backend = b.to_owned();
@@ -87,21 +104,30 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         }
         None => (Box::new(MinimalControl), None),
     };
+    let realtime = realtime_parts(&config, engine_config.shard_count())?;
+    let dtp_listeners = engine_config.listen.len();
+    let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
     let started = match terminal {
         // SPEC §1: every connection runs CAP, encryption, agreements and
         // resume; suspended sessions are shared by all shards.
         Some(terminal) => {
             let terminal = Arc::new(terminal);
             let registry = Arc::new(SessionRegistry::new(config.dtp.max_suspended));
-            Engine::start_with_control(
+            start(
                 engine_config,
                 move |_| {
                     DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default())
                 },
                 control,
+                realtime,
             )
         }
-        None => Engine::start_with_control(engine_config, move |_| Gateway { limits }, control),
+        None => start(
+            engine_config,
+            move |_| Gateway { limits },
+            control,
+            realtime,
+        ),
     };
     let engine = started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
     println!(
@@ -112,9 +138,13 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             "plaintext benchmark protocol"
         }
     );
-    for addr in engine.local_addrs() {
+    let (dtp_addrs, realtime_addrs) = engine.local_addrs().split_at(dtp_listeners);
+    for addr in dtp_addrs {
         // One line per address, for scripts (and `dtp bench`) to read.
         println!("listening {addr}");
+    }
+    for addr in realtime_addrs {
+        println!("realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)");
     }
     println!(
         "backend {} ({})",
@@ -135,6 +165,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
                 control: engine.control_metrics(),
                 backend: engine.backend().clone(),
                 plane: plane.clone(),
+                realtime: realtime_metrics,
             },
             api: plane.clone().zip(human_id).map(|(plane, human_id)| Api {
                 plane,
@@ -165,4 +196,78 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     engine
         .join()
         .map_err(|e| CliError::Io(format!("gateway failed: {e}")))
+}
+
+/// The realtime front end's parts, when `[realtime]` is on.
+struct RealtimeParts {
+    listen: std::net::SocketAddr,
+    config: Arc<RtConfig>,
+    plane: RealtimePlane,
+    metrics: Arc<FrontMetrics>,
+}
+
+fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts>, CliError> {
+    let section = &config.realtime;
+    if !section.enabled {
+        return Ok(None);
+    }
+    let bad = |e: String| CliError::usage("BAD_CONFIG", e);
+    let specs = section.specs().map_err(bad)?;
+    let front = section.front().map_err(bad)?;
+    // SPEC RT-6: a restart without persistence is a new epoch; the epochs
+    // and the cursor key come from the OS.
+    let rng = ring::rand::SystemRandom::new();
+    let mut failed = false;
+    let mut random = || {
+        let mut b = [0u8; 8];
+        failed |= ring::rand::SecureRandom::fill(&rng, &mut b).is_err();
+        u64::from_le_bytes(b)
+    };
+    let plane = RealtimePlane::new(specs, shards, &mut random)
+        .map_err(|e| bad(format!("realtime: {e}")))?;
+    if failed {
+        return Err(CliError::Io("the system random generator failed".into()));
+    }
+    Ok(Some(RealtimeParts {
+        listen: section.listen,
+        config: front,
+        plane,
+        metrics: Arc::new(FrontMetrics::default()),
+    }))
+}
+
+/// Starts the engine running `make`'s service on the configured listeners
+/// and, with the realtime front end, that too on its own listener, on the
+/// same shards (its plane beside `control` on the control thread).
+fn start<S, F>(
+    mut config: EngineConfig,
+    make: F,
+    control: Box<dyn ControlPlane>,
+    realtime: Option<RealtimeParts>,
+) -> std::io::Result<EngineHandle>
+where
+    S: Service + 'static,
+    F: Fn(usize) -> S + Send + Sync + 'static,
+{
+    let Some(rt) = realtime else {
+        return Engine::start_with_control(config, make, control);
+    };
+    let split = config.listen.len();
+    config.listen.push(rt.listen);
+    let plane = PairPlane {
+        a: control,
+        b: rt.plane,
+    };
+    let (front, metrics) = (rt.config, rt.metrics);
+    Engine::start_with_control(
+        config,
+        move |i| {
+            Pair::new(
+                make(i),
+                RealtimeFront::new(front.clone(), i, metrics.clone()),
+                split,
+            )
+        },
+        Box::new(plane),
+    )
 }

@@ -36,16 +36,20 @@ pub(crate) fn published_body(
     b.freeze()
 }
 
-/// A snapshot: `{"streamId","checkpoint":{…},"state":<latest payload>|null}`
-/// (SPEC RT-6: the checkpoint is the state's commit point).
+/// A snapshot: `{"streamId","scopeBinding","checkpoint":{…},"state":<latest payload>|null}`
+/// (SPEC RT-6: the checkpoint is the state's commit point; the scope
+/// binding is what a `realtime.v1` SUBSCRIBE must present).
 pub(crate) fn snapshot_body(
     stream: &str,
+    scope: &str,
     checkpoint: &SnapshotCheckpoint,
     state: Option<&[u8]>,
 ) -> Bytes {
     let mut b = BytesMut::with_capacity(256 + state.map_or(0, <[u8]>::len));
     b.put_slice(b"{\"streamId\":");
     string(&mut b, stream);
+    b.put_slice(b",\"scopeBinding\":");
+    string(&mut b, scope);
     b.put_slice(b",\"checkpoint\":");
     if checkpoint.encode_into(&mut b).is_err() {
         b.put_slice(b"null");

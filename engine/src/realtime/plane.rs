@@ -326,7 +326,7 @@ impl<C: Clock> RealtimePlane<C> {
             resume_cursor: c.cursor,
         };
         let etag: Arc<str> = format!("\"{}-{}\"", c.epoch.as_str(), c.revision).into();
-        let body = super::json::snapshot_body(&s.id, &checkpoint, s.state.as_deref());
+        let body = super::json::snapshot_body(&s.id, &s.scope, &checkpoint, s.state.as_deref());
         Self::bump(&self.metrics.snapshots);
         let d = RtDecision::Snapshot { conn, body, etag };
         out.push((shard, Decision::Realtime(Box::new(d))));

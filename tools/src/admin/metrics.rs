@@ -22,6 +22,8 @@ pub(crate) struct Exporter {
     pub(crate) backend: BackendChoice,
     /// The terminal plane's counters, when `[terminal]` runs.
     pub(crate) plane: Option<dtp_engine::PlaneHandle>,
+    /// The realtime front ends' counters, when `[realtime]` runs.
+    pub(crate) realtime: Option<Arc<dtp_engine::realtime::FrontMetrics>>,
 }
 
 impl Exporter {
@@ -136,6 +138,9 @@ impl Exporter {
                 ));
             }
         }
+        if let Some(rt) = &self.realtime {
+            render_realtime(&mut out, rt);
+        }
         if let Some(plane) = &self.plane {
             render_plane(&mut out, &plane.metrics());
         }
@@ -208,6 +213,77 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
     for (name, help, v) in series {
         out.push_str(&format!(
             "# HELP dtp_terminal_{name}_total {help}\n# TYPE dtp_terminal_{name}_total counter\ndtp_terminal_{name}_total {v}\n"
+        ));
+    }
+}
+
+/// The realtime front ends' series (SPEC RT-15).
+fn render_realtime(out: &mut String, m: &dtp_engine::realtime::FrontMetrics) {
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    for (name, kind, help, v) in [
+        (
+            "dtp_realtime_connections_opened_total",
+            "counter",
+            "Realtime connections opened.",
+            r(&m.connections_opened),
+        ),
+        (
+            "dtp_realtime_connections_closed_total",
+            "counter",
+            "Realtime connections closed.",
+            r(&m.connections_closed),
+        ),
+        (
+            "dtp_realtime_subscriptions",
+            "gauge",
+            "Live subscriptions (SSE streams and WebSocket subscriptions).",
+            r(&m.subscriptions),
+        ),
+        (
+            "dtp_realtime_delivered_total",
+            "counter",
+            "Events written to subscribers.",
+            r(&m.delivered),
+        ),
+        (
+            "dtp_realtime_queue_overflow_total",
+            "counter",
+            "Subscribers ended as slow consumers (QUEUE_OVERFLOW).",
+            r(&m.queue_overflows),
+        ),
+        (
+            "dtp_realtime_resets_total",
+            "counter",
+            "Resumes answered RESET_REQUIRED.",
+            r(&m.resets),
+        ),
+        (
+            "dtp_realtime_poll_not_modified_total",
+            "counter",
+            "Snapshot polls answered 304.",
+            r(&m.poll_not_modified),
+        ),
+        (
+            "dtp_realtime_rate_limited_total",
+            "counter",
+            "Requests answered 429.",
+            r(&m.rate_limited),
+        ),
+        (
+            "dtp_realtime_refused_total",
+            "counter",
+            "Requests refused with another 4xx.",
+            r(&m.refused),
+        ),
+        (
+            "dtp_realtime_ws_protocol_errors_total",
+            "counter",
+            "WebSocket sessions closed for a protocol violation.",
+            r(&m.ws_protocol_errors),
+        ),
+    ] {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
         ));
     }
 }
