@@ -67,6 +67,16 @@ pub enum RtRequest {
         /// The stream id.
         stream: Box<str>,
     },
+    /// Ends every subscription of the stream on every shard with CLOSE
+    /// RESTART (operator action, e.g. before maintenance): clients
+    /// reconnect and resume from their cursors. Answered with
+    /// [`RtDecision::Published`] (an empty object).
+    Kick {
+        /// The connection that asked.
+        conn: ConnId,
+        /// The stream id.
+        stream: Box<str>,
+    },
     /// The stream's snapshot and checkpoint (SPEC RT-6, RT-11).
     Snapshot {
         /// The connection that asked.
@@ -146,6 +156,9 @@ pub enum RtDecision {
     },
     /// An event of a stream, for every subscriber of it on the shard.
     Event(Arc<RtEvent>),
+    /// End every subscription of the stream (index) on the shard with
+    /// CLOSE RESTART.
+    Kick(u32),
     /// A publication was committed.
     Published {
         /// The connection that asked.

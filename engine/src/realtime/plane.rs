@@ -362,6 +362,18 @@ impl<C: Clock> ControlPlane for RealtimePlane<C> {
                 self.publish(shard, conn, (&stream, &event_type, payload), now, out);
             }
             RtRequest::Snapshot { conn, stream } => self.snapshot(shard, conn, &stream, out),
+            RtRequest::Kick { conn, stream } => {
+                let Some(&n) = self.index.get(&*stream) else {
+                    out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
+                    return;
+                };
+                for to in 0..self.shards {
+                    out.push((to, Decision::Realtime(Box::new(RtDecision::Kick(n)))));
+                }
+                let body = Bytes::from_static(b"{}");
+                let d = RtDecision::Published { conn, body };
+                out.push((shard, Decision::Realtime(Box::new(d))));
+            }
             RtRequest::Cut { conn, stream } => {
                 let cut = self.registry.ledger_mut(&stream).map(|l| l.cut());
                 let d = match cut {

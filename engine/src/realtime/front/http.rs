@@ -65,6 +65,10 @@ impl RealtimeFront {
             // RFC 9112 §3.2: a request without Host is refused.
             return self.refuse(c, out, 400, "MALFORMED_EVENT", false, &[]);
         }
+        if head.path() == "/" && *head.method() == Method::Get {
+            let page = super::page::DEMO_PAGE.as_bytes();
+            return reply(out, 200, Some("text/html; charset=utf-8"), page, keep, &[]);
+        }
         let Some(segs) = head.path_segments() else {
             return self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]);
         };
@@ -79,8 +83,13 @@ impl RealtimeFront {
                 self.publish_request(c, head, id, &body, keep, out);
             }
             (Method::Post, ["v1", "streams", id, "cut"]) => {
-                self.cut_request(c, head, id, keep, out)
+                self.admin_request(c, head, id, true, keep, out);
             }
+            (Method::Post, ["v1", "streams", id, "kick"]) => {
+                self.admin_request(c, head, id, false, keep, out);
+            }
+            (Method::Post, ["v1", "login"]) => self.login(c, head, keep, out),
+
             (Method::Get, ["v1", "ws"]) => self.ws_request(c, head, false, out),
             (Method::Get, ["v1", "echo"]) if self.config.echo_max_message.is_some() => {
                 self.ws_request(c, head, true, out);
@@ -98,7 +107,7 @@ impl RealtimeFront {
             (_, ["v1", "streams", _, "sse" | "snapshot"] | ["v1", "ws"]) => {
                 self.refuse(c, out, 405, "UNSUPPORTED", keep, &[("Allow", "GET")]);
             }
-            (_, ["v1", "streams", _, "events" | "cut"]) => {
+            (_, ["v1", "streams", _, "events" | "cut" | "kick"] | ["v1", "login"]) => {
                 self.refuse(c, out, 405, "UNSUPPORTED", keep, &[("Allow", "POST")]);
             }
             _ => self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]),
@@ -174,6 +183,21 @@ impl RealtimeFront {
             return None;
         }
         Some(client)
+    }
+
+    /// `POST /v1/login` with a bearer token: answers 204 with the session
+    /// cookie (HttpOnly, SameSite=Strict), so a browser page's EventSource
+    /// and WebSocket authenticate without the token in script reach.
+    fn login(&mut self, c: &mut RtConn, head: &RequestHead, keep: bool, out: &mut Outbox<'_>) {
+        let Some(client) = head.bearer_token().and_then(|t| self.config.client(t)) else {
+            let extra = [("WWW-Authenticate", "Bearer")];
+            return self.refuse(c, out, 401, "AUTH_REQUIRED", keep, &extra);
+        };
+        let cookie = format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            self.config.cookie, self.config.clients[client].token
+        );
+        reply(out, 204, None, b"", keep, &[("Set-Cookie", &cookie)]);
     }
 
     fn ask(&self, c: &mut RtConn, out: &mut Outbox<'_>, r: RtRequest, waiting: Waiting) {
@@ -290,25 +314,30 @@ impl RealtimeFront {
             r,
             Waiting::Write {
                 keep_alive: keep,
-                cut: false,
+                admin: false,
             },
         );
     }
 
-    fn cut_request(
+    /// A forced retention cut (`cut`) or an end of every subscription
+    /// (`kick`) of `stream`: operator actions.
+    fn admin_request(
         &mut self,
         c: &mut RtConn,
         head: &RequestHead,
         stream: &str,
+        cut: bool,
         keep: bool,
         out: &mut Outbox<'_>,
     ) {
         if self.authorise(c, head, stream, Need::Admin, out).is_none() {
             return;
         }
-        let r = RtRequest::Cut {
-            conn: c.id,
-            stream: stream.into(),
+        let (conn, stream) = (c.id, stream.into());
+        let r = if cut {
+            RtRequest::Cut { conn, stream }
+        } else {
+            RtRequest::Kick { conn, stream }
         };
         self.ask(
             c,
@@ -316,7 +345,7 @@ impl RealtimeFront {
             r,
             Waiting::Write {
                 keep_alive: keep,
-                cut: true,
+                admin: true,
             },
         );
     }
@@ -372,8 +401,8 @@ impl RealtimeFront {
                     c.phase = Phase::Done;
                 }
             }
-            (Waiting::Write { keep_alive, cut }, RtDecision::Published { body, .. }) => {
-                let status = if cut { 200 } else { 201 };
+            (Waiting::Write { keep_alive, admin }, RtDecision::Published { body, .. }) => {
+                let status = if admin { 200 } else { 201 };
                 reply(
                     out,
                     status,

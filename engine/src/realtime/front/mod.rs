@@ -20,6 +20,7 @@
 mod http;
 mod index;
 mod metrics;
+mod page;
 mod reply;
 mod sse;
 mod ws;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
+use dtp_codec::realtime::CloseCategory;
 use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
@@ -51,8 +53,8 @@ enum Waiting {
         if_none_match: Option<dtp_codec::http::IfNoneMatch>,
         keep_alive: bool,
     },
-    /// A publication or a cut.
-    Write { keep_alive: bool, cut: bool },
+    /// A publication (201) or an operator action (200).
+    Write { keep_alive: bool, admin: bool },
 }
 
 /// Where a connection is in its life.
@@ -186,6 +188,21 @@ impl RealtimeFront {
                     }
                     self.publish_gauges();
                 }
+            }
+            RtDecision::Kick(stream) => {
+                let who: Vec<_> = self.index.stream(stream).list().to_vec();
+                for (conn, _) in who {
+                    conns.visit(conn, &mut |c, out| {
+                        match &c.phase {
+                            Phase::Sse(_) => sse::end(out, CloseCategory::Restart),
+                            Phase::Ws(_) => ws::end(out, CloseCategory::Restart),
+                            _ => {}
+                        }
+                        self.forget(c);
+                        c.phase = Phase::Done;
+                    });
+                }
+                self.publish_gauges();
             }
             RtDecision::Subscribed { conn, .. }
             | RtDecision::Refused { conn, .. }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use dtp_codec::realtime::{FailureKind, SseControl, write_sse_control, write_sse_retry};
+use dtp_codec::realtime::{
+    CloseCategory, FailureKind, SseControl, write_sse_control, write_sse_retry,
+};
 
 use super::reply::{chunk, end_stream, start_stream};
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
@@ -51,6 +53,16 @@ impl SseState {
         chunk(out, b": heartbeat\n\n");
         out.set_timer(Some(now + limits.sse_heartbeat));
     }
+}
+
+/// Ends an SSE stream with a CLOSE control block of `category` (the
+/// client's EventSource reconnects and resumes from `Last-Event-ID`).
+pub(super) fn end(out: &mut Outbox<'_>, category: CloseCategory) {
+    let mut b = BytesMut::new();
+    if write_sse_control(&mut b, &SseControl::Close { category }).is_ok() {
+        chunk(out, &b);
+    }
+    end_stream(out);
 }
 
 impl RealtimeFront {

@@ -131,6 +131,11 @@ fn close_frame(out: &mut Outbox<'_>, code: CloseCode) {
     frame(out, Opcode::Close, &code.0.to_be_bytes());
 }
 
+/// Ends a session: CLOSE{category}, its close frame, then the connection.
+pub(super) fn end(out: &mut Outbox<'_>, category: CloseCategory) {
+    close_session(out, category);
+}
+
 /// CLOSE{category}, then the close frame with the category's code, then
 /// the connection is closed once both are sent.
 fn close_session(out: &mut Outbox<'_>, category: CloseCategory) {
@@ -164,8 +169,15 @@ impl RealtimeFront {
                 return;
             }
         };
+        // An allowed origin exactly, or the page's own (served from here:
+        // `http://` + the Host it asked for).
+        let same_origin = |o: &str| {
+            o.strip_prefix("http://")
+                .is_some_and(|h| head.host() == Some(h))
+        };
         if let Some(origin) = &up.origin
             && !self.config.origins.iter().any(|o| o == origin)
+            && !same_origin(origin)
         {
             return self.refuse(c, out, 403, "FORBIDDEN", false, &[]);
         }
