@@ -29,6 +29,7 @@ pub mod control_workload;
 pub mod dtp_workload;
 pub mod latency;
 pub mod loopback;
+pub mod peer_realtime;
 pub mod peer_tokio;
 pub mod peer_tokio_dtp;
 pub mod procstat;

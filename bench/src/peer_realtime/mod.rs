@@ -1,0 +1,1 @@
+//! The realtime benchmark peer (issue 6).
