@@ -1,0 +1,133 @@
+//! A compact JSON writer into any growable buffer, infallible, with the
+//! same escaping and number forms as `serde_json` (so an encoder here and
+//! `serde_json::to_vec` agree byte for byte on a `Value`).
+
+use bytes::BufMut;
+use serde_json::{Map, Value};
+
+/// A JSON string literal of `s`: `"` and `\` escaped, `\b \f \n \r \t` in
+/// their short forms, other controls as `\u00XX`; everything else raw.
+pub(crate) fn str<B: BufMut>(buf: &mut B, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf.put_u8(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            0x0C => b'f',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            0x00..=0x1F => b'u',
+            _ => continue,
+        };
+        buf.put_slice(&bytes[start..i]);
+        buf.put_u8(b'\\');
+        buf.put_u8(short);
+        if short == b'u' {
+            buf.put_slice(b"00");
+            buf.put_u8(HEX[usize::from(b >> 4)]);
+            buf.put_u8(HEX[usize::from(b & 0xF)]);
+        }
+        start = i + 1;
+    }
+    buf.put_slice(&bytes[start..]);
+    buf.put_u8(b'"');
+}
+
+/// `"key":` (the key is one of ours, but escaped all the same).
+pub(crate) fn key<B: BufMut>(buf: &mut B, k: &str) {
+    str(buf, k);
+    buf.put_u8(b':');
+}
+
+/// `,"key":`.
+pub(crate) fn next_key<B: BufMut>(buf: &mut B, k: &str) {
+    buf.put_u8(b',');
+    key(buf, k);
+}
+
+/// A string, or `null`.
+pub(crate) fn opt_str<B: BufMut>(buf: &mut B, s: Option<&str>) {
+    match s {
+        Some(s) => str(buf, s),
+        None => buf.put_slice(b"null"),
+    }
+}
+
+/// An unsigned integer as a canonical decimal string (SPEC RT-3).
+pub(crate) fn decimal_str<B: BufMut>(buf: &mut B, n: u64) {
+    buf.put_u8(b'"');
+    uint(buf, n);
+    buf.put_u8(b'"');
+}
+
+/// An unsigned integer as a JSON number.
+pub(crate) fn uint<B: BufMut>(buf: &mut B, n: u64) {
+    buf.put_slice(n.to_string().as_bytes());
+}
+
+/// A whole value, compact.
+pub(crate) fn value<B: BufMut>(buf: &mut B, v: &Value) {
+    match v {
+        Value::Null => buf.put_slice(b"null"),
+        Value::Bool(true) => buf.put_slice(b"true"),
+        Value::Bool(false) => buf.put_slice(b"false"),
+        // serde_json's Display of a Number is its serialized form.
+        Value::Number(n) => buf.put_slice(n.to_string().as_bytes()),
+        Value::String(s) => str(buf, s),
+        Value::Array(items) => {
+            buf.put_u8(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    buf.put_u8(b',');
+                }
+                value(buf, item);
+            }
+            buf.put_u8(b']');
+        }
+        Value::Object(map) => object(buf, map),
+    }
+}
+
+/// An object, compact, in the map's order.
+pub(crate) fn object<B: BufMut>(buf: &mut B, map: &Map<String, Value>) {
+    buf.put_u8(b'{');
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        key(buf, k);
+        value(buf, v);
+    }
+    buf.put_u8(b'}');
+}
+
+/// Copies one JSON text, dropping the whitespace outside its strings. The
+/// input must be valid JSON: then the output is the same value on one line
+/// (raw CR and LF cannot occur inside JSON strings).
+pub(crate) fn compact<B: BufMut>(buf: &mut B, json: &[u8]) {
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut start = 0;
+    for (i, &b) in json.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            buf.put_slice(&json[start..i]);
+            start = i + 1;
+        }
+    }
+    buf.put_slice(&json[start..]);
+}
