@@ -1,6 +1,13 @@
 //! The realtime front end end to end over real sockets (issue 6): SSE,
 //! snapshots, publication and `realtime.v1` WebSockets against the engine
 //! with the realtime plane on its control thread.
+//!
+//! Helpers: `server.rs` (the engine on loopback), `client.rs` (HTTP),
+//! `ssec.rs` (SSE), `wsc.rs` (WebSocket). Tests, each on both IO backends
+//! unless it says otherwise: `t_sse` (SPEC RT-8, RT-6), `t_status` (status
+//! mapping, RT-14), `t_snapshot` (RT-6, RT-11), `t_ws` and `t_ws_frames`
+//! (RT-9, RT-13), `t_echo` (RFC 6455 echo), `t_backpressure` (RT-10 and
+//! fan-out over both shards).
 
 #![allow(
     clippy::unwrap_used,
@@ -12,13 +19,33 @@
 mod client;
 #[path = "realtime/server.rs"]
 mod server;
+#[path = "realtime/ssec.rs"]
+mod ssec;
+#[path = "realtime/wsc.rs"]
+mod wsc;
+
+#[path = "realtime/t_backpressure.rs"]
+mod t_backpressure;
+#[path = "realtime/t_echo.rs"]
+mod t_echo;
+#[path = "realtime/t_snapshot.rs"]
+mod t_snapshot;
+#[path = "realtime/t_sse.rs"]
+mod t_sse;
+#[path = "realtime/t_status.rs"]
+mod t_status;
+#[path = "realtime/t_ws.rs"]
+mod t_ws;
+#[path = "realtime/t_ws_frames.rs"]
+mod t_ws_frames;
 
 use dtp_codec::realtime::{Envelope, JsonLimits};
 use dtp_engine::realtime::RtLimits;
 use dtp_transports::BackendPreference;
 
-use client::{Sse, publish};
+use client::publish;
 use server::{ADMIN, READER, start};
+use ssec::Sse;
 
 #[test]
 fn published_events_reach_an_sse_subscriber_in_order_with_their_cursors() {
@@ -43,7 +70,7 @@ fn published_events_reach_an_sse_subscriber_in_order_with_their_cursors() {
             let env = Envelope::decode(e.data.as_bytes(), &JsonLimits::default()).unwrap();
             assert_eq!(env.sequence, i as u64 + 1);
             assert_eq!(env.payload["n"], i + 1);
-            assert_eq!(env.resume_cursor.as_deref(), Some(e.id.as_str()));
+            assert_eq!(env.resume_cursor, e.id);
             assert_eq!(env.scope_binding, "scope-ticks");
         }
     }
@@ -55,7 +82,7 @@ fn a_realtime_v1_session_subscribes_and_receives_events() {
         let srv = start(backend, RtLimits::default());
         let extra =
             format!("Sec-WebSocket-Protocol: realtime.v1\r\nAuthorization: Bearer {READER}\r\n");
-        let (resp, ws) = client::Ws::connect(srv.addr, "/v1/ws", &extra);
+        let (resp, ws) = wsc::Ws::connect(srv.addr, "/v1/ws", &extra);
         assert_eq!(resp.status, 101);
         assert_eq!(resp.header("sec-websocket-protocol"), Some("realtime.v1"));
         let mut ws = ws.unwrap();

@@ -33,8 +33,10 @@ pub fn is_valid_token(s: &str) -> bool {
     (1..=MAX_TOKEN_LEN).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
-/// Guard, then build the top-level object (SPEC RT-4 up to the key check).
-pub(crate) fn parse_object(
+/// Guard, then build the top-level object (SPEC RT-4 up to the key check),
+/// refusing an object anywhere in it that repeats a key: for any strict
+/// JSON body (e.g. a publication's, whose schema the caller checks).
+pub fn parse_object(
     bytes: &[u8],
     limits: &JsonLimits,
 ) -> Result<Map<String, Value>, Refusal> {

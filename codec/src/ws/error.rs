@@ -27,11 +27,13 @@ impl CloseCode {
     pub const INTERNAL_ERROR: CloseCode = CloseCode(1011);
 
     /// RFC 6455 §7.4.1–7.4.2: may this code appear in a close frame on the
-    /// wire? 1000–1003, 1007–1011 and 3000–4999 may; 1004, 1005, 1006, 1015
-    /// (reserved / never sent), 1012–1014 (unassigned by RFC 6455) and
-    /// everything below 1000 or from 5000 may not.
+    /// wire? 1000–1003, 1007–1011, 1012–1014 (service restart, try again
+    /// later, bad gateway: registered with IANA after RFC 6455, sent by
+    /// browsers' peers and accepted by Autobahn|Testsuite) and 3000–4999
+    /// may; 1004, 1005, 1006, 1015 (reserved / never sent) and everything
+    /// below 1000 or from 5000 may not.
     pub fn is_valid_on_wire(self) -> bool {
-        matches!(self.0, 1000..=1003 | 1007..=1011 | 3000..=4999)
+        matches!(self.0, 1000..=1003 | 1007..=1014 | 3000..=4999)
     }
 }
 

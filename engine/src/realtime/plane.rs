@@ -18,6 +18,17 @@ use super::time::format_rfc3339_ms;
 use crate::control::{ControlPlane, Decision, Request};
 use crate::plane::{Clock, SystemClock};
 
+/// The largest envelope published: the event ceiling of SPEC RT-13
+/// (64 KiB) less room for the `realtime.v1` EVENT message around it (its
+/// type and a subscription id of at most 128 bytes), so that no message
+/// exceeds the `maxMessageBytes` a session announces.
+const MAX_ENVELOPE: usize = 64 * 1024 - 256;
+
+/// An upper bound of an envelope's bytes besides its payload and the
+/// stream's own names: member names, epoch (twice), sequence (twice),
+/// timestamp, cursor, recovery mode.
+const ENVELOPE_HEAD: usize = 512;
+
 /// How often retained events are aged out when nothing else happens.
 const EXPIRY_PERIOD: Duration = Duration::from_secs(1);
 
@@ -224,6 +235,12 @@ impl<C: Clock> RealtimePlane<C> {
         };
         let occurred_at = format_rfc3339_ms(self.clock.unix_ms(now).0).unwrap_or_default();
         let s = &self.streams[n as usize];
+        // Refused before it takes a sequence: a refusal is never a gap.
+        let bound = ENVELOPE_HEAD + s.id.len() + s.scope.len() + event_type.len() + payload.len();
+        if bound > MAX_ENVELOPE {
+            out.push(self.refuse(shard, conn, 0, RtRefusal::TooLarge));
+            return;
+        }
         let Some(ledger) = self.registry.ledger(&s.id) else {
             out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
             return;

@@ -1,36 +1,61 @@
-//! Plain blocking clients for the tests: one HTTP request, an SSE stream
-//! (chunked, parsed with the codec's SseParser), a WebSocket.
+//! Plain blocking HTTP clients for the tests: one request per connection, a
+//! keep-alive connection, publication helpers. The SSE client is in
+//! `ssec.rs`, the WebSocket client in `wsc.rs`.
+
+#![allow(dead_code, reason = "each test binary uses a part of the helpers")]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use dtp_codec::realtime::SseParser;
-use dtp_codec::ws::{Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_frame};
+/// How long a test waits for anything before it fails.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Polls `cond` until it holds; panics with `what` after [`PATIENCE`].
+/// Never a timing assertion: only an upper bound on a hang.
+pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
 /// A whole response.
 #[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap()
+    }
+
+    /// The body as text (for assertion messages and exact comparisons).
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
     }
 }
 
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// A parsed response head: status, headers, its length in bytes.
+pub(crate) type Head = (u16, Vec<(String, String)>, usize);
+
 /// Parses a response head at the start of `buf`: (status, headers, head length).
-pub fn parse_head(buf: &[u8]) -> Option<(u16, Vec<(String, String)>, usize)> {
+pub(crate) fn parse_head(buf: &[u8]) -> Option<Head> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut r = httparse::Response::new(&mut headers);
     match r.parse(buf).unwrap() {
@@ -53,7 +78,7 @@ pub fn parse_head(buf: &[u8]) -> Option<(u16, Vec<(String, String)>, usize)> {
 
 /// Takes the whole chunks at the start of `buf` (chunked transfer coding),
 /// appending their data to `out`; returns true once the last chunk came.
-pub fn dechunk(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+pub(crate) fn dechunk(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
     loop {
         let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
             return false;
@@ -71,234 +96,169 @@ pub fn dechunk(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
     }
 }
 
+/// Connects with the read timeout set.
+pub(crate) fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s
+}
+
+/// Reads until the peer closes (a reset or a timeout fails the test).
+pub(crate) fn read_to_eof(s: &mut TcpStream) -> Vec<u8> {
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)
+        .unwrap_or_else(|e| panic!("expected an orderly close, got {e} after {buf:?}"));
+    buf
+}
+
+/// Takes one whole response with a `Content-Length` body from the start of
+/// `buf`, if it is all there.
+pub(crate) fn take_response(buf: &mut Vec<u8>) -> Option<Response> {
+    let (status, headers, n) = parse_head(buf)?;
+    let len: usize = header(&headers, "content-length")
+        .map_or(0, |v| v.parse().expect("a numeric Content-Length"));
+    if buf.len() < n + len {
+        return None;
+    }
+    let body = buf[n..n + len].to_vec();
+    buf.drain(..n + len);
+    Some(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Sends raw bytes on a new connection and reads every response until the
+/// server closes it; asserts nothing but whole responses came.
+pub(crate) fn exchange(addr: SocketAddr, raw: &[u8]) -> Vec<Response> {
+    let mut s = connect(addr);
+    s.write_all(raw).unwrap();
+    let mut buf = read_to_eof(&mut s);
+    let mut out = Vec::new();
+    while let Some(r) = take_response(&mut buf) {
+        out.push(r);
+    }
+    assert!(
+        buf.is_empty(),
+        "trailing bytes: {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    out
+}
+
 /// Sends `head` (request line and headers, without the blank line) and
 /// `body`, and reads the whole response (the connection is closed after).
-pub fn request(addr: SocketAddr, head: &str, body: &[u8]) -> Response {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+pub(crate) fn request(addr: SocketAddr, head: &str, body: &[u8]) -> Response {
     let mut req = format!("{head}\r\nHost: test\r\nConnection: close\r\n");
     if !body.is_empty() {
         req.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).unwrap();
-    let (status, headers, n) = parse_head(&buf).expect("a whole response head");
-    let mut rest = buf[n..].to_vec();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    let body = if chunked {
-        let mut out = Vec::new();
-        dechunk(&mut rest, &mut out);
-        out
-    } else {
-        rest
-    };
-    Response {
-        status,
-        headers,
-        body,
-    }
+    let mut raw = req.into_bytes();
+    raw.extend_from_slice(body);
+    let mut all = exchange(addr, &raw);
+    assert_eq!(all.len(), 1, "one response: {all:?}");
+    all.remove(0)
+}
+
+/// `Authorization: Bearer <token>` as a header line.
+pub(crate) fn bearer(token: &str) -> String {
+    format!("Authorization: Bearer {token}\r\n")
+}
+
+/// A publication request body.
+pub(crate) fn publication(event_type: &str, payload: &str) -> String {
+    format!("{{\"eventType\":\"{event_type}\",\"payload\":{payload}}}")
 }
 
 /// Publishes `payload` (a JSON object) as `event_type` on `stream`.
-pub fn publish(
+pub(crate) fn publish(
     addr: SocketAddr,
     token: &str,
     stream: &str,
     event_type: &str,
     payload: &str,
 ) -> Response {
-    let body = format!("{{\"eventType\":\"{event_type}\",\"payload\":{payload}}}");
     request(
         addr,
         &format!(
             "POST /v1/streams/{stream}/events HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json"
         ),
-        body.as_bytes(),
+        publication(event_type, payload).as_bytes(),
     )
 }
 
-/// One received SSE event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    pub kind: String,
-    pub id: String,
-    pub data: String,
-}
-
-/// An SSE stream being read.
-pub struct Sse {
-    pub stream: TcpStream,
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    raw: Vec<u8>,
-    parser: SseParser,
-    pub events: Vec<Event>,
-    pub ended: bool,
-}
-
-impl Sse {
-    /// Opens `path` with `extra` header lines (each ending in `\r\n`).
-    pub fn open(addr: SocketAddr, path: &str, extra: &str) -> Sse {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{extra}\r\n"
+/// Publishes `{"n":n}` for each `n` of `ns` on `ticks`; returns each
+/// answer's `resumeCursor`.
+pub(crate) fn publish_ticks(addr: SocketAddr, ns: std::ops::RangeInclusive<u64>) -> Vec<String> {
+    ns.map(|n| {
+        let r = publish(
+            addr,
+            crate::server::ADMIN,
+            "ticks",
+            "tick",
+            &format!("{{\"n\":{n}}}"),
         );
-        s.write_all(req.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        let mut buf = [0u8; 16384];
-        let (status, headers, n) = loop {
-            if let Some(h) = parse_head(&raw) {
-                break h;
-            }
-            let k = s.read(&mut buf).unwrap();
-            assert!(k > 0, "closed before the response head");
-            raw.extend_from_slice(&buf[..k]);
-        };
-        raw.drain(..n);
-        let mut sse = Sse {
-            stream: s,
-            status,
-            headers,
-            raw,
-            parser: SseParser::new(),
-            events: Vec::new(),
-            ended: false,
-        };
-        sse.take_buffered();
-        sse
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn take_buffered(&mut self) {
-        let mut data = Vec::new();
-        if dechunk(&mut self.raw, &mut data) {
-            self.ended = true;
-        }
-        let events = &mut self.events;
-        self.parser
-            .feed(&data, |e| {
-                events.push(Event {
-                    kind: e.event_type.to_owned(),
-                    id: e.id.unwrap_or_default().to_owned(),
-                    data: e.data.to_owned(),
-                })
-            })
-            .unwrap();
-    }
-
-    /// Reads until `n` events (comments and `retry:` are not events) have
-    /// come in all, or the stream ends; panics after the read timeout.
-    pub fn wait_for(&mut self, n: usize) -> &[Event] {
-        let mut buf = [0u8; 65536];
-        while self.events.len() < n && !self.ended {
-            let k = self.stream.read(&mut buf).unwrap();
-            if k == 0 {
-                self.ended = true;
-                break;
-            }
-            self.raw.extend_from_slice(&buf[..k]);
-            self.take_buffered();
-        }
-        &self.events
-    }
+        assert_eq!(r.status, 201, "{}", r.text());
+        let v = r.json();
+        assert_eq!(v["sequence"], n.to_string(), "{v}");
+        v["resumeCursor"].as_str().unwrap().to_owned()
+    })
+    .collect()
 }
 
-/// A `realtime.v1` (or echo) WebSocket client.
-pub struct Ws {
-    pub stream: TcpStream,
-    decoder: Decoder,
+/// A forced retention cut of `stream` by `token` (answered 200 `{}`).
+pub(crate) fn cut(addr: SocketAddr, token: &str, stream: &str) -> Response {
+    let head = format!(
+        "POST /v1/streams/{stream}/cut HTTP/1.1\r\n{}",
+        bearer(token)
+    );
+    request(addr, head.trim_end(), b"")
+}
+
+/// A keep-alive HTTP connection.
+pub(crate) struct Http {
+    pub(crate) stream: TcpStream,
     buf: Vec<u8>,
 }
 
-impl Ws {
-    /// Upgrades on `path`; returns the response head and, on 101, the client.
-    pub fn connect(addr: SocketAddr, path: &str, extra: &str) -> (Response, Option<Ws>) {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
-        );
-        s.write_all(req.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        let mut buf = [0u8; 4096];
-        let (status, headers, n) = loop {
-            if let Some(h) = parse_head(&raw) {
-                break h;
-            }
-            let k = s.read(&mut buf).unwrap();
-            if k == 0 {
-                panic!("closed before the response head");
-            }
-            raw.extend_from_slice(&buf[..k]);
-        };
-        let rest = raw.split_off(n);
-        let resp = Response {
-            status,
-            headers,
-            body: rest.clone(),
-        };
-        if status != 101 {
-            return (resp, None);
+impl Http {
+    pub(crate) fn open(addr: SocketAddr) -> Http {
+        Http {
+            stream: connect(addr),
+            buf: Vec::new(),
         }
-        let ws = Ws {
-            stream: s,
-            decoder: Decoder::new(FrameConfig::client(16 << 20)),
-            buf: rest,
-        };
-        (resp, Some(ws))
     }
 
-    pub fn send_frame(&mut self, fin: bool, opcode: Opcode, payload: &[u8]) {
-        let wire = encode_frame(Role::Client, fin, opcode, payload, Some([1, 2, 3, 4])).unwrap();
-        self.stream.write_all(&wire).unwrap();
+    /// Sends one request (`head` without the blank line; Host is added).
+    pub(crate) fn send(&mut self, head: &str, body: &[u8]) {
+        let mut req = format!("{head}\r\nHost: test\r\n");
+        if !body.is_empty() {
+            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        req.push_str("\r\n");
+        let mut raw = req.into_bytes();
+        raw.extend_from_slice(body);
+        self.stream.write_all(&raw).unwrap();
     }
 
-    pub fn send_text(&mut self, text: &str) {
-        self.send_frame(true, Opcode::Text, text.as_bytes());
-    }
-
-    /// The next message, or `None` once the server closed the TCP stream.
-    pub fn recv(&mut self) -> Option<Message> {
+    /// The next whole response.
+    pub(crate) fn recv(&mut self) -> Response {
         let mut tmp = [0u8; 65536];
         loop {
-            if !self.buf.is_empty() {
-                match self.decoder.decode(&mut self.buf) {
-                    Ok((used, msg)) => {
-                        self.buf.drain(..used);
-                        if let Some(m) = msg {
-                            return Some(m);
-                        }
-                        continue;
-                    }
-                    Err(FrameError::Incomplete { .. }) => {}
-                    Err(e) => panic!("bad frame from the server: {e:?}"),
-                }
+            if let Some(r) = take_response(&mut self.buf) {
+                return r;
             }
             let k = self.stream.read(&mut tmp).unwrap();
-            if k == 0 {
-                return None;
-            }
+            assert!(k > 0, "closed before a whole response");
             self.buf.extend_from_slice(&tmp[..k]);
         }
     }
 
-    /// The next message as JSON (panics if it is not text).
-    pub fn recv_json(&mut self) -> serde_json::Value {
-        match self.recv() {
-            Some(Message::Text(t)) => serde_json::from_str(&t).unwrap(),
-            other => panic!("expected a text message, got {other:?}"),
-        }
+    /// One request, its response.
+    pub(crate) fn call(&mut self, head: &str, body: &[u8]) -> Response {
+        self.send(head, body);
+        self.recv()
     }
 }

@@ -2,6 +2,8 @@
 //! realtime front end on every shard and the realtime plane on the control
 //! thread, with two streams and three clients.
 
+#![allow(dead_code, reason = "each test binary uses a part of the helpers")]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,18 +18,27 @@ use dtp_realtime::{RecoveryMode, Retention, StreamSpec};
 use dtp_transports::{BackendPreference, DriverConfig};
 
 /// Reads and publishes everything.
-pub const ADMIN: &str = "admin-token-1";
+pub(crate) const ADMIN: &str = "admin-token-1";
 /// Reads `ticks` only.
-pub const READER: &str = "reader-token-1";
+pub(crate) const READER: &str = "reader-token-1";
 /// Reads and publishes `ticks`, no admin.
-pub const PUBLISHER: &str = "publisher-token-1";
+pub(crate) const PUBLISHER: &str = "publisher-token-1";
 /// The allowed browser origin.
-pub const ORIGIN: &str = "http://app.example";
+pub(crate) const ORIGIN: &str = "http://app.example";
 
-pub struct Server {
-    pub engine: EngineHandle,
-    pub addr: SocketAddr,
-    pub metrics: Arc<FrontMetrics>,
+/// Every test that touches IO runs on both backends.
+pub(crate) const BACKENDS: [BackendPreference; 2] =
+    [BackendPreference::Uring, BackendPreference::Epoll];
+
+/// A server with the default (SPEC RT-13) ceilings.
+pub(crate) fn start_default(backend: BackendPreference) -> Server {
+    start(backend, RtLimits::default())
+}
+
+pub(crate) struct Server {
+    pub(crate) engine: EngineHandle,
+    pub(crate) addr: SocketAddr,
+    pub(crate) metrics: Arc<FrontMetrics>,
 }
 
 impl Drop for Server {
@@ -36,7 +47,7 @@ impl Drop for Server {
     }
 }
 
-pub fn specs() -> Vec<StreamSpec> {
+pub(crate) fn specs() -> Vec<StreamSpec> {
     let spec = |id: &str, recovery, types: &[&str]| StreamSpec {
         id: id.into(),
         recovery,
@@ -53,7 +64,7 @@ pub fn specs() -> Vec<StreamSpec> {
     ]
 }
 
-pub fn start(backend: BackendPreference, limits: RtLimits) -> Server {
+pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
     let client = |token: &str, streams: &[&str], publish, admin| RtClient {
         token: token.into(),
         streams: streams.iter().map(|s| (*s).to_owned()).collect(),

@@ -105,10 +105,8 @@ pub(crate) fn parse(s: &str) -> Option<ParsedCursor<'_>> {
     if parts.next().is_some() || prefix != PREFIX || !Epoch::is_well_formed(epoch) {
         return None;
     }
+    // Position 0 is the epoch's start (the checkpoint of an empty stream).
     let sequence = parse_canonical_u64(seq)?;
-    if sequence == 0 {
-        return None;
-    }
     Some(ParsedCursor {
         epoch,
         sequence,
@@ -208,7 +206,7 @@ mod tests {
             "c1".into(),
             format!("c2.{EPOCH}.5.{tag}"),
             format!("c1.{EPOCH}.05.{tag}"),
-            format!("c1.{EPOCH}.0.{tag}"),
+            format!("c1.{EPOCH}.00.{tag}"),
             format!("c1.{EPOCH}.+5.{tag}"),
             format!("c1.{EPOCH}.18446744073709551616.{tag}"),
             format!("c1.00000000DEADBEEF.5.{tag}"),

@@ -277,10 +277,12 @@ impl<T: LedgerItem> Ledger<T> {
         }
     }
 
-    /// The cursor of position `sequence` (1 ..= last) in the current epoch;
-    /// `None` for other positions and for streams that are not `CURSOR`.
+    /// The cursor of position `sequence` (0 ..= last: position 0 is the
+    /// epoch's start, before its first event, so that the checkpoint of an
+    /// empty stream has a cursor too) in the current epoch; `None` for
+    /// other positions and for streams that are not `CURSOR`.
     pub fn cursor_for(&self, sequence: u64) -> Option<String> {
-        let issued = (1..=self.last_sequence).contains(&sequence);
+        let issued = sequence <= self.last_sequence;
         (issued && self.recovery.has_cursor()).then(|| {
             self.key
                 .issue(&self.stream_id, &self.scope, self.epoch.as_str(), sequence)

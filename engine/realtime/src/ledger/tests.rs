@@ -60,7 +60,9 @@ fn sequences_are_contiguous_from_one_and_cursors_only_in_cursor_mode() {
     assert_eq!(a.cursor, l.cursor_for(1));
     assert!(a.cursor.unwrap().starts_with("c1.0000000000000001.1."));
     assert_eq!((l.last_sequence(), l.revision()), (2, 2));
-    assert_eq!(l.cursor_for(0), None);
+    // Position 0, the epoch's start, has a cursor (an empty stream's
+    // checkpoint needs one); positions not yet reached have none.
+    assert!(l.cursor_for(0).unwrap().starts_with("c1.0000000000000001.0."));
     assert_eq!(l.cursor_for(3), None);
 
     for mode in [RecoveryMode::SnapshotOnly, RecoveryMode::SessionRebuild] {
@@ -291,9 +293,14 @@ fn checkpoint_and_start_describe_the_current_position() {
             last_sequence: 0,
             revision: 0,
             recovery: RecoveryMode::Cursor,
-            cursor: None,
+            cursor: l.cursor_for(0),
         }
     );
+    assert!(cp.cursor.is_some(), "an empty CURSOR stream's checkpoint has a cursor");
+    // It resumes: nothing to replay, the first event comes next.
+    let start = cp.cursor.clone().unwrap();
+    let r = l.resume(&start, "tenant-1", t).unwrap();
+    assert_eq!((r.len(), r.next_expected_sequence()), (0, 1));
     assert_eq!(l.resume_from_start().next_expected_sequence, 1);
     let c = l.append(vec![1], t).unwrap().cursor;
     let cp = l.checkpoint();

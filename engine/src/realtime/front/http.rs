@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use dtp_codec::http::{EntityTag, Method, RequestHead, Version, parse_request_head};
-use dtp_codec::realtime::{JsonLimits, check_json};
+use dtp_codec::realtime::{JsonLimits, parse_object};
 use dtp_realtime::registry::is_valid_name;
 use serde_json::Value;
 
@@ -441,10 +441,8 @@ impl RealtimeFront {
 /// (SPEC RT-3: fail closed on unknown keys), under the event ceilings.
 /// Returns the event type and the payload re-encoded compactly.
 fn parse_publication(body: &[u8]) -> Option<(String, Bytes)> {
-    check_json(body, &JsonLimits::default()).ok()?;
-    let Value::Object(mut map) = serde_json::from_slice::<Value>(body).ok()? else {
-        return None;
-    };
+    // Guarded, and no object anywhere may repeat a key (RT-4).
+    let mut map = parse_object(body, &JsonLimits::default()).ok()?;
     if map.len() != 2 {
         return None;
     }
@@ -477,6 +475,8 @@ mod tests {
             br#"{"eventType":"bad type","payload":{}}"#,
             br#"{"eventType":7,"payload":{}}"#,
             br#"[]"#,
+            br#"{"eventType":"tick","eventType":"big","payload":{}}"#,
+            br#"{"eventType":"tick","payload":{"n":1,"n":2}}"#,
             b"{\"eventType\":\"a\",\"payload\":{\"x\":\"\xff\"}}",
             b"not json",
         ] {

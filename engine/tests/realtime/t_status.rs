@@ -1,0 +1,301 @@
+//! HTTP status mapping of the realtime endpoints (SPEC RT-8, RT-11, RT-14):
+//! authentication, authorisation, routing, publication bodies, bad request
+//! heads, keep-alive.
+
+use crate::client::{Http, bearer, exchange, publication, request};
+use crate::server::{ADMIN, BACKENDS, PUBLISHER, READER, Server, start_default};
+
+/// The refusal body of a failure kind (SPEC RT-14).
+fn error(kind: &str) -> String {
+    format!("{{\"error\":\"{kind}\"}}")
+}
+
+/// `method path` with `extra` header lines (no blank line).
+fn call(
+    srv: &Server,
+    method: &str,
+    path: &str,
+    extra: &str,
+    body: &[u8],
+) -> crate::client::Response {
+    let head = format!("{method} {path} HTTP/1.1\r\n{extra}");
+    request(srv.addr, head.trim_end(), body)
+}
+
+#[test]
+fn authentication_and_authorisation_are_checked_on_every_endpoint() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let json = "Content-Type: application/json\r\n";
+        let body = publication("tick", "{}");
+        for (method, path) in [
+            ("GET", "/v1/streams/ticks/sse"),
+            ("GET", "/v1/streams/ticks/snapshot"),
+            ("POST", "/v1/streams/ticks/events"),
+            ("POST", "/v1/streams/ticks/cut"),
+        ] {
+            for creds in ["", "Authorization: Bearer not-a-token-at-all\r\n"] {
+                let r = call(
+                    &srv,
+                    method,
+                    path,
+                    &format!("{creds}{json}"),
+                    body.as_bytes(),
+                );
+                assert_eq!(r.status, 401, "{method} {path} {creds:?}");
+                assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+                assert_eq!(r.text(), error("AUTH_REQUIRED"));
+            }
+        }
+        // READER may not read `state`; READER may not publish, PUBLISHER
+        // may not cut.
+        for (method, path, token) in [
+            ("GET", "/v1/streams/state/sse", READER),
+            ("GET", "/v1/streams/state/snapshot", READER),
+            ("POST", "/v1/streams/ticks/events", READER),
+            ("POST", "/v1/streams/state/events", PUBLISHER),
+            ("POST", "/v1/streams/ticks/cut", PUBLISHER),
+        ] {
+            let r = call(
+                &srv,
+                method,
+                path,
+                &format!("{}{json}", bearer(token)),
+                body.as_bytes(),
+            );
+            assert_eq!(r.status, 403, "{method} {path} {token}");
+            assert_eq!(r.text(), error("FORBIDDEN"));
+        }
+        // The session cookie authenticates like the bearer token.
+        let cookie = format!("Cookie: theme=dark; dtp_session={READER}\r\n");
+        let r = call(&srv, "GET", "/v1/streams/ticks/snapshot", &cookie, b"");
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = call(
+            &srv,
+            "POST",
+            "/v1/streams/ticks/events",
+            &format!("{}{json}", bearer(PUBLISHER)),
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+}
+
+#[test]
+fn unknown_paths_and_streams_are_404_and_wrong_methods_405_with_allow() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let admin = format!("{}Content-Type: application/json\r\n", bearer(ADMIN));
+        let body = publication("tick", "{}");
+        for (method, path) in [
+            ("GET", "/v1/streams/nope/sse"),
+            ("GET", "/v1/streams/nope/snapshot"),
+            ("POST", "/v1/streams/nope/events"),
+            ("POST", "/v1/streams/nope/cut"),
+            ("GET", "/v1/streams/ticks"),
+            ("GET", "/v2/health"),
+            ("GET", "/v1"),
+        ] {
+            let r = call(&srv, method, path, &admin, body.as_bytes());
+            assert_eq!(r.status, 404, "{method} {path}: {}", r.text());
+        }
+        for (method, path, allow) in [
+            ("POST", "/v1/streams/ticks/sse", "GET"),
+            ("PUT", "/v1/streams/ticks/snapshot", "GET"),
+            ("DELETE", "/v1/ws", "GET"),
+            ("GET", "/v1/streams/ticks/events", "POST"),
+            ("GET", "/v1/streams/ticks/cut", "POST"),
+        ] {
+            let r = call(&srv, method, path, &admin, b"");
+            assert_eq!(r.status, 405, "{method} {path}: {}", r.text());
+            assert_eq!(r.header("allow"), Some(allow), "{method} {path}");
+        }
+        let r = call(&srv, "GET", "/v1/health", "", b"");
+        assert_eq!((r.status, r.text().as_str()), (200, "{\"status\":\"ok\"}"));
+    }
+}
+
+#[test]
+fn publication_bodies_are_checked_exactly() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let post = |ctype: &str, body: &[u8]| {
+            let extra = format!("{}{ctype}", bearer(ADMIN));
+            call(&srv, "POST", "/v1/streams/ticks/events", &extra, body)
+        };
+        let json = "Content-Type: application/json\r\n";
+        let ok = publication("tick", "{\"n\":1}");
+        for ctype in [
+            "",
+            "Content-Type: text/plain\r\n",
+            "Content-Type: application/jsonx\r\n",
+        ] {
+            let r = post(ctype, ok.as_bytes());
+            assert_eq!(r.status, 415, "{ctype:?}");
+            assert_eq!(r.text(), error("UNSUPPORTED"));
+        }
+        let deep = format!(
+            "{{\"eventType\":\"tick\",\"payload\":{{\"a\":{}1{}}}}}",
+            "[".repeat(40),
+            "]".repeat(40)
+        );
+        let malformed: [&[u8]; 9] = [
+            br#"{"eventType":"tick","payload":{},"extra":1}"#,
+            br#"{"eventType":"tick"}"#,
+            br#"{"eventType":"tick","payload":[1]}"#,
+            br#"{"eventType":"tick","payload":"x"}"#,
+            br#"{"eventType":"tick","payload":null}"#,
+            b"{\"eventType\":\"tick\",\"payload\":{\"s\":\"\xff\xfe\"}}",
+            deep.as_bytes(),
+            br#"{"eventType":"tick","payload":{}"#,
+            b"not json",
+        ];
+        for body in malformed {
+            let r = post(json, body);
+            assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                r.text(),
+                error("MALFORMED_EVENT"),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let r = post(json, publication("nope", "{}").as_bytes());
+        assert_eq!(r.status, 400);
+        assert_eq!(r.text(), error("MAPPING_CONTRACT_VIOLATION"));
+        // None of the refused ones took a sequence.
+        let r = post(
+            "Content-Type: application/json; charset=utf-8\r\n",
+            ok.as_bytes(),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+        assert_eq!(r.json()["sequence"], "1");
+    }
+}
+
+#[test]
+fn a_publication_with_a_duplicate_key_is_refused() {
+    // SPEC RT-3/RT-4: exact-key schemas fail closed; the codec's decoders
+    // refuse duplicate keys, so the publication endpoint must too (a JSON
+    // object with a key twice is ambiguous: parsers keep the first or the
+    // last).
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let extra = format!("{}Content-Type: application/json\r\n", bearer(ADMIN));
+        for body in [
+            &br#"{"eventType":"tick","eventType":"big","payload":{}}"#[..],
+            br#"{"eventType":"tick","payload":{"n":1,"n":2}}"#,
+        ] {
+            let r = call(&srv, "POST", "/v1/streams/ticks/events", &extra, body);
+            assert_eq!(
+                r.status,
+                400,
+                "{}: {}",
+                String::from_utf8_lossy(body),
+                r.text()
+            );
+            assert_eq!(r.text(), error("MALFORMED_EVENT"));
+        }
+    }
+}
+
+#[test]
+fn an_oversize_body_is_refused_413_from_its_head() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        // The head alone: the refusal must not wait for the body.
+        let head = format!(
+            "POST /v1/streams/ticks/events HTTP/1.1\r\nHost: t\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            bearer(ADMIN),
+            64 * 1024 + 1
+        );
+        let all = exchange(srv.addr, head.as_bytes());
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].status, 413);
+    }
+}
+
+#[test]
+fn a_publication_whose_envelope_would_pass_64_kib_is_refused_without_a_gap() {
+    // SPEC RT-13: an event is at most 64 KiB. The body fits the body
+    // ceiling, but the envelope around the payload would not: the server
+    // must refuse it (413) and must not spend a sequence on it (RT-6:
+    // contiguous sequences), nor send subscribers an event they refuse.
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let mut sse = crate::ssec::Sse::ticks(srv.addr, "");
+        let pad = "x".repeat(64 * 1024 - 60);
+        let body = publication("tick", &format!("{{\"p\":\"{pad}\"}}"));
+        assert!(body.len() <= 64 * 1024);
+        let extra = format!("{}Content-Type: application/json\r\n", bearer(ADMIN));
+        let r = call(
+            &srv,
+            "POST",
+            "/v1/streams/ticks/events",
+            &extra,
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 413, "{}", r.text());
+        assert_eq!(r.text(), error("EVENT_TOO_LARGE"));
+        let cursors = crate::client::publish_ticks(srv.addr, 1..=1);
+        let events = sse.wait_for(1).to_vec();
+        assert_eq!(crate::ssec::sequences(&events), [1]);
+        assert_eq!(events[0].id.as_deref(), Some(cursors[0].as_str()));
+    }
+}
+
+#[test]
+fn bad_request_heads_are_refused_and_the_connection_closed() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let huge = format!(
+            "GET /v1/health HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(17 * 1024)
+        );
+        let long_uri = format!("GET /v1/{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(5000));
+        let cases: [(&[u8], u16); 7] = [
+            (b"\x16\x03\x01\x02\x00garbage\r\n\r\n", 400),
+            (b"GET /v1/health HTTP/2.0\r\nHost: t\r\n\r\n", 505),
+            (b"GET /v1/health HTTP/1.1\r\n\r\n", 400),
+            (huge.as_bytes(), 431),
+            (long_uri.as_bytes(), 414),
+            (b"POST /v1/streams/ticks/events HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+            (b"GET /v1/health HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n", 400),
+        ];
+        for (raw, status) in cases {
+            // exchange() reads to the orderly close: one answer, then EOF.
+            let all = exchange(srv.addr, raw);
+            let what = String::from_utf8_lossy(&raw[..raw.len().min(60)]).into_owned();
+            assert_eq!(all.len(), 1, "{what}");
+            assert_eq!(all[0].status, status, "{what}");
+        }
+    }
+}
+
+#[test]
+fn pipelined_requests_on_one_connection_are_answered_in_order() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let auth = bearer(READER);
+        // A request that waits for the control thread between two that do
+        // not: the answers still come in request order.
+        let raw = format!(
+            "GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n\
+             GET /v1/streams/ticks/snapshot HTTP/1.1\r\nHost: t\r\n{auth}\r\n\
+             GET /v1/streams/nope/snapshot HTTP/1.1\r\nHost: t\r\n{auth}\r\n\
+             GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        );
+        let all = exchange(srv.addr, raw.as_bytes());
+        let statuses: Vec<u16> = all.iter().map(|r| r.status).collect();
+        assert_eq!(statuses, [200, 200, 403, 200]);
+        assert_eq!(all[1].json()["streamId"], "ticks");
+        assert_eq!(all[3].text(), "{\"status\":\"ok\"}");
+        // And one after another on a kept connection.
+        let mut c = Http::open(srv.addr);
+        for _ in 0..3 {
+            let r = c.call("GET /v1/health HTTP/1.1", b"");
+            assert_eq!(r.status, 200);
+            assert_eq!(r.header("connection"), None);
+        }
+    }
+}
