@@ -15,6 +15,7 @@ mod gateway;
 mod inspect;
 mod load;
 mod load_dtp;
+mod load_rt;
 mod realtime_cfg;
 mod serve;
 mod sim;
@@ -59,7 +60,7 @@ enum Command {
     /// Built on the same engine as the gateway. Closed loop by default;
     /// `--rate` sends at a fixed rate and measures latency from each
     /// request's intended send time (no coordinated omission).
-    Load(LoadCli),
+    Load(Box<LoadCli>),
     /// Benchmark our gateway against a tokio peer on loopback, with the same
     /// load generator, and print the ratios.
     ///
@@ -284,6 +285,9 @@ struct LoadCli {
     /// `--control MODE` and its options (see `load_dtp::control`).
     #[command(flatten)]
     control: load_dtp::ControlCli,
+    /// `--realtime MODE` and its options (see `load_rt`).
+    #[command(flatten)]
+    realtime: load_rt::RealtimeCli,
 }
 
 #[derive(Args)]
@@ -403,7 +407,7 @@ fn main() -> ExitCode {
             no_pin: a.no_pin,
             print_config: a.print_config,
         }),
-        Command::Load(a) => run_load(a),
+        Command::Load(a) => run_load(*a),
         Command::Bench(a) => run_bench(a),
         Command::PeerTokio {
             listen,
@@ -441,6 +445,9 @@ fn workload(name: &str) -> Result<dtp_bench::workload::Workload, CliError> {
 }
 
 fn run_load(a: LoadCli) -> Result<(), CliError> {
+    if let Some(m) = &a.realtime.realtime {
+        return run_realtime_load(&a, m);
+    }
     let w = workload(&a.workload)?;
     if a.window == 0 || !a.window.is_multiple_of(64) {
         return Err(CliError::usage(
@@ -682,4 +689,41 @@ pub(crate) fn load_driver(
         batch: 1,
         ..Default::default()
     }
+}
+
+/// `dtp load --realtime sse|ws`.
+fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
+    let bad = |e: String| CliError::usage("BAD_ARGUMENT", e);
+    let mode = load_rt::mode(m).map_err(bad)?;
+    let r = &a.realtime;
+    if !(r.publish_rate > 0.0 && r.publish_rate <= 100_000.0) {
+        return Err(bad("--publish-rate must be in (0, 100000]".into()));
+    }
+    if a.connections == 0 || !(a.duration > 0.0 && a.duration <= 86_400.0) {
+        return Err(bad("--connections must be at least 1 and --duration in (0, 86400]".into()));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spec = load_rt::RtSpec {
+        target: a.target,
+        mode,
+        subscribers: a.connections,
+        stream: r.stream.clone(),
+        event_type: r.event_type.clone(),
+        token: r.token.clone(),
+        rate: r.publish_rate,
+        payload: a.payload.unwrap_or(64).min(32 * 1024),
+        warmup: std::time::Duration::from_secs_f64(a.warmup),
+        duration: std::time::Duration::from_secs_f64(a.duration),
+        shards: a.shards.unwrap_or(cores).max(1),
+        driver: load_driver(a.connections, 0, &a.congestion),
+    };
+    let result = load_rt::run(&spec, |line| eprintln!("{line}")).map_err(CliError::Io)?;
+    println!("{}", load_rt::report(&spec, &result));
+    if result.tally.missing > 0 || result.tally.conflicts > 0 {
+        return Err(CliError::Io(format!(
+            "{} events missing, {} conflicts",
+            result.tally.missing, result.tally.conflicts
+        )));
+    }
+    Ok(())
 }

@@ -1,0 +1,145 @@
+//! The publisher of a realtime load run: one keep-alive HTTP connection
+//! that publishes events at a fixed rate, each carrying its send time, and
+//! remembers the sequences of the measured window.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// What a publication answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Published {
+    pub(crate) epoch: String,
+    pub(crate) sequence: u64,
+    pub(crate) cursor: Option<String>,
+}
+
+/// A keep-alive publishing connection.
+pub(crate) struct Publisher {
+    stream: TcpStream,
+    target: SocketAddr,
+    path: String,
+    token: String,
+    event_type: String,
+    pad: String,
+    buf: Vec<u8>,
+}
+
+impl Publisher {
+    /// Connects to `target` to publish `event_type` on `stream`, payloads
+    /// padded to about `payload_bytes`.
+    pub(crate) fn connect(
+        target: SocketAddr,
+        stream: &str,
+        token: &str,
+        event_type: &str,
+        payload_bytes: usize,
+    ) -> Result<Self, String> {
+        let s = TcpStream::connect(target).map_err(|e| format!("publisher: connect {target}: {e}"))?;
+        s.set_nodelay(true).ok();
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        Ok(Self {
+            stream: s,
+            target,
+            path: format!("/v1/streams/{stream}/events"),
+            token: token.to_owned(),
+            event_type: event_type.to_owned(),
+            pad: "x".repeat(payload_bytes.saturating_sub(32)),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Publishes one event stamped with `t_ns` (the load generator's clock).
+    pub(crate) fn publish(&mut self, t_ns: u64) -> Result<Published, String> {
+        let body = format!(
+            "{{\"eventType\":\"{}\",\"payload\":{{\"t\":{t_ns},\"pad\":\"{}\"}}}}",
+            self.event_type, self.pad
+        );
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.path,
+            self.target,
+            self.token,
+            body.len()
+        );
+        let mut req = head.into_bytes();
+        req.extend_from_slice(body.as_bytes());
+        self.stream
+            .write_all(&req)
+            .map_err(|e| format!("publisher: send: {e}"))?;
+        self.read_answer()
+    }
+
+    fn read_answer(&mut self) -> Result<Published, String> {
+        let mut tmp = [0u8; 4096];
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut r = httparse::Response::new(&mut headers);
+            if let Ok(httparse::Status::Complete(n)) = r.parse(&self.buf) {
+                let status = r.code.unwrap_or(0);
+                let len = r
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if self.buf.len() >= n + len {
+                    let body: Vec<u8> = self.buf[n..n + len].to_vec();
+                    self.buf.drain(..n + len);
+                    if status != 201 {
+                        return Err(format!(
+                            "publisher: answered {status}: {}",
+                            String::from_utf8_lossy(&body)
+                        ));
+                    }
+                    return parse_published(&body);
+                }
+            }
+            let k = self
+                .stream
+                .read(&mut tmp)
+                .map_err(|e| format!("publisher: read: {e}"))?;
+            if k == 0 {
+                return Err("publisher: the server closed the connection".into());
+            }
+            self.buf.extend_from_slice(&tmp[..k]);
+        }
+    }
+}
+
+fn parse_published(body: &[u8]) -> Result<Published, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("publisher: bad answer: {e}"))?;
+    let epoch = v["streamEpoch"].as_str().unwrap_or_default().to_owned();
+    let sequence = v["sequence"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or("publisher: the answer has no sequence")?;
+    Ok(Published {
+        epoch,
+        sequence,
+        cursor: v["resumeCursor"].as_str().map(str::to_owned),
+    })
+}
+
+/// Publishes at `rate` per second from `from` until `until`, stamping each
+/// event with `clock`'s nanoseconds; returns what each publication answered.
+pub(crate) fn run(
+    p: &mut Publisher,
+    rate: f64,
+    until: Instant,
+    clock: impl Fn() -> u64,
+) -> Result<Vec<Published>, String> {
+    let period = Duration::from_secs_f64(1.0 / rate.max(0.001));
+    let mut next = Instant::now();
+    let mut out = Vec::new();
+    while next < until {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep(next - now);
+        }
+        out.push(p.publish(clock())?);
+        next += period;
+    }
+    Ok(out)
+}
