@@ -10,6 +10,7 @@
 //! the terminal control plane, absolute figures.
 
 mod control;
+mod fanout;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -46,6 +47,9 @@ pub(crate) enum BenchWorkload {
     /// AuthRequest decisions and handovers through the terminal control
     /// plane (issue 5); opt-in, no peer.
     Control,
+    /// One publisher, thousands of SSE or `realtime.v1` subscribers
+    /// (issue 6), against the tokio/axum realtime peer.
+    Fanout(crate::load_rt::Mode),
 }
 
 /// Fragments between forced disconnects in the `resume` workload (32 MiB of
@@ -62,6 +66,8 @@ impl BenchWorkload {
             Self::Dtp(Workload::Idle) => "dtp-connections",
             Self::Resume => "resume",
             Self::Control => "control",
+            Self::Fanout(crate::load_rt::Mode::Sse) => "fanout-sse",
+            Self::Fanout(crate::load_rt::Mode::Ws) => "fanout-ws",
         }
     }
 
@@ -72,6 +78,8 @@ impl BenchWorkload {
             "dtp-stream" => Self::Dtp(Workload::Stream),
             "resume" => Self::Resume,
             "control" => Self::Control,
+            "fanout-sse" => Self::Fanout(crate::load_rt::Mode::Sse),
+            "fanout-ws" => Self::Fanout(crate::load_rt::Mode::Ws),
             other => Self::Plain(Workload::from_name(other)?),
         })
     }
@@ -81,7 +89,7 @@ impl BenchWorkload {
         match self {
             Self::Plain(w) | Self::Dtp(w) => w,
             Self::Resume => Workload::Stream,
-            Self::Control => Workload::Pingpong,
+            Self::Control | Self::Fanout(_) => Workload::Pingpong,
         }
     }
 
@@ -103,6 +111,8 @@ pub(crate) struct BenchArgs {
     pub(crate) idle_connections: Option<usize>,
     /// Fays per run of the `control` workload (`--control-fays`).
     pub(crate) control_fays: Option<usize>,
+    /// Subscribers of the fan-out workloads (`--subscribers`).
+    pub(crate) subscribers: Option<usize>,
 }
 
 struct Plan {
@@ -115,6 +125,8 @@ struct Plan {
     shards: usize,
     /// Fays in each run of the `control` workload.
     control_fays: usize,
+    /// Subscribers of the fan-out workloads.
+    subscribers: usize,
 }
 
 impl Plan {
@@ -131,6 +143,7 @@ impl Plan {
             idle_connections: a.idle_connections.unwrap_or(10_000),
             shards: cores,
             control_fays: a.control_fays.unwrap_or(control::DEFAULT_FAYS),
+            subscribers: a.subscribers.unwrap_or(fanout::SUBSCRIBERS),
         }
     }
 }
@@ -144,6 +157,12 @@ struct Server {
 
 impl Server {
     fn start(name: &'static str, args: &[&str]) -> Result<Self, CliError> {
+        Self::start_announcing(name, args, "listening ")
+    }
+
+    /// Starts a server and takes its address from the first stdout line
+    /// that begins with `prefix` (up to a `/`, e.g. `realtime http://ADDR/v1`).
+    fn start_announcing(name: &'static str, args: &[&str], prefix: &str) -> Result<Self, CliError> {
         let exe =
             std::env::current_exe().map_err(|e| CliError::Io(format!("own executable: {e}")))?;
         let mut child = Command::new(exe)
@@ -161,7 +180,8 @@ impl Server {
         let addr = loop {
             match lines.next() {
                 Some(Ok(line)) => {
-                    if let Some(a) = line.strip_prefix("listening ") {
+                    if let Some(a) = line.strip_prefix(prefix) {
+                        let a = a.split(['/', ' ']).next().unwrap_or_default();
                         break a.trim().parse().map_err(|e| {
                             CliError::Io(format!("{name} server said {line:?}: {e}"))
                         })?;
@@ -307,6 +327,13 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         );
         plan.idle_connections = room;
     }
+    if plan.subscribers > room {
+        eprintln!(
+            "note: the open-file limit is {limit}: the fan-out workloads run {room} subscribers instead of {}",
+            plan.subscribers
+        );
+        plan.subscribers = room;
+    }
     let backend = args.backend.clone();
     let shards = plan.shards.to_string();
     let ours_args = [
@@ -367,6 +394,10 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
                     warmup: plan.warmup,
                     duration: plan.duration,
                 })?);
+                continue;
+            }
+            if let BenchWorkload::Fanout(mode) = bw {
+                workloads.push(fanout_entry(&plan, &backend, mode)?);
                 continue;
             }
             let w = bw.base();
@@ -497,6 +528,44 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         std::fs::write(path, json).map_err(|e| CliError::io(path.display(), e))?;
     }
     Ok(())
+}
+
+/// One fan-out workload, ours then the peer.
+fn fanout_entry(
+    plan: &Plan,
+    backend: &str,
+    mode: crate::load_rt::Mode,
+) -> Result<WorkloadReport, CliError> {
+    let shards = plan.shards.to_string();
+    let run = fanout::Run {
+        mode,
+        subscribers: plan.subscribers,
+        shards: plan.shards,
+        warmup: plan.warmup,
+        duration: plan.duration,
+    };
+    let ours = Server::start_announcing(
+        "ours",
+        &[
+            "serve", "--listen", "127.0.0.1:0", "--realtime-listen", "127.0.0.1:0", "--no-admin",
+            "--backend", backend, "--shards", &shards,
+        ],
+        "realtime http://",
+    )?;
+    let figures = fanout::measure(&ours, &run);
+    ours.stop();
+    let ours = figures?;
+    let peer = Server::start(
+        "tokio",
+        &["__peer-realtime", "--listen", "127.0.0.1:0", "--workers", &shards],
+    )?;
+    let figures = fanout::measure(&peer, &run);
+    peer.stop();
+    let name = match mode {
+        crate::load_rt::Mode::Sse => "fanout-sse",
+        crate::load_rt::Mode::Ws => "fanout-ws",
+    };
+    Ok(WorkloadReport::new(name, ours, "tokio", figures?))
 }
 
 /// The loopback limit with the load generator's congestion control.

@@ -76,6 +76,17 @@ enum Command {
     /// (loopback; for dtp-stream the lower of loopback and one core's
     /// AES-256-GCM).
     Bench(BenchCli),
+    /// (Internal) The realtime fan-out peer of `dtp bench`: SSE and
+    /// `realtime.v1` on axum and a tokio broadcast channel.
+    #[command(name = "__peer-realtime", hide = true)]
+    PeerRealtime {
+        /// Where to listen.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// Runtime worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
     /// The tokio peer server used by `dtp bench` (internal).
     #[command(name = "__peer-tokio", hide = true)]
     PeerTokio {
@@ -301,10 +312,13 @@ struct BenchCli {
     /// Comma-separated workloads: pingpong, stream, connections (plaintext),
     /// dtp-pingpong, dtp-stream (the full DTP protocol: CAP, an agreement,
     /// AES-256-GCM sealed fragments, resume acks), resume (dtp-stream with
-    /// every connection cut and resumed every 2,048 fragments).
+    /// every connection cut and resumed every 2,048 fragments), control
+    /// (the terminal control plane, no peer), fanout-sse and fanout-ws (one
+    /// publisher, --subscribers SSE or realtime.v1 subscribers, against a
+    /// tokio/axum peer).
     #[arg(
         long,
-        default_value = "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume,control"
+        default_value = "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume,control,fanout-sse,fanout-ws"
     )]
     workloads: String,
     /// Our gateway's IO backend: auto, uring or epoll.
@@ -316,6 +330,9 @@ struct BenchCli {
     /// Idle connections in the connections workload.
     #[arg(long)]
     idle_connections: Option<usize>,
+    /// Subscribers in the fan-out workloads (default 10000).
+    #[arg(long)]
+    subscribers: Option<usize>,
     /// Write the report as JSON to FILE (schema in perf/bench-harness.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -389,7 +406,11 @@ fn main() -> ExitCode {
         .init();
     if matches!(
         cli.command,
-        Command::Serve(_) | Command::Load(_) | Command::Bench(_) | Command::PeerTokio { .. }
+        Command::Serve(_)
+            | Command::Load(_)
+            | Command::Bench(_)
+            | Command::PeerTokio { .. }
+            | Command::PeerRealtime { .. }
     ) && let Err(e) = dtp_transports::raise_fd_limit()
     {
         tracing::warn!(error = %e, "could not raise the open-file limit");
@@ -409,6 +430,15 @@ fn main() -> ExitCode {
         }),
         Command::Load(a) => run_load(*a),
         Command::Bench(a) => run_bench(a),
+        Command::PeerRealtime { listen, workers } => {
+            let config = dtp_bench::peer_realtime::PeerConfig {
+                listen,
+                workers,
+                ..Default::default()
+            };
+            dtp_bench::peer_realtime::run(config, |addr| println!("listening {addr}"))
+                .map_err(|e| CliError::Io(format!("realtime peer: {e}")))
+        }
         Command::PeerTokio {
             listen,
             workers,
@@ -577,7 +607,7 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
                 CliError::usage(
                     "BAD_ARGUMENT",
                     format!(
-                        "unknown workload `{w}` (pingpong, stream, connections, dtp-pingpong, dtp-stream, resume, control)"
+                        "unknown workload `{w}` (pingpong, stream, connections, dtp-pingpong, dtp-stream, resume, control, fanout-sse, fanout-ws)"
                     ),
                 )
             })
@@ -592,6 +622,7 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
         duration: a.duration,
         idle_connections: a.idle_connections,
         control_fays: a.control.control_fays,
+        subscribers: a.subscribers,
     })
 }
 
@@ -710,6 +741,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         stream: r.stream.clone(),
         event_type: r.event_type.clone(),
         token: r.token.clone(),
+        scope: None,
         rate: r.publish_rate,
         payload: a.payload.unwrap_or(64).min(32 * 1024),
         warmup: std::time::Duration::from_secs_f64(a.warmup),
@@ -717,7 +749,8 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         shards: a.shards.unwrap_or(cores).max(1),
         driver: load_driver(a.connections, 0, &a.congestion),
     };
-    let result = load_rt::run(&spec, |line| eprintln!("{line}")).map_err(CliError::Io)?;
+    let result =
+        load_rt::run(&spec, |line| eprintln!("{line}"), &mut |_| {}).map_err(CliError::Io)?;
     println!("{}", load_rt::report(&spec, &result));
     if result.tally.missing > 0 || result.tally.conflicts > 0 {
         return Err(CliError::Io(format!(

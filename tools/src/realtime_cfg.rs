@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 /// The demo credential of the embedded defaults (loopback only).
 pub(crate) const DEMO_TOKEN: &str = "dtp-demo-token";
 
+/// The demo stream's scope binding.
+pub(crate) const DEMO_SCOPE: &str = "demo-scope";
+
 /// `[realtime]`.
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -140,7 +143,7 @@ impl Default for RealtimeSection {
                 id: "demo".into(),
                 recovery: "CURSOR".into(),
                 event_types: vec!["demo.tick".into(), "demo.note".into()],
-                scope: "demo-scope".into(),
+                scope: DEMO_SCOPE.into(),
                 retain_events: default_events(),
                 retain_bytes: default_bytes(),
                 retain_secs: default_secs(),

@@ -58,6 +58,8 @@ pub(crate) struct RtSpec {
     pub(crate) stream: String,
     pub(crate) event_type: String,
     pub(crate) token: String,
+    /// The stream's scope binding; `None`: read from its snapshot.
+    pub(crate) scope: Option<String>,
     pub(crate) rate: f64,
     pub(crate) payload: usize,
     pub(crate) warmup: Duration,
@@ -117,19 +119,42 @@ fn scope_of(target: SocketAddr, stream: &str, token: &str) -> Result<String, Str
         .ok_or_else(|| "snapshot: no scopeBinding".to_owned())
 }
 
-/// Runs the load; `say` gets progress lines.
-pub(crate) fn run(spec: &RtSpec, mut say: impl FnMut(&str)) -> Result<RtResult, String> {
+/// The moments of a run at which a harness samples the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RtPhase {
+    /// The publisher is connected, no subscriber yet.
+    Idle,
+    /// Every subscriber is subscribed (or failed).
+    Subscribed,
+    /// The measured window begins (after the warm-up).
+    WindowStart,
+    /// The window's events are all delivered (or the drain gave up).
+    WindowEnd,
+}
+
+/// Runs the load; `say` gets progress lines, `phase` the moments to
+/// sample the server at.
+pub(crate) fn run(
+    spec: &RtSpec,
+    mut say: impl FnMut(&str),
+    phase: &mut dyn FnMut(RtPhase),
+) -> Result<RtResult, String> {
     let clock = Instant::now();
     let now_ns = move || u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut publisher =
         publish::Publisher::connect(spec.target, &spec.stream, &spec.token, &spec.event_type, spec.payload)?;
     let first = publisher.publish(now_ns())?;
+    let first_seq = first.sequence;
     let start = Start {
         epoch: first.epoch.clone(),
         last: first.sequence,
         cursor: first.cursor.clone(),
-        scope: scope_of(spec.target, &spec.stream, &spec.token)?,
+        scope: match &spec.scope {
+            Some(s) => s.clone(),
+            None => scope_of(spec.target, &spec.stream, &spec.token)?,
+        },
     };
+    phase(RtPhase::Idle);
     let shards = spec.shards.max(1).min(spec.subscribers.max(1));
     let window = Arc::new(Window::new());
     let shared: Vec<Arc<Mutex<Tally>>> = (0..shards).map(|_| Arc::new(Mutex::new(Tally::new()))).collect();
@@ -180,17 +205,22 @@ pub(crate) fn run(spec: &RtSpec, mut say: impl FnMut(&str)) -> Result<RtResult, 
         std::thread::sleep(Duration::from_millis(100));
     }
     let subscribed = sum().subscribed;
+    phase(RtPhase::Subscribed);
     let result = (|| {
         let warm_until = Instant::now() + spec.warmup;
-        publish::run(&mut publisher, spec.rate, warm_until, now_ns)?;
+        let warm = publish::run(&mut publisher, spec.rate, warm_until, now_ns)?;
+        let before = warm.last().map_or(first_seq, |p| p.sequence);
+        // The window opens with the next publication; its sequence is set
+        // before it is published (the only publisher of the stream), since
+        // subscribers may apply it before its 201 comes back.
+        window.from.store(before + 1, Relaxed);
+        phase(RtPhase::WindowStart);
         let began = Instant::now();
         let window_until = began + spec.duration;
-        let mut published = Vec::new();
-        // The window opens with its first publication.
-        let first = publisher.publish(now_ns())?;
-        window.from.store(first.sequence, Relaxed);
-        published.push(first);
-        published.extend(publish::run(&mut publisher, spec.rate, window_until, now_ns)?);
+        let published = publish::run(&mut publisher, spec.rate, window_until, now_ns)?;
+        if published.first().is_some_and(|p| p.sequence != before + 1) {
+            return Err("another publisher is publishing on the stream".to_owned());
+        }
         let elapsed = began.elapsed();
         let last = published.last().map_or(0, |p| p.sequence);
         window.to.store(last, Relaxed);
@@ -200,6 +230,7 @@ pub(crate) fn run(spec: &RtSpec, mut say: impl FnMut(&str)) -> Result<RtResult, 
         while sum().in_window < window_events * subscribed && Instant::now() < drain_deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
+        phase(RtPhase::WindowEnd);
         Ok::<_, String>((window_events, elapsed))
     })();
     engine.stop();

@@ -1,0 +1,104 @@
+//! The `fanout-sse` and `fanout-ws` workloads: one publisher, thousands of
+//! subscribers (SSE streams or `realtime.v1` sessions), ours and the
+//! tokio/axum peer (`dtp_bench::peer_realtime`) driven by the same
+//! subscriber load generator (`crate::load_rt`) in the same run.
+//!
+//! The figures: events delivered per second (over all subscribers), the
+//! publish → apply latency (p50, p99), the server's CPU time per delivered
+//! event (the OS's accounting, from the window's start to the moment every
+//! window event was delivered), and its memory per subscriber (RSS with
+//! every subscriber subscribed, less RSS before the first, per
+//! subscriber). Nothing may be missing.
+
+use std::time::Duration;
+
+use dtp_bench::procstat::Sample;
+use dtp_bench::report::{Figures, Memory};
+
+use super::Server;
+use crate::cli_error::CliError;
+use crate::load_rt::{self, Mode, RtPhase, RtSpec};
+
+/// Deliveries per second offered (publish rate × subscribers): what two
+/// cores shared by a server and the load generator sustain with room to
+/// spare, so that latency measures the servers, not a saturated machine.
+pub(super) const OFFERED_DELIVERIES: f64 = 50_000.0;
+
+/// Events published per second for `subscribers`: [`OFFERED_DELIVERIES`]
+/// spread over them, between 1 and 50 per second.
+pub(super) fn publish_rate(subscribers: usize) -> f64 {
+    (OFFERED_DELIVERIES / subscribers.max(1) as f64).clamp(1.0, 50.0)
+}
+
+/// Subscribers, before the open-file limit is applied.
+pub(super) const SUBSCRIBERS: usize = 10_000;
+
+/// What one side of a fan-out run needs.
+pub(super) struct Run {
+    pub(super) mode: Mode,
+    pub(super) subscribers: usize,
+    pub(super) shards: usize,
+    pub(super) warmup: Duration,
+    pub(super) duration: Duration,
+}
+
+/// Runs the subscribers against `server` and returns its figures.
+pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, CliError> {
+    let spec = RtSpec {
+        target: server.addr,
+        mode: r.mode,
+        subscribers: r.subscribers,
+        stream: "demo".into(),
+        event_type: "demo.tick".into(),
+        token: crate::realtime_cfg::DEMO_TOKEN.into(),
+        // Both servers run their embedded defaults (the peer serves no
+        // snapshots to read it from).
+        scope: Some(crate::realtime_cfg::DEMO_SCOPE.into()),
+        rate: publish_rate(r.subscribers),
+        payload: 64,
+        warmup: r.warmup,
+        duration: r.duration,
+        shards: r.shards,
+        driver: crate::load_driver(r.subscribers, 0, crate::LOAD_CONGESTION),
+    };
+    let mut samples: Vec<(RtPhase, Option<Sample>)> = Vec::new();
+    let result = load_rt::run(&spec, |_| {}, &mut |p| samples.push((p, server.sample().ok())))
+        .map_err(|e| CliError::Io(format!("{} fan-out: {e}", server.name)))?;
+    let at = |phase: RtPhase| -> Result<&Sample, CliError> {
+        match samples.iter().find(|(p, _)| *p == phase) {
+            Some((_, Some(s))) => Ok(s),
+            _ => Err(CliError::Io(format!("{}: no server sample at {phase:?}", server.name))),
+        }
+    };
+    let (idle, subscribed) = (at(RtPhase::Idle)?, at(RtPhase::Subscribed)?);
+    let (start, end) = (at(RtPhase::WindowStart)?, at(RtPhase::WindowEnd)?);
+    let cpu = dtp_bench::procstat::delta(start, end).map_err(|e| CliError::Io(e.to_string()))?;
+    let t = &result.tally;
+    if t.missing > 0 || t.conflicts > 0 || t.failed > 0 {
+        return Err(CliError::Io(format!(
+            "{} fan-out: {} events missing, {} conflicts, {} subscribers failed",
+            server.name, t.missing, t.conflicts, t.failed
+        )));
+    }
+    let delivered = t.in_window;
+    let q = |p: f64| t.latency.value_at_quantile(p) as f64;
+    Ok(Figures {
+        ops_per_s: result.delivered_per_sec(),
+        bytes_per_s: 0.0,
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        cpu_ns_per_op: if delivered > 0 {
+            cpu.cpu_ns as f64 / delivered as f64
+        } else {
+            0.0
+        },
+        server_cpu_s: cpu.cpu_ns as f64 / 1e9,
+        ops: delivered,
+        memory: Some(Memory::from_rss(
+            result.subscribed,
+            idle.rss_bytes,
+            subscribed.rss_bytes,
+            end.peak_rss_bytes,
+        )),
+    })
+}
