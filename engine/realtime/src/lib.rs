@@ -19,6 +19,7 @@
 
 pub mod client;
 pub mod ledger;
+pub mod push;
 pub mod registry;
 
 pub use client::{

@@ -1,0 +1,1 @@
+//! Web Push (SPEC RT-12), sans-IO.
