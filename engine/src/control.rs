@@ -105,6 +105,20 @@ pub enum Decision {
     Realtime(Box<crate::realtime::RtDecision>),
 }
 
+/// An event one plane publishes on a realtime stream (e.g. the terminal
+/// plane's session changes, SPEC RT-6 built-in streams); the realtime
+/// plane beside it on the control thread commits and fans it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaneEvent {
+    /// The stream.
+    pub stream: &'static str,
+    /// The event type.
+    pub event_type: &'static str,
+    /// The payload: one JSON object, with no credentials, account ids or
+    /// free text (SPEC RT-3).
+    pub payload: Vec<u8>,
+}
+
 /// The decisions of the control plane, sans-IO: requests and time in,
 /// decisions (addressed to a shard) out.
 pub trait ControlPlane: Send + 'static {
@@ -131,6 +145,25 @@ pub trait ControlPlane: Send + 'static {
     fn attach(&mut self, waker: ControlWaker) {
         let _ = waker;
     }
+
+    /// Moves the events this plane published on realtime streams since the
+    /// last call into `out` (called after every `handle` and `tick`). The
+    /// default publishes none.
+    fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {
+        let _ = out;
+    }
+
+    /// Publishes another plane's events (the realtime plane: commit and
+    /// broadcast each). The default drops them.
+    fn publish_events(
+        &mut self,
+        events: &mut Vec<PlaneEvent>,
+        now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    ) {
+        let _ = (now, out);
+        events.clear();
+    }
 }
 
 impl<P: ControlPlane + ?Sized> ControlPlane for Box<P> {
@@ -150,6 +183,19 @@ impl<P: ControlPlane + ?Sized> ControlPlane for Box<P> {
 
     fn attach(&mut self, waker: ControlWaker) {
         (**self).attach(waker);
+    }
+
+    fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {
+        (**self).drain_events(out);
+    }
+
+    fn publish_events(
+        &mut self,
+        events: &mut Vec<PlaneEvent>,
+        now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    ) {
+        (**self).publish_events(events, now, out);
     }
 }
 

@@ -36,7 +36,7 @@ mod service;
 mod shard;
 mod sync;
 
-pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
+pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, PlaneEvent, Request};
 #[cfg(not(loom))]
 pub use pair::{Pair, PairConn, PairPlane};
 #[cfg(not(loom))]

@@ -6,7 +6,7 @@ use std::time::Instant;
 use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
-use crate::control::{ControlPlane, ControlWaker, Decision, Request};
+use crate::control::{ControlPlane, ControlWaker, Decision, PlaneEvent, Request};
 use crate::realtime::RtDecision;
 use crate::service::{Connections, Ctl, InputMode, Origin, Outbox, Service};
 
@@ -166,6 +166,28 @@ pub struct PairPlane<A, B> {
     pub a: A,
     /// The realtime plane.
     pub b: B,
+    /// `A`'s events on their way to `B` (emptied at once).
+    pub events: Vec<PlaneEvent>,
+}
+
+impl<A: ControlPlane, B: ControlPlane> PairPlane<A, B> {
+    /// `a` beside the realtime plane `b`.
+    pub fn new(a: A, b: B) -> Self {
+        Self {
+            a,
+            b,
+            events: Vec::new(),
+        }
+    }
+
+    /// Hands what `A` published to `B`, in order.
+    fn forward(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) {
+        self.a.drain_events(&mut self.events);
+        if !self.events.is_empty() {
+            self.b.publish_events(&mut self.events, now, out);
+            self.events.clear();
+        }
+    }
 }
 
 impl<A: ControlPlane, B: ControlPlane> ControlPlane for PairPlane<A, B> {
@@ -178,12 +200,16 @@ impl<A: ControlPlane, B: ControlPlane> ControlPlane for PairPlane<A, B> {
     ) {
         match request {
             Request::Realtime(_) => self.b.handle(shard, request, now, out),
-            _ => self.a.handle(shard, request, now, out),
+            _ => {
+                self.a.handle(shard, request, now, out);
+                self.forward(now, out);
+            }
         }
     }
 
     fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
         let a = self.a.tick(now, out);
+        self.forward(now, out);
         let b = self.b.tick(now, out);
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),

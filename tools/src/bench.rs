@@ -547,8 +547,16 @@ fn fanout_entry(
     let ours = Server::start_announcing(
         "ours",
         &[
-            "serve", "--listen", "127.0.0.1:0", "--realtime-listen", "127.0.0.1:0", "--no-admin",
-            "--backend", backend, "--shards", &shards,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--realtime-listen",
+            "127.0.0.1:0",
+            "--no-admin",
+            "--backend",
+            backend,
+            "--shards",
+            &shards,
         ],
         "realtime http://",
     )?;
@@ -557,7 +565,13 @@ fn fanout_entry(
     let ours = figures?;
     let peer = Server::start(
         "tokio",
-        &["__peer-realtime", "--listen", "127.0.0.1:0", "--workers", &shards],
+        &[
+            "__peer-realtime",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            &shards,
+        ],
     )?;
     let figures = fanout::measure(&peer, &run);
     peer.stop();

@@ -731,7 +731,9 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         return Err(bad("--publish-rate must be in (0, 100000]".into()));
     }
     if a.connections == 0 || !(a.duration > 0.0 && a.duration <= 86_400.0) {
-        return Err(bad("--connections must be at least 1 and --duration in (0, 86400]".into()));
+        return Err(bad(
+            "--connections must be at least 1 and --duration in (0, 86400]".into(),
+        ));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let spec = load_rt::RtSpec {

@@ -21,7 +21,7 @@ pub(crate) const DEMO_TOKEN: &str = "dtp-demo-token";
 pub(crate) const DEMO_SCOPE: &str = "demo-scope";
 
 /// `[realtime]`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct RealtimeSection {
     /// Serve the realtime endpoints (SSE, WebSocket, snapshots, publication).
@@ -46,7 +46,7 @@ pub(crate) struct RealtimeSection {
 }
 
 /// `[[realtime.clients]]`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClientSection {
     /// The secret, as `Authorization: Bearer` or the cookie's value.
@@ -62,7 +62,7 @@ pub(crate) struct ClientSection {
 }
 
 /// `[[realtime.streams]]`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StreamSection {
     pub(crate) id: String,
@@ -91,7 +91,7 @@ fn default_secs() -> u64 {
 }
 
 /// `[realtime.limits]`.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct LimitsSection {
     pub(crate) max_message: usize,
@@ -153,6 +153,31 @@ impl Default for RealtimeSection {
 }
 
 impl RealtimeSection {
+    /// This section with the terminal plane's built-in streams added (when
+    /// `terminal`), each unless a configured stream has its id: CURSOR,
+    /// default retention, scope binding `terminal`.
+    pub(crate) fn with_built_ins(&self, terminal: bool) -> Self {
+        let mut s = self.clone();
+        if !terminal {
+            return s;
+        }
+        for (id, types) in dtp_engine::plane::BUILT_IN_STREAMS {
+            if s.streams.iter().any(|x| x.id == id) {
+                continue;
+            }
+            s.streams.push(StreamSection {
+                id: id.into(),
+                recovery: "CURSOR".into(),
+                event_types: types.iter().map(|t| (*t).to_owned()).collect(),
+                scope: "terminal".into(),
+                retain_events: default_events(),
+                retain_bytes: default_bytes(),
+                retain_secs: default_secs(),
+            });
+        }
+        s
+    }
+
     /// The stream specs, checked.
     pub(crate) fn specs(&self) -> Result<Vec<StreamSpec>, String> {
         self.streams

@@ -207,10 +207,12 @@ struct RealtimeParts {
 }
 
 fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts>, CliError> {
-    let section = &config.realtime;
-    if !section.enabled {
+    if !config.realtime.enabled {
         return Ok(None);
     }
+    // With the terminal plane, its built-in streams (sessions, handovers,
+    // decisions) are served too.
+    let section = &config.realtime.with_built_ins(config.terminal.is_some());
     let bad = |e: String| CliError::usage("BAD_CONFIG", e);
     let specs = section.specs().map_err(bad)?;
     let front = section.front().map_err(bad)?;
@@ -254,10 +256,7 @@ where
     };
     let split = config.listen.len();
     config.listen.push(rt.listen);
-    let plane = PairPlane {
-        a: control,
-        b: rt.plane,
-    };
+    let plane = PairPlane::new(control, rt.plane);
     let (front, metrics) = (rt.config, rt.metrics);
     Engine::start_with_control(
         config,

@@ -61,6 +61,7 @@ mod conns;
 mod handle;
 mod observe;
 mod policy;
+mod streams;
 mod workers;
 
 pub use audit::REOPEN_AFTER_MS;
@@ -68,6 +69,7 @@ pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
 pub use config::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
 pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHandle};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
+pub use streams::BUILT_IN_STREAMS;
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -121,6 +123,8 @@ pub struct TerminalPlane<A: OsAccess + Send + 'static> {
     admin_queue: usize,
     handle: PlaneHandle,
     state_changes: Arc<StateRing>,
+    /// Events for the built-in realtime streams, until drained.
+    events: Vec<crate::control::PlaneEvent>,
     metrics: Arc<PlaneMetrics>,
 }
 
@@ -177,6 +181,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
             admin_queue: config.admin_queue,
             handle: handle.clone(),
             state_changes,
+            events: Vec::new(),
             metrics,
         };
         Ok((plane, handle))
@@ -251,18 +256,42 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                         deadline,
                         context: &context,
                     };
+                    if policy.kind() == dtp_terminal::PolicyKind::HumanDecision {
+                        let e = streams::decision_pending(handover_id, &policy_name, deadline.0);
+                        self.emit(e);
+                    }
                     if let Some(answer) = self.policies.ask(question, now, &self.metrics) {
                         self.answer(handover_id, answer, now);
                     }
                 }
-                Output::CancelPolicy { handover_id } => self.policies.cancel(handover_id),
-                Output::StateChanged(change) => self.state_changes.push(change, &self.metrics),
+                Output::CancelPolicy { handover_id } => {
+                    self.emit(streams::decision_closed(handover_id));
+                    self.policies.cancel(handover_id);
+                }
+                Output::StateChanged(change) => {
+                    self.emit(streams::session_state(&change));
+                    self.state_changes.push(change, &self.metrics);
+                }
                 Output::Audit(record) => {
+                    if let dtp_terminal::AuditRecord::Handover(h) = &record {
+                        self.emit(streams::handover_ended(h));
+                    }
                     if let Some(audit) = &mut self.audit {
                         audit.append(now, &record, &self.metrics);
                     }
                 }
             }
+        }
+    }
+
+    /// Queues an event for the built-in realtime streams (drained by the
+    /// pair plane after this call; see `streams`).
+    fn emit(&mut self, e: crate::control::PlaneEvent) {
+        if self.events.len() < streams::MAX_PENDING {
+            self.events.push(e);
+        } else {
+            PlaneMetrics::bump(&self.metrics.events_dropped);
+            tracing::warn!("a built-in realtime event was dropped: no realtime plane drains them");
         }
     }
 
@@ -285,6 +314,10 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
 }
 
 impl<A: OsAccess + Send + 'static> ControlPlane for TerminalPlane<A> {
+    fn drain_events(&mut self, out: &mut Vec<crate::control::PlaneEvent>) {
+        out.append(&mut self.events);
+    }
+
     fn handle(
         &mut self,
         shard: usize,

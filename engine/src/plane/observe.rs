@@ -68,6 +68,9 @@ counters! {
     state_changes,
     /// State changes dropped from a full ring before anyone drained them.
     state_changes_dropped,
+    /// Built-in realtime events dropped: nothing drained them (a plane
+    /// run without the realtime plane beside it).
+    events_dropped,
     /// Admin commands run.
     admin_commands,
 }

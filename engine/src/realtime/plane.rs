@@ -15,7 +15,7 @@ use dtp_transports::ConnId;
 use super::json::published_body;
 use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 use super::time::format_rfc3339_ms;
-use crate::control::{ControlPlane, Decision, Request};
+use crate::control::{ControlPlane, Decision, PlaneEvent, Request};
 use crate::plane::{Clock, SystemClock};
 
 /// The largest envelope published: the event ceiling of SPEC RT-13
@@ -221,30 +221,45 @@ impl<C: Clock> RealtimePlane<C> {
         out.push((shard, Decision::Realtime(Box::new(d))));
     }
 
-    fn publish(
+    /// Answers a shard's publication with its outcome.
+    fn publish_for(
         &mut self,
-        shard: usize,
-        conn: ConnId,
-        (stream, event_type, payload): (&str, &str, Bytes),
+        (shard, conn): (usize, ConnId),
+        what: (&str, &str, Bytes),
         now: Instant,
         out: &mut Vec<(usize, Decision)>,
     ) {
-        let Some(&n) = self.index.get(stream) else {
-            out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
-            return;
+        let d = match self.publish(what, now, out) {
+            Ok(body) => RtDecision::Published { conn, body },
+            Err(why) => {
+                Self::bump(&self.metrics.refused);
+                RtDecision::Refused { conn, key: 0, why }
+            }
         };
+        out.push((shard, Decision::Realtime(Box::new(d))));
+    }
+
+    /// Commits an event to its stream's ledger (SPEC RT-6: the append is
+    /// the commit), encodes its envelope and SSE block once, and broadcasts
+    /// it to every shard. Returns the publication's answer body.
+    fn publish(
+        &mut self,
+        (stream, event_type, payload): (&str, &str, Bytes),
+        now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    ) -> Result<Bytes, RtRefusal> {
+        let &n = self.index.get(stream).ok_or(RtRefusal::UnknownStream)?;
         let occurred_at = format_rfc3339_ms(self.clock.unix_ms(now).0).unwrap_or_default();
         let s = &self.streams[n as usize];
         // Refused before it takes a sequence: a refusal is never a gap.
         let bound = ENVELOPE_HEAD + s.id.len() + s.scope.len() + event_type.len() + payload.len();
         if bound > MAX_ENVELOPE {
-            out.push(self.refuse(shard, conn, 0, RtRefusal::TooLarge));
-            return;
+            return Err(RtRefusal::TooLarge);
         }
-        let Some(ledger) = self.registry.ledger(&s.id) else {
-            out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
-            return;
-        };
+        let ledger = self
+            .registry
+            .ledger(&s.id)
+            .ok_or(RtRefusal::UnknownStream)?;
         let epoch = ledger.epoch().as_str().to_owned();
         let recovery = ledger.recovery();
         let mut encoded = Err(RtRefusal::TooLarge);
@@ -281,39 +296,27 @@ impl<C: Clock> RealtimePlane<C> {
         });
         let at = match (published, encoded) {
             (Ok(at), Ok(())) => at,
-            (Err(PublishError::UnknownEventType), _) => {
-                out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownEventType));
-                return;
-            }
-            (Err(_), _) => {
-                out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
-                return;
-            }
+            (Err(PublishError::UnknownEventType), _) => return Err(RtRefusal::UnknownEventType),
+            (Err(_), _) => return Err(RtRefusal::UnknownStream),
             // The payload was checked by the shard and the head is built
             // from validated config: an encoding failure here is a bug. The
             // ledger holds an empty item in its place, which subscribers
             // see as a gap (and resync), never as a silent skip.
             (Ok(_), Err(why)) => {
                 tracing::error!(stream = %s.id, "an event could not be encoded");
-                out.push(self.refuse(shard, conn, 0, why));
-                return;
+                return Err(why);
             }
         };
         Self::bump(&self.metrics.published);
         let body = published_body(&s.id, &epoch, at.sequence, at.cursor.as_deref());
         self.streams[n as usize].state = Some(payload);
-        out.push((
-            shard,
-            Decision::Realtime(Box::new(RtDecision::Published { conn, body })),
-        ));
         if let Some(event) = made {
             for to in 0..self.shards {
-                out.push((
-                    to,
-                    Decision::Realtime(Box::new(RtDecision::Event(event.clone()))),
-                ));
+                let d = RtDecision::Event(event.clone());
+                out.push((to, Decision::Realtime(Box::new(d))));
             }
         }
+        Ok(body)
     }
 
     fn snapshot(
@@ -376,7 +379,7 @@ impl<C: Clock> ControlPlane for RealtimePlane<C> {
                 event_type,
                 payload,
             } => {
-                self.publish(shard, conn, (&stream, &event_type, payload), now, out);
+                self.publish_for((shard, conn), (&stream, &event_type, payload), now, out);
             }
             RtRequest::Snapshot { conn, stream } => self.snapshot(shard, conn, &stream, out),
             RtRequest::Kick { conn, stream } => {
@@ -405,6 +408,29 @@ impl<C: Clock> ControlPlane for RealtimePlane<C> {
                     },
                 };
                 out.push((shard, Decision::Realtime(Box::new(d))));
+            }
+        }
+    }
+
+    fn publish_events(
+        &mut self,
+        events: &mut Vec<PlaneEvent>,
+        now: Instant,
+        out: &mut Vec<(usize, Decision)>,
+    ) {
+        for e in events.drain(..) {
+            // A built-in stream that is not configured is simply not served.
+            if !self.index.contains_key(e.stream) {
+                continue;
+            }
+            let what = (e.stream, e.event_type, Bytes::from(e.payload));
+            if let Err(why) = self.publish(what, now, out) {
+                Self::bump(&self.metrics.refused);
+                tracing::warn!(
+                    stream = e.stream,
+                    ?why,
+                    "a built-in event was not published"
+                );
             }
         }
     }

@@ -152,7 +152,7 @@ impl Exporter {
 /// help their fields document in the engine (a renamed counter is a
 /// compile error here; a new one needs its line).
 fn render_plane(out: &mut String, m: &PlaneSnapshot) {
-    let series: [(&str, &str, u64); 16] = [
+    let series: [(&str, &str, u64); 17] = [
         ("requests", "Requests taken from the shards.", m.requests),
         ("sent", "Messages sent to connections.", m.sent),
         ("closed", "Connections closed for misuse.", m.closed),
@@ -193,6 +193,11 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
             m.human_expired,
         ),
         ("audit_records", "Audit records written.", m.audit_records),
+        (
+            "events_dropped",
+            "Built-in realtime events dropped (no realtime plane).",
+            m.events_dropped,
+        ),
         (
             "audit_failures",
             "Audit records lost to a write failure.",

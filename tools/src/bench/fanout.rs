@@ -62,12 +62,17 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, CliError> {
         driver: crate::load_driver(r.subscribers, 0, crate::LOAD_CONGESTION),
     };
     let mut samples: Vec<(RtPhase, Option<Sample>)> = Vec::new();
-    let result = load_rt::run(&spec, |_| {}, &mut |p| samples.push((p, server.sample().ok())))
-        .map_err(|e| CliError::Io(format!("{} fan-out: {e}", server.name)))?;
+    let result = load_rt::run(&spec, |_| {}, &mut |p| {
+        samples.push((p, server.sample().ok()))
+    })
+    .map_err(|e| CliError::Io(format!("{} fan-out: {e}", server.name)))?;
     let at = |phase: RtPhase| -> Result<&Sample, CliError> {
         match samples.iter().find(|(p, _)| *p == phase) {
             Some((_, Some(s))) => Ok(s),
-            _ => Err(CliError::Io(format!("{}: no server sample at {phase:?}", server.name))),
+            _ => Err(CliError::Io(format!(
+                "{}: no server sample at {phase:?}",
+                server.name
+            ))),
         }
     };
     let (idle, subscribed) = (at(RtPhase::Idle)?, at(RtPhase::Subscribed)?);

@@ -104,9 +104,11 @@ fn scope_of(target: SocketAddr, stream: &str, token: &str) -> Result<String, Str
     let req = format!(
         "GET /v1/streams/{stream}/snapshot HTTP/1.1\r\nHost: {target}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     );
-    s.write_all(req.as_bytes()).map_err(|e| format!("snapshot: {e}"))?;
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("snapshot: {e}"))?;
     let mut buf = Vec::new();
-    s.read_to_end(&mut buf).map_err(|e| format!("snapshot: {e}"))?;
+    s.read_to_end(&mut buf)
+        .map_err(|e| format!("snapshot: {e}"))?;
     let start = buf
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -141,8 +143,13 @@ pub(crate) fn run(
 ) -> Result<RtResult, String> {
     let clock = Instant::now();
     let now_ns = move || u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut publisher =
-        publish::Publisher::connect(spec.target, &spec.stream, &spec.token, &spec.event_type, spec.payload)?;
+    let mut publisher = publish::Publisher::connect(
+        spec.target,
+        &spec.stream,
+        &spec.token,
+        &spec.event_type,
+        spec.payload,
+    )?;
     let first = publisher.publish(now_ns())?;
     let first_seq = first.sequence;
     let start = Start {
@@ -157,7 +164,9 @@ pub(crate) fn run(
     phase(RtPhase::Idle);
     let shards = spec.shards.max(1).min(spec.subscribers.max(1));
     let window = Arc::new(Window::new());
-    let shared: Vec<Arc<Mutex<Tally>>> = (0..shards).map(|_| Arc::new(Mutex::new(Tally::new()))).collect();
+    let shared: Vec<Arc<Mutex<Tally>>> = (0..shards)
+        .map(|_| Arc::new(Mutex::new(Tally::new())))
+        .collect();
     let config = EngineConfig {
         shards,
         pin: false,
@@ -199,7 +208,10 @@ pub(crate) fn run(
     loop {
         let t = sum();
         if t.subscribed + t.failed >= spec.subscribers as u64 || Instant::now() > ramp_deadline {
-            say(&format!("{} subscribers subscribed, {} failed", t.subscribed, t.failed));
+            say(&format!(
+                "{} subscribers subscribed, {} failed",
+                t.subscribed, t.failed
+            ));
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -234,7 +246,9 @@ pub(crate) fn run(
         Ok::<_, String>((window_events, elapsed))
     })();
     engine.stop();
-    engine.join().map_err(|e| format!("load generator failed: {e}"))?;
+    engine
+        .join()
+        .map_err(|e| format!("load generator failed: {e}"))?;
     let (window_events, elapsed) = result?;
     Ok(RtResult {
         tally: sum(),

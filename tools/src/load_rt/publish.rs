@@ -35,7 +35,8 @@ impl Publisher {
         event_type: &str,
         payload_bytes: usize,
     ) -> Result<Self, String> {
-        let s = TcpStream::connect(target).map_err(|e| format!("publisher: connect {target}: {e}"))?;
+        let s =
+            TcpStream::connect(target).map_err(|e| format!("publisher: connect {target}: {e}"))?;
         s.set_nodelay(true).ok();
         s.set_read_timeout(Some(Duration::from_secs(10))).ok();
         Ok(Self {
@@ -81,7 +82,13 @@ impl Publisher {
                     .headers
                     .iter()
                     .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                    .and_then(|h| {
+                        std::str::from_utf8(h.value)
+                            .ok()?
+                            .trim()
+                            .parse::<usize>()
+                            .ok()
+                    })
                     .unwrap_or(0);
                 if self.buf.len() >= n + len {
                     let body: Vec<u8> = self.buf[n..n + len].to_vec();

@@ -184,7 +184,11 @@ impl Subs {
     /// applies it (the latency sample) and commits.
     fn envelope(&mut self, s: &mut Sub, env: &Envelope) {
         let now = Instant::now();
-        let t = env.payload.get("t").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let t = env
+            .payload
+            .get("t")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
         let verdict = s.sub.observe(
             Observed {
                 epoch: &env.stream_epoch,
@@ -216,7 +220,8 @@ impl Subs {
                 // (a real client takes a snapshot); counted, never hidden.
                 l.gaps += u64::from(matches!(verdict, Verdict::Gap { .. }));
                 l.resets += 1;
-                s.sub.reset(&env.stream_epoch, env.sequence.saturating_sub(1), None);
+                s.sub
+                    .reset(&env.stream_epoch, env.sequence.saturating_sub(1), None);
                 if s.sub.observe(
                     Observed {
                         epoch: &env.stream_epoch,
@@ -298,13 +303,20 @@ impl Subs {
                     next_expected_sequence,
                     ..
                 }) => {
-                    if s
-                        .sub
-                        .accept_subscribed(&stream_epoch, accepted_cursor.as_deref(), next_expected_sequence)
+                    if s.sub
+                        .accept_subscribed(
+                            &stream_epoch,
+                            accepted_cursor.as_deref(),
+                            next_expected_sequence,
+                        )
                         .is_err()
                     {
                         self.local.resets += 1;
-                        s.sub.reset(&stream_epoch, next_expected_sequence.saturating_sub(1), None);
+                        s.sub.reset(
+                            &stream_epoch,
+                            next_expected_sequence.saturating_sub(1),
+                            None,
+                        );
                     }
                     s.subscribed = true;
                     self.local.subscribed += 1;
@@ -329,8 +341,17 @@ impl Subs {
         };
         // Masks need not be secret for a load generator (they only defeat
         // cache poisoning through proxies, RFC 6455 §10.3); they vary.
-        self.masks = self.masks.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        if let Ok(frame) = encode_frame(Role::Client, true, Opcode::Text, &json, Some(self.masks.to_be_bytes())) {
+        self.masks = self
+            .masks
+            .wrapping_mul(1_664_525)
+            .wrapping_add(1_013_904_223);
+        if let Ok(frame) = encode_frame(
+            Role::Client,
+            true,
+            Opcode::Text,
+            &json,
+            Some(self.masks.to_be_bytes()),
+        ) {
             out.wire().extend_from_slice(&frame);
         }
     }
@@ -359,7 +380,11 @@ impl Service for Subs {
             // 256 ids is below the ceiling: cannot fail.
             Err(_) => unreachable!("a dedupe window below the ceiling"),
         };
-        sub.reset(&self.start.epoch, self.start.last, self.start.cursor.as_deref());
+        sub.reset(
+            &self.start.epoch,
+            self.start.last,
+            self.start.cursor.as_deref(),
+        );
         Sub {
             phase: Phase::Head,
             input: BytesMut::new(),

@@ -125,6 +125,8 @@ pub(crate) struct Serve {
     pub(crate) addr: SocketAddr,
     /// `HOST:PORT` of the admin port.
     pub(crate) admin: String,
+    /// The realtime front end's address.
+    pub(crate) realtime: Option<SocketAddr>,
 }
 
 impl Serve {
@@ -146,11 +148,13 @@ impl Serve {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut addr, mut admin) = (None, None);
+        let (mut addr, mut admin, mut realtime) = (None, None, None);
         while addr.is_none() || admin.is_none() {
             let line = lines.next().expect("serve exited").unwrap();
             if let Some(a) = line.strip_prefix("listening ") {
                 addr = Some(a.parse().unwrap());
+            } else if let Some(a) = line.strip_prefix("realtime http://") {
+                realtime = Some(a.split('/').next().unwrap().parse().unwrap());
             } else if let Some(a) = line.strip_prefix("admin http://") {
                 admin = Some(a.trim_end_matches("/v1").to_owned());
             }
@@ -160,6 +164,7 @@ impl Serve {
             child,
             addr: addr.unwrap(),
             admin: admin.unwrap(),
+            realtime,
         }
     }
 

@@ -1,0 +1,81 @@
+//! The terminal plane's built-in realtime streams (issue 6 item 2): what
+//! people watching from a browser need, published as the terminal commits
+//! it, with no credential, Fay id or free text in any payload (SPEC RT-3).
+//!
+//! | stream | event type | when |
+//! |---|---|---|
+//! | `sessions` | `session.state` | every committed session transition (TS-3) |
+//! | `handovers` | `handover.ended` | a handover finished, either way (HO-10) |
+//! | `decisions` | `decision.pending` | a handover waits for a person (HO-3c) |
+//! | `decisions` | `decision.closed` | that question was withdrawn or answered |
+
+use dtp_terminal::{HandoverAudit, StateChange};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::control::PlaneEvent;
+
+/// The built-in streams and their event types, for the realtime
+/// configuration (`dtp serve` registers them when `[terminal]` runs).
+pub const BUILT_IN_STREAMS: [(&str, &[&str]); 3] = [
+    ("sessions", &["session.state"]),
+    ("handovers", &["handover.ended"]),
+    ("decisions", &["decision.pending", "decision.closed"]),
+];
+
+/// At most this many events wait between two drains (one pump's outputs;
+/// the pair plane drains after every call).
+pub(super) const MAX_PENDING: usize = 65_536;
+
+fn event(stream: &'static str, event_type: &'static str, payload: &Value) -> PlaneEvent {
+    PlaneEvent {
+        stream,
+        event_type,
+        payload: serde_json::to_vec(payload).unwrap_or_else(|_| b"{}".to_vec()),
+    }
+}
+
+/// `sessions` / `session.state`.
+pub(super) fn session_state(c: &StateChange) -> PlaneEvent {
+    let p = json!({
+        "sessionId": c.session_id.to_string(),
+        "resourceId": c.resource_id,
+        "accessMode": c.access_mode,
+        "from": c.from,
+        "to": c.to,
+        "reason": c.reason,
+    });
+    event("sessions", "session.state", &p)
+}
+
+/// `handovers` / `handover.ended`.
+pub(super) fn handover_ended(h: &HandoverAudit) -> PlaneEvent {
+    let p = json!({
+        "handoverId": h.handover_id.to_string(),
+        "kind": h.kind,
+        "trigger": h.trigger,
+        "sourceSessionId": h.source_session_id.to_string(),
+        "targetSessionId": h.target_session_id.map(|s| s.to_string()),
+        "resourceId": h.resource_id,
+        "accessMode": h.access_mode,
+        "outcome": h.outcome,
+    });
+    event("handovers", "handover.ended", &p)
+}
+
+/// `decisions` / `decision.pending`: a person is asked (the question
+/// itself is on the admin panel, `GET /v1/decisions`).
+pub(super) fn decision_pending(handover_id: Uuid, policy: &str, deadline_ms: u64) -> PlaneEvent {
+    let p = json!({
+        "handoverId": handover_id.to_string(),
+        "policy": policy,
+        "deadlineMs": deadline_ms,
+    });
+    event("decisions", "decision.pending", &p)
+}
+
+/// `decisions` / `decision.closed`.
+pub(super) fn decision_closed(handover_id: Uuid) -> PlaneEvent {
+    let p = json!({ "handoverId": handover_id.to_string() });
+    event("decisions", "decision.closed", &p)
+}
