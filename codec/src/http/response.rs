@@ -156,7 +156,21 @@ pub fn write_chunk(out: &mut BytesMut, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    let _ = write!(out, "{:x}\r\n", data.len());
+    // The size in hex, without the formatting machinery (once per event
+    // per subscriber on an SSE stream).
+    let mut hex = [0u8; 16];
+    let mut n = data.len();
+    let mut i = hex.len();
+    loop {
+        i -= 1;
+        hex[i] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put_slice(&hex[i..]);
+    out.put_slice(b"\r\n");
     out.put_slice(data);
     out.put_slice(b"\r\n");
 }

@@ -193,3 +193,21 @@ fn every_refusal_renders_a_parseable_response() {
         assert_eq!(&wire[n..], e.reason().as_bytes());
     }
 }
+
+#[test]
+fn chunk_sizes_are_lowercase_hex_without_leading_zeros() {
+    for (len, hex) in [
+        (1usize, "1"),
+        (15, "f"),
+        (16, "10"),
+        (255, "ff"),
+        (65_536, "10000"),
+    ] {
+        let mut out = BytesMut::new();
+        write_chunk(&mut out, &vec![b'x'; len]);
+        let head = format!("{hex}\r\n");
+        assert!(out.starts_with(head.as_bytes()), "{len}");
+        assert_eq!(out.len(), head.len() + len + 2);
+        assert!(out.ends_with(b"\r\n"));
+    }
+}

@@ -384,6 +384,7 @@ impl RealtimeFront {
                     _ => false,
                 };
                 let headers = [("ETag", &*etag)];
+                FrontMetrics::bump(&self.metrics.polls);
                 if fresh {
                     FrontMetrics::bump(&self.metrics.poll_not_modified);
                     reply(out, 304, None, b"", keep_alive, &headers);

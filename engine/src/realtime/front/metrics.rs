@@ -26,6 +26,13 @@ pub struct FrontMetrics {
     pub resets: AtomicU64,
     /// WebSocket sessions closed for a protocol violation.
     pub ws_protocol_errors: AtomicU64,
+    /// Snapshot polls answered (200 or 304; RT-11).
+    pub polls: AtomicU64,
+    /// WebSocket HEARTBEATs answered.
+    pub heartbeats: AtomicU64,
+    /// Most bytes found queued on one subscriber's connection when an
+    /// event was delivered (the outbound queue's high water, RT-10).
+    pub queue_high_water_bytes: AtomicU64,
 }
 
 impl FrontMetrics {
@@ -39,6 +46,10 @@ impl FrontMetrics {
 
     pub(super) fn delivered(&self, n: usize) {
         self.delivered.fetch_add(n as u64, Relaxed);
+    }
+
+    pub(super) fn queued(&self, bytes: usize) {
+        self.queue_high_water_bytes.fetch_max(bytes as u64, Relaxed);
     }
 
     pub(super) fn overflow(&self) {

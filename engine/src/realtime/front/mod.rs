@@ -236,6 +236,7 @@ impl RealtimeFront {
         out: &mut Outbox<'_>,
     ) -> bool {
         let max = self.config.limits.max_outbound;
+        self.metrics.queued(out.queued());
         let kept = match &mut c.phase {
             Phase::Sse(s) => s.deliver(ev, max, out),
             Phase::Ws(w) => w.deliver(key, ev, max, &mut self.scratch, out),

@@ -370,7 +370,10 @@ impl RealtimeFront {
                 // answered too, so the client's tombstone ends.
                 send(out, &ServerMessage::Unsubscribed { subscription_id });
             }
-            ClientMessage::Heartbeat { nonce } => send(out, &ServerMessage::HeartbeatAck { nonce }),
+            ClientMessage::Heartbeat { nonce } => {
+                FrontMetrics::bump(&self.metrics.heartbeats);
+                send(out, &ServerMessage::HeartbeatAck { nonce });
+            }
             ClientMessage::Close { .. } => {
                 close_frame(out, CloseCode::NORMAL);
                 out.close();
