@@ -21,6 +21,7 @@ pub mod client;
 pub mod ledger;
 pub mod push;
 pub mod registry;
+pub mod time;
 
 pub use client::{
     CommitError, ConflictKind, DedupeConfig, DedupeConfigError, DegradedReason, FailureClass, Next,

@@ -14,7 +14,7 @@ use dtp_transports::ConnId;
 
 use super::json::published_body;
 use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
-use super::time::format_rfc3339_ms;
+use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
 use crate::control::{ControlPlane, Decision, PlaneEvent, Request};
 use crate::plane::{Clock, SystemClock};
 

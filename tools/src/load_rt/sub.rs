@@ -189,16 +189,14 @@ impl Subs {
             .get("t")
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0);
-        let verdict = s.sub.observe(
-            Observed {
-                epoch: &env.stream_epoch,
-                event_id: &env.event_id,
-                sequence: env.sequence,
-                digest: t,
-                cursor: env.resume_cursor.as_deref(),
-            },
-            now,
-        );
+        let observed = || Observed {
+            epoch: &env.stream_epoch,
+            event_id: &env.event_id,
+            sequence: env.sequence,
+            digest: t,
+            cursor: env.resume_cursor.as_deref(),
+        };
+        let verdict = s.sub.observe(observed(), now);
         let now_ns = self.now_ns();
         let l = &mut self.local;
         match verdict {
@@ -222,17 +220,7 @@ impl Subs {
                 l.resets += 1;
                 s.sub
                     .reset(&env.stream_epoch, env.sequence.saturating_sub(1), None);
-                if s.sub.observe(
-                    Observed {
-                        epoch: &env.stream_epoch,
-                        event_id: &env.event_id,
-                        sequence: env.sequence,
-                        digest: t,
-                        cursor: env.resume_cursor.as_deref(),
-                    },
-                    now,
-                ) == Verdict::Apply
-                {
+                if s.sub.observe(observed(), now) == Verdict::Apply {
                     let _ = s.sub.commit(env.sequence, env.resume_cursor.as_deref());
                 }
             }

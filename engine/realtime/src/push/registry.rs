@@ -1,0 +1,374 @@
+//! The backend's push subscription registry (SPEC RT-12, seed §8.3):
+//! subscriptions bound to a principal's association epoch, idempotent
+//! revoke, provider cleanup, bounded size.
+//!
+//! Each principal has one association state: `Active(epoch)` or
+//! `Revoked(epoch)`. All its subscriptions belong to the active epoch;
+//! a new epoch drops them (seed §8.3: logout/account switch rotates the
+//! association, and old subscriptions must not receive the new account's
+//! pushes). A revoked epoch is a tombstone: it cannot be activated again.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+
+use super::b64;
+use super::subscription::{PushSubscription, SubscriptionId};
+
+/// An association epoch (seed §8.3: issued by the backend registration
+/// authority after commit; exact-match, opaque). Valid epochs are
+/// identifiers (`[A-Za-z0-9._:-]`, 1–128 bytes) so they fit a
+/// WEB_PUSH_HINT_V1. `Debug` does not show it (seed §12.3: exact-match
+/// bindings are not logged).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct AssociationEpoch(String);
+
+impl fmt::Debug for AssociationEpoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AssociationEpoch(..)")
+    }
+}
+
+impl AssociationEpoch {
+    /// A fresh epoch from 16 caller-drawn random bytes (sans-IO): their
+    /// base64url, 22 characters.
+    pub fn from_random(bytes: [u8; 16]) -> Self {
+        Self(b64::encode(&bytes))
+    }
+
+    /// An epoch issued elsewhere; `None` unless it is an identifier.
+    pub fn parse(s: &str) -> Option<Self> {
+        dtp_codec::realtime::is_valid_id(s).then(|| Self(s.to_owned()))
+    }
+
+    /// The epoch as the hint's `associationEpoch` carries it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Ceilings of a [`Registry`] (SPEC RT-12 "bounded"; the values are the
+/// deployment's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegistryConfig {
+    /// Subscriptions in the whole registry.
+    pub max_subscriptions: usize,
+    /// Subscriptions of one principal (its browsers and devices).
+    pub max_per_principal: usize,
+    /// Principals with an association state (active or tombstoned).
+    pub max_principals: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            max_subscriptions: 100_000,
+            max_per_principal: 16,
+            max_principals: 100_000,
+        }
+    }
+}
+
+/// Why the registry refused a change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// The registry holds [`RegistryConfig::max_subscriptions`].
+    #[error("registry full: {max} subscriptions")]
+    Full {
+        /// The ceiling.
+        max: usize,
+    },
+    /// The principal holds [`RegistryConfig::max_per_principal`].
+    #[error("principal already has {max} subscriptions")]
+    PrincipalFull {
+        /// The ceiling.
+        max: usize,
+    },
+    /// The registry tracks [`RegistryConfig::max_principals`].
+    #[error("registry tracks {max} principals")]
+    TooManyPrincipals {
+        /// The ceiling.
+        max: usize,
+    },
+    /// `subscribe` named an epoch that is not the principal's active one
+    /// (superseded, revoked, or never associated).
+    #[error("association epoch is not the principal's active one")]
+    StaleAssociation,
+    /// `associate` named the principal's revoked epoch (a tombstone, seed
+    /// §8.3: never ACTIVE again).
+    #[error("association epoch was revoked")]
+    RevokedEpoch,
+}
+
+/// What [`Registry::associate`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Associated {
+    /// The epoch was already active: nothing changed (idempotent).
+    Unchanged,
+    /// The epoch is now active; the listed subscriptions of the previous
+    /// epoch were removed.
+    Rotated {
+        /// Removed subscriptions, oldest first.
+        removed: Vec<SubscriptionId>,
+    },
+}
+
+/// What [`Registry::subscribe`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subscribed {
+    /// A new registration.
+    Created(SubscriptionId),
+    /// The endpoint was already the principal's: same ID, keys refreshed
+    /// (idempotent upsert, seed §8.3).
+    Existing(SubscriptionId),
+    /// The endpoint belonged to another principal (account switch in the
+    /// same browser): the old registration was removed, this is new.
+    Rebound {
+        /// The new registration.
+        id: SubscriptionId,
+        /// The removed registration of the other principal.
+        removed: SubscriptionId,
+    },
+}
+
+/// The result of a revoke or cleanup: both are success (SPEC RT-12,
+/// seed §8.3: "duplicate/ALREADY_GONE = success").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revoked {
+    /// It existed and is now removed.
+    Removed,
+    /// It did not exist (never, already revoked, or not the caller's):
+    /// ALREADY_GONE.
+    AlreadyGone,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Association {
+    Active(AssociationEpoch),
+    Revoked(AssociationEpoch),
+}
+
+struct Principal {
+    association: Association,
+    /// Registration order.
+    subscriptions: Vec<SubscriptionId>,
+}
+
+struct Entry<P> {
+    principal: P,
+    subscription: PushSubscription,
+}
+
+/// The subscription registry (SPEC RT-12): subscriptions bound to a
+/// principal's active association epoch, bounded by [`RegistryConfig`].
+/// `P` identifies a principal (an account, or an account on a device).
+/// `Debug` shows counts only.
+pub struct Registry<P> {
+    config: RegistryConfig,
+    next_id: u64,
+    principals: HashMap<P, Principal>,
+    entries: HashMap<SubscriptionId, Entry<P>>,
+    by_endpoint: HashMap<String, SubscriptionId>,
+}
+
+impl<P: Clone + Eq + Hash> Registry<P> {
+    /// An empty registry with these ceilings.
+    pub fn new(config: RegistryConfig) -> Self {
+        Self {
+            config,
+            next_id: 1,
+            principals: HashMap::new(),
+            entries: HashMap::new(),
+            by_endpoint: HashMap::new(),
+        }
+    }
+
+    /// Makes `epoch` the principal's active association (SPEC RT-12): a new
+    /// epoch removes every subscription of the previous one; the active
+    /// epoch again is a no-op; a revoked epoch is refused.
+    pub fn associate(
+        &mut self,
+        principal: &P,
+        epoch: AssociationEpoch,
+    ) -> Result<Associated, RegistryError> {
+        let Some(state) = self.principals.get_mut(principal) else {
+            if self.principals.len() >= self.config.max_principals {
+                return Err(RegistryError::TooManyPrincipals {
+                    max: self.config.max_principals,
+                });
+            }
+            let state = Principal {
+                association: Association::Active(epoch),
+                subscriptions: Vec::new(),
+            };
+            self.principals.insert(principal.clone(), state);
+            return Ok(Associated::Rotated {
+                removed: Vec::new(),
+            });
+        };
+        match &state.association {
+            Association::Active(current) if *current == epoch => return Ok(Associated::Unchanged),
+            Association::Revoked(tomb) if *tomb == epoch => {
+                return Err(RegistryError::RevokedEpoch);
+            }
+            _ => {}
+        }
+        state.association = Association::Active(epoch);
+        let removed = std::mem::take(&mut state.subscriptions);
+        for id in &removed {
+            self.drop_entry(*id);
+        }
+        Ok(Associated::Rotated { removed })
+    }
+
+    /// Registers `subscription` for `principal` under its active `epoch`
+    /// (SPEC RT-12). Re-registering the principal's endpoint returns its ID;
+    /// an endpoint of another principal moves to this one.
+    pub fn subscribe(
+        &mut self,
+        principal: &P,
+        epoch: &AssociationEpoch,
+        subscription: PushSubscription,
+    ) -> Result<Subscribed, RegistryError> {
+        let active = self.principals.get(principal).is_some_and(
+            |s| matches!(&s.association, Association::Active(current) if current == epoch),
+        );
+        if !active {
+            return Err(RegistryError::StaleAssociation);
+        }
+        let previous = self.by_endpoint.get(subscription.endpoint()).copied();
+        let rebind = match previous.and_then(|id| Some((id, self.entries.get_mut(&id)?))) {
+            Some((id, entry)) if entry.principal == *principal => {
+                entry.subscription = subscription;
+                return Ok(Subscribed::Existing(id));
+            }
+            Some((id, _)) => Some(id),
+            None => None,
+        };
+        let own = self
+            .principals
+            .get(principal)
+            .map_or(0, |s| s.subscriptions.len());
+        if own >= self.config.max_per_principal {
+            return Err(RegistryError::PrincipalFull {
+                max: self.config.max_per_principal,
+            });
+        }
+        if rebind.is_none() && self.entries.len() >= self.config.max_subscriptions {
+            return Err(RegistryError::Full {
+                max: self.config.max_subscriptions,
+            });
+        }
+        if let Some(old) = rebind {
+            self.remove(old);
+        }
+        let id = SubscriptionId(self.next_id);
+        self.next_id += 1;
+        self.by_endpoint
+            .insert(subscription.endpoint().to_owned(), id);
+        self.entries.insert(
+            id,
+            Entry {
+                principal: principal.clone(),
+                subscription,
+            },
+        );
+        if let Some(state) = self.principals.get_mut(principal) {
+            state.subscriptions.push(id);
+        }
+        Ok(match rebind {
+            Some(removed) => Subscribed::Rebound { id, removed },
+            None => Subscribed::Created(id),
+        })
+    }
+
+    /// The principal revokes one registration (SPEC RT-12): idempotent; an
+    /// unknown ID, or one that is not this principal's, is ALREADY_GONE and
+    /// changes nothing.
+    pub fn revoke(&mut self, principal: &P, id: SubscriptionId) -> Revoked {
+        match self.entries.get(&id) {
+            Some(entry) if entry.principal == *principal => self.remove(id),
+            _ => Revoked::AlreadyGone,
+        }
+    }
+
+    /// Revokes the principal's association `epoch` (logout, seed §8.3):
+    /// every subscription goes and the epoch becomes a tombstone. A
+    /// superseded, already revoked or unknown epoch is ALREADY_GONE.
+    pub fn revoke_association(&mut self, principal: &P, epoch: &AssociationEpoch) -> Revoked {
+        let Some(state) = self.principals.get_mut(principal) else {
+            return Revoked::AlreadyGone;
+        };
+        if !matches!(&state.association, Association::Active(current) if current == epoch) {
+            return Revoked::AlreadyGone;
+        }
+        state.association = Association::Revoked(epoch.clone());
+        for id in std::mem::take(&mut state.subscriptions) {
+            self.drop_entry(id);
+        }
+        Revoked::Removed
+    }
+
+    /// Server-side removal without an owner check: the provider answered
+    /// 404/410 ([`Outcome::Gone`](super::Outcome::Gone), seed §8.3 cleanup).
+    pub fn remove(&mut self, id: SubscriptionId) -> Revoked {
+        let Some(entry) = self.drop_entry(id) else {
+            return Revoked::AlreadyGone;
+        };
+        if let Some(state) = self.principals.get_mut(&entry.principal) {
+            state.subscriptions.retain(|s| *s != id);
+        }
+        Revoked::Removed
+    }
+
+    /// The principal's live subscriptions, in registration order (SPEC
+    /// RT-12): those of its active epoch; none after a revoke.
+    pub fn live(&self, principal: &P) -> impl Iterator<Item = (SubscriptionId, &PushSubscription)> {
+        self.principals
+            .get(principal)
+            .map(|s| s.subscriptions.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|id| Some((*id, &self.entries.get(id)?.subscription)))
+    }
+
+    /// The principal's active epoch, if it has one.
+    pub fn active_epoch(&self, principal: &P) -> Option<&AssociationEpoch> {
+        match &self.principals.get(principal)?.association {
+            Association::Active(epoch) => Some(epoch),
+            Association::Revoked(_) => None,
+        }
+    }
+
+    /// One registration.
+    pub fn get(&self, id: SubscriptionId) -> Option<&PushSubscription> {
+        self.entries.get(&id).map(|e| &e.subscription)
+    }
+
+    /// Registrations held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no registration is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Removes the entry and its endpoint index, not the principal's list.
+    fn drop_entry(&mut self, id: SubscriptionId) -> Option<Entry<P>> {
+        let entry = self.entries.remove(&id)?;
+        self.by_endpoint.remove(entry.subscription.endpoint());
+        Some(entry)
+    }
+}
+
+impl<P> fmt::Debug for Registry<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("config", &self.config)
+            .field("principals", &self.principals.len())
+            .field("subscriptions", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
