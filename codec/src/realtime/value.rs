@@ -36,10 +36,7 @@ pub fn is_valid_token(s: &str) -> bool {
 /// Guard, then build the top-level object (SPEC RT-4 up to the key check),
 /// refusing an object anywhere in it that repeats a key: for any strict
 /// JSON body (e.g. a publication's, whose schema the caller checks).
-pub fn parse_object(
-    bytes: &[u8],
-    limits: &JsonLimits,
-) -> Result<Map<String, Value>, Refusal> {
+pub fn parse_object(bytes: &[u8], limits: &JsonLimits) -> Result<Map<String, Value>, Refusal> {
     check_json(bytes, limits)?;
     let duplicate = Cell::new(false);
     let mut de = serde_json::Deserializer::from_slice(bytes);

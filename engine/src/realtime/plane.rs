@@ -14,9 +14,9 @@ use dtp_transports::ConnId;
 
 use super::json::published_body;
 use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
-use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
 use crate::control::{ControlPlane, Decision, PlaneEvent, Request};
 use crate::plane::{Clock, SystemClock};
+use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
 
 /// The largest envelope published: the event ceiling of SPEC RT-13
 /// (64 KiB) less room for the `realtime.v1` EVENT message around it (its

@@ -62,7 +62,11 @@ fn sequences_are_contiguous_from_one_and_cursors_only_in_cursor_mode() {
     assert_eq!((l.last_sequence(), l.revision()), (2, 2));
     // Position 0, the epoch's start, has a cursor (an empty stream's
     // checkpoint needs one); positions not yet reached have none.
-    assert!(l.cursor_for(0).unwrap().starts_with("c1.0000000000000001.0."));
+    assert!(
+        l.cursor_for(0)
+            .unwrap()
+            .starts_with("c1.0000000000000001.0.")
+    );
     assert_eq!(l.cursor_for(3), None);
 
     for mode in [RecoveryMode::SnapshotOnly, RecoveryMode::SessionRebuild] {
@@ -296,7 +300,10 @@ fn checkpoint_and_start_describe_the_current_position() {
             cursor: l.cursor_for(0),
         }
     );
-    assert!(cp.cursor.is_some(), "an empty CURSOR stream's checkpoint has a cursor");
+    assert!(
+        cp.cursor.is_some(),
+        "an empty CURSOR stream's checkpoint has a cursor"
+    );
     // It resumes: nothing to replay, the first event comes next.
     let start = cp.cursor.clone().unwrap();
     let r = l.resume(&start, "tenant-1", t).unwrap();

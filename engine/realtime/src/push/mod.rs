@@ -55,6 +55,7 @@ mod tests_registry;
 #[cfg(test)]
 mod tests_vapid;
 
+pub use crate::time::{MAX_TIMESTAMP_MS, format_timestamp, parse_retry_after, parse_timestamp};
 pub use delivery::{
     Delivery, DeliveryError, Message, Outcome, Poll, PushRequest, RetryPolicy, Urgency,
 };
@@ -73,7 +74,6 @@ pub use registry::{
 };
 pub use sender::{Outgoing, PrepareError, prepare};
 pub use subscription::{MAX_ENDPOINT_LEN, PushSubscription, SubscriptionError, SubscriptionId};
-pub use crate::time::{MAX_TIMESTAMP_MS, format_timestamp, parse_retry_after, parse_timestamp};
 pub use vapid::{
     MAX_AUDIENCE_LEN, MAX_SUBJECT_LEN, MAX_VAPID_LIFETIME_SECS, VapidError, VapidKey, vapid_header,
 };
