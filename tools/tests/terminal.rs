@@ -276,43 +276,69 @@ fn a_person_decides_a_handover_with_ctl_and_hands_control_to_the_human() {
     assert_eq!(ended, [sa.to_string(), sb.to_string()]);
 }
 
-/// Issue 6 item 2: the terminal plane's session changes are published on
-/// the built-in `sessions` stream, and a browser's SSE stream sees them
-/// (with no Fay id in them: SPEC RT-3).
-#[test]
-fn session_changes_reach_the_built_in_sessions_stream() {
+/// Opens an SSE stream of a built-in stream with the demo token and reads
+/// until its `retry:` field (the stream is live).
+fn built_in_sse(rt: std::net::SocketAddr, stream: &str) -> (std::net::TcpStream, String) {
     use std::io::{Read, Write};
+    let mut sse = std::net::TcpStream::connect(rt).unwrap();
+    sse.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let req = format!(
+        "GET /v1/streams/{stream}/sse HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer dtp-demo-token\r\n\r\n"
+    );
+    sse.write_all(req.as_bytes()).unwrap();
+    let mut seen = String::new();
+    read_until(&mut sse, &mut seen, |s| s.contains("retry:"));
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    (sse, seen)
+}
+
+/// Reads `sse` into `seen` until `done(seen)`.
+fn read_until(sse: &mut std::net::TcpStream, seen: &mut String, done: impl Fn(&str) -> bool) {
+    use std::io::Read;
+    let mut buf = [0u8; 4096];
+    while !done(seen) {
+        let n = sse.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+}
+
+/// Issue 6 item 2: the terminal plane's session changes and resource
+/// availability are published on the built-in `sessions` and `resources`
+/// streams, and a browser's SSE stream sees them (with no Fay id in them:
+/// SPEC RT-3).
+#[test]
+fn session_changes_reach_the_built_in_streams() {
     let setup = Setup::new("streams");
     let a = setup.fay("fay-a", &["arm=write"]);
     let serve = Serve::start(&setup.config(&terminal_section(&setup)));
     let rt = serve
         .realtime
         .expect("the realtime front end runs by default");
-    let mut sse = std::net::TcpStream::connect(rt).unwrap();
-    sse.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    sse.write_all(
-        b"GET /v1/streams/sessions/sse HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer dtp-demo-token\r\n\r\n",
-    )
-    .unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 4096];
-    while !seen.contains("retry:") {
-        let n = sse.read(&mut buf).unwrap();
-        assert!(n > 0, "the stream ended: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    let (mut sessions, mut seen) = built_in_sse(rt, "sessions");
+    let (mut resources, mut seen_r) = built_in_sse(rt, "resources");
 
     let mut fay = Fay::connect(&setup, &a, serve.addr);
     let sid = fay.session(1, "arm", AccessMode::Write);
     let active = format!("\"sessionId\":\"{sid}\"");
-    while !(seen.contains(&active) && seen.contains("\"to\":\"active\"")) {
-        let n = sse.read(&mut buf).unwrap();
-        assert!(n > 0, "the stream ended: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
+    read_until(&mut sessions, &mut seen, |s| {
+        s.contains(&active) && s.contains("\"to\":\"active\"")
+    });
     assert!(seen.contains("\"eventType\":\"session.state\""), "{seen}");
     assert!(seen.contains("\"resourceId\":\"arm\""), "{seen}");
     assert!(!seen.contains("fay-a"), "a Fay id in an envelope: {seen}");
+
+    serve.ctl_ok(&["resource", "arm", "--unavailable"]);
+    read_until(&mut resources, &mut seen_r, |s| {
+        s.contains("resource.availability")
+    });
+    assert!(
+        seen_r.contains("\"payload\":{\"resourceId\":\"arm\",\"available\":false}"),
+        "{seen_r}"
+    );
+    // The session it ended shows on `sessions`.
+    read_until(&mut sessions, &mut seen, |s| {
+        s.contains("\"to\":\"terminated\"")
+    });
 }

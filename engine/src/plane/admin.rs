@@ -38,6 +38,9 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                         .map_err(PlaneError::from),
                     Err(e) => Err(e.into()),
                 };
+                if result.is_ok() {
+                    self.emit(super::streams::decision_closed(handover_id));
+                }
                 answer(r, result);
             }
             Command::ForceTerminate(id, r) => {
@@ -45,6 +48,9 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
             }
             Command::SetResourceAvailable(resource, available, r) => {
                 let result = t.set_resource_available(&resource, available, now);
+                if result.is_ok() {
+                    self.emit(super::streams::resource_availability(&resource, available));
+                }
                 answer(r, ended(result));
             }
             Command::AdminHandover(request, r) => {

@@ -8,6 +8,7 @@
 //! | `handovers` | `handover.ended` | a handover finished, either way (HO-10) |
 //! | `decisions` | `decision.pending` | a handover waits for a person (HO-3c) |
 //! | `decisions` | `decision.closed` | that question was withdrawn or answered |
+//! | `resources` | `resource.availability` | an operator made a resource (un)available (TS-10) |
 
 use dtp_terminal::{HandoverAudit, StateChange};
 use serde_json::{Value, json};
@@ -17,10 +18,11 @@ use crate::control::PlaneEvent;
 
 /// The built-in streams and their event types, for the realtime
 /// configuration (`dtp serve` registers them when `[terminal]` runs).
-pub const BUILT_IN_STREAMS: [(&str, &[&str]); 3] = [
+pub const BUILT_IN_STREAMS: [(&str, &[&str]); 4] = [
     ("sessions", &["session.state"]),
     ("handovers", &["handover.ended"]),
     ("decisions", &["decision.pending", "decision.closed"]),
+    ("resources", &["resource.availability"]),
 ];
 
 /// At most this many events wait between two drains (one pump's outputs;
@@ -78,4 +80,11 @@ pub(super) fn decision_pending(handover_id: Uuid, policy: &str, deadline_ms: u64
 pub(super) fn decision_closed(handover_id: Uuid) -> PlaneEvent {
     let p = json!({ "handoverId": handover_id.to_string() });
     event("decisions", "decision.closed", &p)
+}
+
+/// `resources` / `resource.availability` (the sessions it ended are on
+/// `sessions`).
+pub(super) fn resource_availability(resource_id: &str, available: bool) -> PlaneEvent {
+    let p = json!({ "resourceId": resource_id, "available": available });
+    event("resources", "resource.availability", &p)
 }

@@ -124,4 +124,3 @@ pub(crate) fn run(cmd: &mut Command, within: Duration) -> (bool, String) {
         None => (false, format!("{text}\n(killed after {within:?})")),
     }
 }
-
