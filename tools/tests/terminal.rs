@@ -279,7 +279,7 @@ fn a_person_decides_a_handover_with_ctl_and_hands_control_to_the_human() {
 /// Opens an SSE stream of a built-in stream with the demo token and reads
 /// until its `retry:` field (the stream is live).
 fn built_in_sse(rt: std::net::SocketAddr, stream: &str) -> (std::net::TcpStream, String) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let mut sse = std::net::TcpStream::connect(rt).unwrap();
     sse.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
