@@ -312,6 +312,8 @@ fn bench_writes_the_documented_json() {
             "0.5",
             "--idle-connections",
             "50",
+            "--subscribers",
+            "50",
             "--json",
             path.to_str().unwrap(),
         ])
@@ -340,7 +342,9 @@ fn bench_writes_the_documented_json() {
             "connections",
             "dtp-pingpong",
             "dtp-stream",
-            "resume"
+            "resume",
+            "fanout-sse",
+            "fanout-ws"
         ]
     );
     for w in v["workloads"].as_array().unwrap() {
@@ -362,6 +366,14 @@ fn bench_writes_the_documented_json() {
     }
     assert!(v["workloads"][1]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
     assert!(v["workloads"][2]["ours"]["memory"]["bytes_per_connection"].is_number());
+    // The fan-out workloads report memory per subscriber for both sides.
+    for i in [6, 7] {
+        for side in ["ours", "peer"] {
+            let m = &v["workloads"][i][side]["memory"];
+            assert_eq!(m["connections"], 50, "{i} {side}: {m}");
+            assert!(m["bytes_per_connection"].is_number(), "{i} {side}");
+        }
+    }
     // dtp-stream against the lower of loopback and one core's AEAD; resume
     // against dtp-stream's goodput without disconnects.
     assert!(v["workloads"][4]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
