@@ -25,8 +25,9 @@ pub mod time;
 
 pub use client::{
     CommitError, ConflictKind, DedupeConfig, DedupeConfigError, DegradedReason, FailureClass, Next,
-    NoRetryReason, Observed, Reconnect, ReconnectConfig, ReconnectConfigError, SubscribedMismatch,
-    Subscription, SubscriptionStats, Verdict,
+    NoRetryReason, Observed, PollConfig, PollConfigError, PollLease, PollNext, PollOutcome,
+    PollStop, Reconnect, ReconnectConfig, ReconnectConfigError, SubscribedMismatch, Subscription,
+    SubscriptionStats, Verdict,
 };
 pub use dtp_codec::realtime::RecoveryMode;
 pub use ledger::{

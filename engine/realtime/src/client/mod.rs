@@ -2,7 +2,7 @@
 //! RT-13): one [`Subscription`] per logical subscription judges every
 //! decoded event against the RT-5 table and remembers what was applied;
 //! one [`Reconnect`] per physical connection decides when (and whether) to
-//! reconnect.
+//! reconnect; one [`PollLease`] schedules bounded snapshot polling (RT-11).
 //!
 //! Neither touches IO, clocks or randomness: the driver (load generator,
 //! gateway) decodes envelopes, passes `now` and random draws in, applies
@@ -11,6 +11,7 @@
 //! the commit happen after it.
 
 mod dedupe;
+mod poll;
 mod reconnect;
 mod subscription;
 
@@ -22,6 +23,7 @@ mod reconnect_tests;
 mod subscription_tests;
 
 pub use dedupe::{DedupeConfig, DedupeConfigError};
+pub use poll::{PollConfig, PollConfigError, PollLease, PollNext, PollOutcome, PollStop};
 pub use reconnect::{
     DegradedReason, FailureClass, Next, NoRetryReason, Reconnect, ReconnectConfig,
     ReconnectConfigError,
