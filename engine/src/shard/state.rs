@@ -243,11 +243,20 @@ impl<C> Core<C> {
         } else {
             self.send_some(conn, &out)
         };
+        let budget_left = self.max_send_queue.saturating_sub(self.driver.queued(conn));
         if sent < out.len()
             && let Some(slot) = self.conns.get_mut(conn)
         {
             slot.pending.extend_from_slice(&out[sent..]);
-            if !slot.paused {
+            // Reading pauses when the connection's own budget is used up or
+            // its backlog reaches half of it. A send refused only because the
+            // core's send chunks ran out for the moment (a fan-out to many
+            // connections at once) does not pause it: the connection gets
+            // Writable when chunks come back, and cancelling and re-arming
+            // its receive would cost more than the wait.
+            let over =
+                budget_left < out.len() - sent || slot.pending.len() >= self.max_send_queue / 2;
+            if over && !slot.paused {
                 slot.paused = true;
                 self.driver.pause_reading(conn);
                 self.metrics.paused.fetch_add(1, Ordering::Relaxed);
@@ -327,11 +336,15 @@ impl<C> Conns<'_, C> {
     ) -> Option<R> {
         let core = &mut *self.core;
         core.out.clear();
-        let room = core.max_send_queue.saturating_sub(core.driver.queued(conn));
+        let queued = core.driver.queued(conn);
         let slot = core.conns.get_mut(conn)?;
         if slot.closing {
             return None;
         }
+        // What waits in `pending` (refused by the driver) counts as queued.
+        let room = core
+            .max_send_queue
+            .saturating_sub(queued + slot.pending.len());
         let mut outbox = Outbox::new(&mut core.out, &core.limits, room, core.max_send_queue);
         let r = f(&mut slot.app, &mut outbox);
         let done = outbox.finish();
