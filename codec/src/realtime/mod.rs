@@ -90,7 +90,9 @@ pub use refusal::Refusal;
 pub use scalar::{is_valid_rfc3339, parse_canonical_u64};
 /// The JSON types of [`Envelope::payload`], so a user needs no `serde_json` of its own.
 pub use serde_json::{Map, Value};
-pub use server_msg::{ServerMessage, write_event_message};
+pub use server_msg::{
+    EVENT_MESSAGE_END, ServerMessage, write_event_message, write_event_message_head,
+};
 pub use sse_parse::{SSE_MAX_BUFFER, SseError, SseEvent, SseParser};
 pub use sse_write::{
     SSE_CONTROL_EVENT, SseControl, SseEncodeError, write_sse_comment, write_sse_control,

@@ -300,6 +300,23 @@ fn write_event_head<B: BufMut>(buf: &mut B, subscription_id: &str) {
     jsonw::next_key(buf, "envelope");
 }
 
+/// The first part of an EVENT message for `subscription_id` (SPEC RT-9),
+/// for a server that frames the message without copying the shared
+/// envelope twice: the whole message is this head, then the envelope, then
+/// [`EVENT_MESSAGE_END`] — byte-identical to [`write_event_message`].
+/// Refuses (writing nothing) an invalid `subscription_id`.
+pub fn write_event_message_head<B: BufMut>(
+    buf: &mut B,
+    subscription_id: &str,
+) -> Result<(), Refusal> {
+    check_id("subscriptionId", subscription_id)?;
+    write_event_head(buf, subscription_id);
+    Ok(())
+}
+
+/// The byte that ends an EVENT message after its envelope.
+pub const EVENT_MESSAGE_END: u8 = b'}';
+
 /// The server's fan-out path (SPEC RT-9): appends an EVENT message for
 /// `subscription_id` around `envelope_json`, an envelope already encoded
 /// once by [`Envelope::to_json_bytes`] or [`super::write_envelope`] and

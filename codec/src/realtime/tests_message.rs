@@ -157,10 +157,20 @@ fn fan_out_event_is_byte_identical_to_encode() {
         .encode()
         .unwrap();
         assert_eq!(&fast[..], &slow[..]);
+        // The same in parts: head, the shared envelope, the end.
+        let mut parts = Vec::new();
+        write_event_message_head(&mut parts, "sub:9").unwrap();
+        parts.extend_from_slice(&once);
+        parts.push(EVENT_MESSAGE_END);
+        assert_eq!(&parts[..], &slow[..]);
     }
     let mut buf = Vec::new();
     assert_eq!(
         write_event_message(&mut buf, "bad id", b"{}"),
+        Err(Refusal::InvalidValue("subscriptionId"))
+    );
+    assert_eq!(
+        write_event_message_head(&mut buf, "bad id"),
         Err(Refusal::InvalidValue("subscriptionId"))
     );
     assert!(buf.is_empty());

@@ -16,8 +16,8 @@ use bytes::{Buf, BytesMut};
 use dtp_codec::ErrorCode;
 use dtp_codec::http::{RequestHead, websocket_upgrade};
 use dtp_codec::realtime::{
-    ClientMessage, CloseCategory, ConnectionLimits, FailureKind, HeartbeatPolicy, JsonLimits,
-    SUBPROTOCOL, ServerMessage, write_event_message,
+    ClientMessage, CloseCategory, ConnectionLimits, EVENT_MESSAGE_END, FailureKind,
+    HeartbeatPolicy, JsonLimits, SUBPROTOCOL, ServerMessage, write_event_message_head,
 };
 use dtp_codec::ws::{
     CloseCode, Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_header,
@@ -73,16 +73,12 @@ impl WsState {
         else {
             return false;
         };
-        scratch.clear();
-        if write_event_message(scratch, &sub.id, &ev.envelope).is_err() {
-            return false;
-        }
-        if out.queued() + scratch.len() + 10 > max {
+        if out.queued() + event_len(&sub.id, ev, scratch) + 10 > max {
             close_session(out, CloseCategory::Overloaded);
             self.subs.clear();
             return false;
         }
-        frame(out, Opcode::Text, scratch);
+        event_frame(out, scratch, &ev.envelope);
         true
     }
 
@@ -112,6 +108,34 @@ fn frame(out: &mut Outbox<'_>, opcode: Opcode, payload: &[u8]) {
         Ok(h) => {
             out.wire().extend_from_slice(h.as_slice());
             out.wire().extend_from_slice(payload);
+        }
+        Err(_) => tracing::error!("a WebSocket frame header could not be encoded"),
+    }
+}
+
+/// Writes the head of an EVENT message for `subscription_id` into
+/// `scratch` and returns the whole message's length (head, the shared
+/// envelope, the end).
+fn event_len(subscription_id: &str, ev: &RtEvent, scratch: &mut BytesMut) -> usize {
+    scratch.clear();
+    if write_event_message_head(scratch, subscription_id).is_err() {
+        // Ids are checked by the SUBSCRIBE decoder: unreachable in practice.
+        scratch.clear();
+    }
+    scratch.len() + ev.envelope.len() + 1
+}
+
+/// One EVENT message frame: its header, the head in `scratch`, the shared
+/// envelope (copied once, straight into the outgoing batch), the end.
+fn event_frame(out: &mut Outbox<'_>, head: &[u8], envelope: &[u8]) {
+    let len = head.len() + envelope.len() + 1;
+    match encode_header(Role::Server, true, Opcode::Text, len as u64, None) {
+        Ok(h) => {
+            let wire = out.wire();
+            wire.extend_from_slice(h.as_slice());
+            wire.extend_from_slice(head);
+            wire.extend_from_slice(envelope);
+            wire.extend_from_slice(&[EVENT_MESSAGE_END]);
         }
         Err(_) => tracing::error!("a WebSocket frame header could not be encoded"),
     }
@@ -434,10 +458,8 @@ impl RealtimeFront {
             },
         );
         for ev in &replay {
-            self.scratch.clear();
-            if write_event_message(&mut self.scratch, &sub.id, &ev.envelope).is_ok() {
-                frame(out, Opcode::Text, &self.scratch);
-            }
+            event_len(&sub.id, ev, &mut self.scratch);
+            event_frame(out, &self.scratch, &ev.envelope);
         }
         self.index.stream(stream).insert((c.id, key));
         self.publish_gauges();
