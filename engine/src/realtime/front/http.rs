@@ -69,6 +69,11 @@ impl RealtimeFront {
             let page = super::page::DEMO_PAGE.as_bytes();
             return reply(out, 200, Some("text/html; charset=utf-8"), page, keep, &[]);
         }
+        if self.stopping {
+            // Going away: come back (to another instance) in a second.
+            let extra = [("Retry-After", "1")];
+            return self.refuse(c, out, 503, "PROVIDER_UNAVAILABLE", false, &extra);
+        }
         let Some(segs) = head.path_segments() else {
             return self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]);
         };

@@ -95,6 +95,9 @@ pub struct RealtimeFront {
     subscriptions: usize,
     /// Reused for framing messages.
     scratch: BytesMut,
+    /// The shard is stopping: new streams, sessions and requests are
+    /// answered 503 with Retry-After (SPEC RT-8, RT-11).
+    stopping: bool,
 }
 
 impl RealtimeFront {
@@ -109,6 +112,7 @@ impl RealtimeFront {
             metrics,
             subscriptions: 0,
             scratch: BytesMut::new(),
+            stopping: false,
         }
     }
 
@@ -312,8 +316,80 @@ impl Service for RealtimeFront {
         }
     }
 
+    fn tick(&mut self, _: Instant, ctl: &mut dyn crate::service::Ctl) -> Option<Instant> {
+        self.stopping = ctl.stopping();
+        None
+    }
+
     fn close(&mut self, mut c: RtConn, _: CloseReason) {
         self.forget(&mut c);
         self.metrics.closed();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+
+    use dtp_codec::Limits;
+
+    use super::*;
+    use crate::realtime::config::RtLimits;
+    use crate::service::Ctl;
+
+    struct Stopping;
+
+    impl Ctl for Stopping {
+        fn connect(&mut self, _: SocketAddr) -> Result<ConnId, ErrorCode> {
+            Err(ErrorCode::INTERNAL)
+        }
+        fn send(&mut self, _: ConnId, _: &LogicalFrame) -> Result<(), ErrorCode> {
+            Err(ErrorCode::INTERNAL)
+        }
+        fn close(&mut self, _: ConnId) {}
+        fn stopping(&self) -> bool {
+            true
+        }
+    }
+
+    /// Feeds `request` to a fresh connection of `front`; what it answered.
+    fn serve(front: &mut RealtimeFront, request: &[u8]) -> (String, bool) {
+        let (mut buf, limits) = (BytesMut::new(), Limits::default());
+        let mut out = Outbox::new(&mut buf, &limits, 1 << 20, 1 << 20);
+        let mut c = front.open(
+            ConnId::from_u64(1),
+            Origin::Accepted { listener: 0 },
+            &mut out,
+        );
+        let r = front.bytes(&mut c, RecvBuf::from(BytesMut::from(request)), &mut out);
+        assert!(r.is_ok());
+        let closing = out.finish().close;
+        (String::from_utf8_lossy(&buf).into_owned(), closing)
+    }
+
+    #[test]
+    fn a_stopping_shard_answers_503_with_retry_after() {
+        let config = Arc::new(RtConfig {
+            clients: Vec::new(),
+            cookie: "s".into(),
+            origins: Vec::new(),
+            echo_max_message: None,
+            scopes: HashMap::new(),
+            limits: RtLimits::default(),
+        });
+        let mut front = RealtimeFront::new(config, 0, Arc::default());
+        let req = b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n";
+        let (answer, _) = serve(&mut front, req);
+        assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+        front.tick(Instant::now(), &mut Stopping);
+        let (answer, closing) = serve(&mut front, req);
+        assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+        assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
+        assert!(
+            answer.ends_with("{\"error\":\"PROVIDER_UNAVAILABLE\"}"),
+            "{answer}"
+        );
+        assert!(closing, "the connection is not kept");
     }
 }
