@@ -350,9 +350,12 @@ pub(crate) fn run(
 ) {
     let mut out: Vec<(usize, Decision)> = Vec::new();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
-    let mut deadline: Option<Instant> = None;
     let waker = ControlWaker::new(current_thread());
     plane.attach(waker.clone());
+    // One tick at once: work handed to the plane before it was attached
+    // (an admin call made while the loop was starting) found no waker to
+    // wake, and must not wait for the next request to be seen.
+    let mut deadline: Option<Instant> = Some(Instant::now());
     loop {
         let mut worked = false;
         let saturated = links.iter().any(|l| l.held.len() >= HELD_CAP);

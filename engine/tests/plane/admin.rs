@@ -336,3 +336,54 @@ fn the_handle_is_clone_send_and_sync() {
     fn usable_anywhere<T: Clone + Send + Sync + 'static>() {}
     usable_anywhere::<dtp_engine::PlaneHandle>();
 }
+
+/// An admin call made while the engine is still starting (before the
+/// control loop attached its waker) is answered once the loop runs: the
+/// loop ticks its plane once at start (found in CI as a 2 s timeout of a
+/// `dtp serve` admin test).
+#[test]
+fn an_admin_call_made_while_the_engine_starts_is_answered() {
+    use dtp_engine::{Engine, EngineConfig, Origin, Outbox, Service};
+    use dtp_transports::{ConnId, DriverConfig};
+
+    struct Nothing;
+    impl Service for Nothing {
+        type Conn = ();
+        fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
+        fn frame(
+            &mut self,
+            _: &mut (),
+            _: dtp_codec::LogicalFrame,
+            _: &mut Outbox<'_>,
+        ) -> Result<(), ErrorCode> {
+            Ok(())
+        }
+    }
+
+    let (plane, handle) =
+        TerminalPlane::new(config(closed_port()), Verifier::new(), NoopAccess).unwrap();
+    let early = std::thread::spawn({
+        let handle = handle.clone().with_timeout(Duration::from_secs(10));
+        move || handle.sessions()
+    });
+    // The call is queued with no waker to wake yet.
+    std::thread::sleep(Duration::from_millis(100));
+    let engine = Engine::start_with_control(
+        EngineConfig {
+            shards: 1,
+            pin: false,
+            listen: Vec::new(),
+            driver: DriverConfig::default(),
+            limits: dtp_codec::Limits::default(),
+            drain: Duration::from_secs(1),
+            control_ring: 16,
+        },
+        |_| Nothing,
+        Box::new(plane),
+    )
+    .unwrap();
+    let answer = early.join().unwrap();
+    assert!(answer.is_ok(), "{answer:?}");
+    engine.stop();
+    engine.join().unwrap();
+}
