@@ -146,6 +146,11 @@ pub trait ControlPlane: Send + 'static {
         let _ = waker;
     }
 
+    /// Someone will drain this plane's realtime events
+    /// ([`ControlPlane::drain_events`]): until this is called, a plane need
+    /// not build them at all. The default ignores it.
+    fn enable_events(&mut self) {}
+
     /// Moves the events this plane published on realtime streams since the
     /// last call into `out` (called after every `handle` and `tick`). The
     /// default publishes none.
@@ -183,6 +188,10 @@ impl<P: ControlPlane + ?Sized> ControlPlane for Box<P> {
 
     fn attach(&mut self, waker: ControlWaker) {
         (**self).attach(waker);
+    }
+
+    fn enable_events(&mut self) {
+        (**self).enable_events();
     }
 
     fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {

@@ -171,8 +171,9 @@ pub struct PairPlane<A, B> {
 }
 
 impl<A: ControlPlane, B: ControlPlane> PairPlane<A, B> {
-    /// `a` beside the realtime plane `b`.
-    pub fn new(a: A, b: B) -> Self {
+    /// `a` beside the realtime plane `b` (`a`'s events switched on).
+    pub fn new(mut a: A, b: B) -> Self {
+        a.enable_events();
         Self {
             a,
             b,

@@ -39,7 +39,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                     Err(e) => Err(e.into()),
                 };
                 if result.is_ok() {
-                    self.emit(super::streams::decision_closed(handover_id));
+                    self.emit(|| super::streams::decision_closed(handover_id));
                 }
                 answer(r, result);
             }
@@ -49,7 +49,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
             Command::SetResourceAvailable(resource, available, r) => {
                 let result = t.set_resource_available(&resource, available, now);
                 if result.is_ok() {
-                    self.emit(super::streams::resource_availability(&resource, available));
+                    self.emit(|| super::streams::resource_availability(&resource, available));
                 }
                 answer(r, ended(result));
             }

@@ -123,8 +123,10 @@ pub struct TerminalPlane<A: OsAccess + Send + 'static> {
     admin_queue: usize,
     handle: PlaneHandle,
     state_changes: Arc<StateRing>,
-    /// Events for the built-in realtime streams, until drained.
+    /// Events for the built-in realtime streams, until drained; built only
+    /// once a realtime plane drains them (`enable_events`).
     events: Vec<crate::control::PlaneEvent>,
+    events_on: bool,
     metrics: Arc<PlaneMetrics>,
 }
 
@@ -182,6 +184,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
             handle: handle.clone(),
             state_changes,
             events: Vec::new(),
+            events_on: false,
             metrics,
         };
         Ok((plane, handle))
@@ -257,24 +260,25 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                         context: &context,
                     };
                     if policy.kind() == dtp_terminal::PolicyKind::HumanDecision {
-                        let e = streams::decision_pending(handover_id, &policy_name, deadline.0);
-                        self.emit(e);
+                        self.emit(|| {
+                            streams::decision_pending(handover_id, &policy_name, deadline.0)
+                        });
                     }
                     if let Some(answer) = self.policies.ask(question, now, &self.metrics) {
                         self.answer(handover_id, answer, now);
                     }
                 }
                 Output::CancelPolicy { handover_id } => {
-                    self.emit(streams::decision_closed(handover_id));
+                    self.emit(|| streams::decision_closed(handover_id));
                     self.policies.cancel(handover_id);
                 }
                 Output::StateChanged(change) => {
-                    self.emit(streams::session_state(&change));
+                    self.emit(|| streams::session_state(&change));
                     self.state_changes.push(change, &self.metrics);
                 }
                 Output::Audit(record) => {
                     if let dtp_terminal::AuditRecord::Handover(h) = &record {
-                        self.emit(streams::handover_ended(h));
+                        self.emit(|| streams::handover_ended(h));
                     }
                     if let Some(audit) = &mut self.audit {
                         audit.append(now, &record, &self.metrics);
@@ -286,12 +290,15 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
 
     /// Queues an event for the built-in realtime streams (drained by the
     /// pair plane after this call; see `streams`).
-    fn emit(&mut self, e: crate::control::PlaneEvent) {
+    fn emit(&mut self, make: impl FnOnce() -> crate::control::PlaneEvent) {
+        if !self.events_on {
+            return;
+        }
         if self.events.len() < streams::MAX_PENDING {
-            self.events.push(e);
+            self.events.push(make());
         } else {
+            // Never reached while the pair plane drains after every call.
             PlaneMetrics::bump(&self.metrics.events_dropped);
-            tracing::warn!("a built-in realtime event was dropped: no realtime plane drains them");
         }
     }
 
@@ -314,6 +321,10 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
 }
 
 impl<A: OsAccess + Send + 'static> ControlPlane for TerminalPlane<A> {
+    fn enable_events(&mut self) {
+        self.events_on = true;
+    }
+
     fn drain_events(&mut self, out: &mut Vec<crate::control::PlaneEvent>) {
         out.append(&mut self.events);
     }

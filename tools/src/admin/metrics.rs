@@ -195,7 +195,7 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
         ("audit_records", "Audit records written.", m.audit_records),
         (
             "events_dropped",
-            "Built-in realtime events dropped (no realtime plane).",
+            "Built-in realtime events dropped (more than 65,536 between two drains).",
             m.events_dropped,
         ),
         (
