@@ -6,6 +6,10 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+/// The largest publication answer (head or body) accepted: they are a few
+/// hundred bytes.
+const MAX_ANSWER: usize = 64 * 1024;
+
 /// What a publication answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Published {
@@ -90,6 +94,9 @@ impl Publisher {
                             .ok()
                     })
                     .unwrap_or(0);
+                if len > MAX_ANSWER {
+                    return Err(format!("publisher: an answer of {len} bytes"));
+                }
                 if self.buf.len() >= n + len {
                     let body: Vec<u8> = self.buf[n..n + len].to_vec();
                     self.buf.drain(..n + len);
@@ -101,6 +108,9 @@ impl Publisher {
                     }
                     return parse_published(&body);
                 }
+            }
+            if self.buf.len() > MAX_ANSWER {
+                return Err("publisher: no whole answer in 64 KiB".into());
             }
             let k = self
                 .stream

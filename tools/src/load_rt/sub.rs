@@ -150,6 +150,17 @@ pub(crate) struct Subs {
     pub(crate) masks: u32,
 }
 
+/// The largest chunk of an SSE stream a subscriber accepts (the server's
+/// events are at most 64 KiB; a replay comes in one chunk, bounded by the
+/// stream's retention).
+const MAX_CHUNK: usize = 32 << 20;
+
+/// The longest chunk-size line (hex digits and extensions) accepted.
+const MAX_SIZE_LINE: usize = 256;
+
+/// The longest response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+
 /// Outstanding connects per shard while ramping up.
 const CONNECT_BATCH: usize = 256;
 
@@ -230,10 +241,19 @@ impl Subs {
     fn sse_input(&mut self, s: &mut Sub) -> Result<(), ErrorCode> {
         // Whole chunks of the chunked body, into the SSE parser.
         let mut events = Vec::new();
-        while let Some(eol) = s.input.windows(2).position(|w| w == b"\r\n") {
+        loop {
+            let Some(eol) = s.input.windows(2).position(|w| w == b"\r\n") else {
+                // A size line is a few hex digits: a server that sends more
+                // without a line end is refused, not buffered.
+                if s.input.len() > MAX_SIZE_LINE {
+                    return Err(ErrorCode::INTERNAL);
+                }
+                break;
+            };
             let size = std::str::from_utf8(&s.input[..eol])
                 .ok()
                 .and_then(|t| usize::from_str_radix(t.trim(), 16).ok())
+                .filter(|&n| n <= MAX_CHUNK)
                 .ok_or(ErrorCode::INTERNAL)?;
             if s.input.len() < eol + 2 + size + 2 {
                 break;
@@ -397,7 +417,8 @@ impl Service for Subs {
             let mut r = httparse::Response::new(&mut headers);
             let n = match r.parse(&s.input) {
                 Ok(httparse::Status::Complete(n)) => n,
-                Ok(httparse::Status::Partial) => return Ok(()),
+                Ok(httparse::Status::Partial) if s.input.len() <= MAX_HEAD => return Ok(()),
+                Ok(httparse::Status::Partial) => return Err(ErrorCode::INTERNAL),
                 Err(_) => return Err(ErrorCode::INTERNAL),
             };
             let status = r.code.unwrap_or(0);
