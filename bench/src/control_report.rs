@@ -1,7 +1,7 @@
-//! The `control` part of the `dtp bench` report (issue 5): decisions and
+//! The `control` part of the `dtp bench` report: decisions and
 //! handovers of the terminal control plane, measured on our gateway only.
 //!
-//! The issue names no peer for this workload, so there is no ratio: the
+//! No peer is named for this workload, so there is no ratio: the
 //! figures are absolute, and the CPU time per operation (the OS's
 //! accounting of the gateway process, as for the other workloads) is what
 //! later changes are compared against. The table's row says so.
@@ -119,26 +119,28 @@ fn median_figures(runs: &[&ControlFigures]) -> ControlFigures {
 /// (Fays and resources where the others have goodput), one line per run,
 /// then the line that says why there is no ratio.
 pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
-    crate::report::header(out, "run", "Fays/res.")?;
+    crate::report::table::header(out, "run", "Fays/res.")?;
     for (name, label, f) in [
         ("control", "decisions", &c.decisions),
         ("", "handovers", &c.handovers),
     ] {
         writeln!(
             out,
-            "{name:<12} {label:<14} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>12}",
+            "{name:<12} {label:<14} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>10} {:>9} {:>12}",
             format!("{}/s", count(f.ops_per_s)),
             format!("{}/{}", f.fays, f.resources),
             f.p50_us,
             f.p99_us,
             nanos(f.cpu_ns_per_op),
             f.server_cpu_s,
+            "-",
+            "-",
             f.ops
         )?;
     }
     writeln!(
         out,
-        "{:<12} {:<14} no peer (issue 5 names none): absolute figures, CPU/op is per decision / per handover; {} + {} refused",
+        "{:<12} {:<14} no peer: absolute figures, CPU/op is per decision / per handover; {} + {} refused",
         "", "ours / peer", c.decisions.refused, c.handovers.refused
     )
 }

@@ -1,4 +1,5 @@
-//! The report's JSON form: exactly the keys issue 3 names, and a round trip.
+//! The report's JSON form: exactly the documented keys (perf/bench-harness.md
+//! §4), a round trip, and the combining of recorded runs.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,7 +11,9 @@ use std::time::Duration;
 
 use dtp_bench::control_report::{ControlFigures, ControlReport};
 use dtp_bench::latency::LatencySummary;
-use dtp_bench::report::{Figures, Limit, Memory, Report, WorkloadReport, median_of};
+use dtp_bench::report::{
+    Failure, Figures, LimitFigure, Memory, OURS, Report, RunReport, RunWorkload, Side, combine,
+};
 use dtp_bench::workload::Workload;
 use serde_json::Value;
 
@@ -23,39 +26,86 @@ fn figures(w: Workload, ops: u64, cpu_ns: u64) -> Figures {
     Figures::from_run(w, ops, Duration::from_secs(2), cpu_ns, &lat)
 }
 
-fn report() -> Report {
-    let s_ours = figures(Workload::Stream, 200_000, 900_000_000);
-    let s_peer = figures(Workload::Stream, 150_000, 1_400_000_000);
-    Report {
+fn side(name: &str, f: Figures) -> Side {
+    Side {
+        name: name.into(),
+        figures: f,
+    }
+}
+
+fn one_run(k: u64) -> RunReport {
+    let peers = |w: Workload, ops: u64| {
+        vec![
+            side(OURS, figures(w, ops * k, 1_000_000_000)),
+            side("tokio", figures(w, ops, 1_600_000_000)),
+            side("tokio-uring", figures(w, ops, 1_400_000_000)),
+            side("floor", figures(w, ops * 2, 800_000_000)),
+        ]
+    };
+    let mem = |f: Figures, grown: u64| {
+        f.with_memory(Memory::from_rss(
+            10_000,
+            4 << 20,
+            (4 << 20) + grown,
+            41 << 20,
+        ))
+    };
+    let mut resume_ours = figures(Workload::Stream, 90_000, 900_000_000);
+    resume_ours.resumes = Some(40);
+    resume_ours.lost = Some(0);
+    resume_ours.duplicated = Some(0);
+    resume_ours.resume_p50_us = Some(900.0);
+    resume_ours.resume_p99_us = Some(2500.0);
+    let mut resume_peer = resume_ours.clone();
+    resume_peer.resume_p99_us = Some(3000.0);
+    RunReport {
+        run: k as usize,
         backend: "io_uring".into(),
         workloads: vec![
-            WorkloadReport::new(
-                "pingpong",
-                figures(Workload::Pingpong, 300_000, 1_000_000_000),
-                "tokio",
-                figures(Workload::Pingpong, 250_000, 1_600_000_000),
-            ),
-            WorkloadReport::new("stream", s_ours.clone(), "tokio", s_peer.clone())
-                .with_limit(Limit::loopback(2.3e9, &s_ours, &s_peer)),
-            WorkloadReport::new(
-                "connections",
-                figures(Workload::Idle, 10_000, 50_000_000).with_memory(Memory::from_rss(
-                    10_000,
-                    4 << 20,
-                    40 << 20,
-                    41 << 20,
-                )),
-                "tokio",
-                figures(Workload::Idle, 10_000, 90_000_000).with_memory(Memory::from_rss(
-                    10_000,
-                    4 << 20,
-                    140 << 20,
-                    141 << 20,
-                )),
-            ),
+            RunWorkload {
+                name: "pingpong".into(),
+                sides: peers(Workload::Pingpong, 250_000),
+                limits: Vec::new(),
+            },
+            RunWorkload {
+                name: "stream".into(),
+                sides: peers(Workload::Stream, 150_000),
+                limits: vec![LimitFigure::new("loopback", 2.3e9 * k as f64)],
+            },
+            RunWorkload {
+                name: "connections".into(),
+                sides: vec![
+                    side(
+                        OURS,
+                        mem(figures(Workload::Idle, 10_000, 50_000_000), 5 << 20),
+                    ),
+                    side(
+                        "tokio",
+                        mem(figures(Workload::Idle, 10_000, 90_000_000), 50 << 20),
+                    ),
+                ],
+                limits: Vec::new(),
+            },
+            RunWorkload {
+                name: "resume".into(),
+                sides: vec![side(OURS, resume_ours), side("tokio", resume_peer)],
+                limits: vec![
+                    LimitFigure::of_side("dtp-stream goodput without disconnects", OURS, 2e9),
+                    LimitFigure::of_side("dtp-stream goodput without disconnects", "tokio", 1.8e9),
+                ],
+            },
         ],
         control: None,
+        failures: Vec::new(),
     }
+}
+
+fn report() -> Report {
+    combine(
+        vec![one_run(1), one_run(2), one_run(3)],
+        Vec::new(),
+        Vec::new(),
+    )
 }
 
 fn keys(v: &Value) -> BTreeSet<&str> {
@@ -77,15 +127,21 @@ const SIDE: [&str; 7] = [
 ];
 
 #[test]
-fn json_has_exactly_the_required_keys() {
+fn json_has_exactly_the_documented_keys() {
     let v: Value = serde_json::from_str(&report().to_json().unwrap()).unwrap();
-    assert_eq!(keys(&v), set(&["backend", "workloads"]));
+    assert_eq!(
+        keys(&v),
+        set(&["backend", "workloads", "failures", "notes", "runs"])
+    );
     assert_eq!(v["backend"], "io_uring");
     let w = v["workloads"].as_array().unwrap();
-    assert_eq!(w.len(), 3);
+    assert_eq!(w.len(), 4);
 
     let pingpong = &w[0];
-    assert_eq!(keys(pingpong), set(&["name", "ours", "peer", "ratio"]));
+    assert_eq!(
+        keys(pingpong),
+        set(&["name", "ours", "peer", "ratio", "peers"])
+    );
     assert_eq!(keys(&pingpong["ours"]), set(&SIDE));
     let mut peer = set(&SIDE);
     peer.insert("name");
@@ -96,17 +152,36 @@ fn json_has_exactly_the_required_keys() {
         set(&["throughput", "cpu_per_op", "p99"])
     );
     assert!(pingpong["ours"]["ops"].is_u64());
+    // Every peer, each with its own ratio.
+    let peers = pingpong["peers"].as_array().unwrap();
+    let names: Vec<&str> = peers.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tokio", "tokio-uring", "floor"]);
+    let mut with_ratio = peer.clone();
+    with_ratio.insert("ratio");
+    for p in peers {
+        assert_eq!(keys(p), with_ratio);
+    }
+    assert_eq!(peers[2]["ratio"]["cpu_per_op"], 1.25);
 
     let stream = &w[1];
     assert_eq!(
         keys(stream),
-        set(&["name", "ours", "peer", "ratio", "limit"])
+        set(&["name", "ours", "peer", "ratio", "peers", "limit"])
     );
     assert_eq!(
         keys(&stream["limit"]),
-        set(&["name", "bytes_per_s", "ours_fraction", "peer_fraction"])
+        set(&[
+            "name",
+            "bytes_per_s",
+            "ours_fraction",
+            "peer_fraction",
+            "fractions",
+            "figures"
+        ])
     );
     assert_eq!(stream["limit"]["name"], "loopback");
+    assert_eq!(stream["limit"]["bytes_per_s"], 4.6e9);
+    assert_eq!(stream["limit"]["fractions"].as_array().unwrap().len(), 4);
 
     // `connections` adds its memory figures, and only it.
     let conns = &w[2];
@@ -121,45 +196,80 @@ fn json_has_exactly_the_required_keys() {
         ])
     );
     assert!(conns["ratio"]["memory_per_connection"].is_f64());
+
+    // `resume`: the resume counts on both sides, goodput kept against
+    // each side's own dtp-stream.
+    let resume = &w[3];
+    for s in [&resume["ours"], &resume["peer"]] {
+        for k in [
+            "resumes",
+            "lost",
+            "duplicated",
+            "resume_p50_us",
+            "resume_p99_us",
+        ] {
+            assert!(s[k].is_number(), "{k} in {s}");
+        }
+    }
+    assert_eq!(resume["peer"]["resume_p99_us"], 3000.0);
+    assert_eq!(
+        resume["limit"]["peer_fraction"].as_f64().unwrap(),
+        resume["peer"]["bytes_per_s"].as_f64().unwrap() / 1.8e9
+    );
+
+    // The raw runs.
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(
+        keys(&runs[0]),
+        set(&["run", "backend", "workloads", "failures"])
+    );
+    assert_eq!(
+        keys(&runs[0]["workloads"][0]),
+        set(&["name", "sides", "limits"])
+    );
 }
 
 #[test]
-fn every_ratio_can_be_recomputed_from_the_sides() {
-    let v: Value = serde_json::from_str(&report().to_json().unwrap()).unwrap();
+fn every_ratio_can_be_recomputed_from_the_sides_of_one_run() {
+    let r = combine(vec![one_run(1)], Vec::new(), Vec::new());
+    let v: Value = serde_json::from_str(&r.to_json().unwrap()).unwrap();
     for w in v["workloads"].as_array().unwrap() {
-        let (o, p) = (&w["ours"], &w["peer"]);
-        let f = |x: &Value, k: &str| x[k].as_f64().unwrap();
-        let cpu = |x: &Value| f(x, "server_cpu_s") * 1e9 / f(x, "ops");
-        assert!((cpu(o) - f(o, "cpu_ns_per_op")).abs() < 1e-6);
-        let r = f(&w["ratio"], "cpu_per_op");
-        assert!((r - cpu(o) / cpu(p)).abs() < 1e-9);
-        let r = f(&w["ratio"], "throughput");
-        assert!((r - f(o, "ops_per_s") / f(p, "ops_per_s")).abs() < 1e-9);
+        let o = &w["ours"];
+        for p in w["peers"].as_array().unwrap() {
+            let f = |x: &Value, k: &str| x[k].as_f64().unwrap();
+            let cpu = |x: &Value| f(x, "server_cpu_s") * 1e9 / f(x, "ops");
+            assert!((cpu(o) - f(o, "cpu_ns_per_op")).abs() < 1e-6);
+            let r = f(&p["ratio"], "cpu_per_op");
+            assert!((r - cpu(o) / cpu(p)).abs() < 1e-9);
+            let r = f(&p["ratio"], "throughput");
+            assert!((r - f(o, "ops_per_s") / f(p, "ops_per_s")).abs() < 1e-9);
+        }
     }
 }
 
 #[test]
-fn json_round_trips() {
+fn json_round_trips_with_failures_and_nulls() {
     let r = report();
-    let back = Report::from_json(&r.to_json().unwrap()).unwrap();
-    assert_eq!(back, r);
-    // A null ratio (peer figure 0) survives too.
-    let mut zero = report();
-    zero.workloads[0] = WorkloadReport::new(
-        "pingpong",
-        figures(Workload::Pingpong, 1, 1),
-        "tokio",
-        Figures::default(),
-    );
-    let json = zero.to_json().unwrap();
+    assert_eq!(Report::from_json(&r.to_json().unwrap()).unwrap(), r);
+    let mut run = one_run(1);
+    run.workloads[0].sides[1].figures = Figures::default();
+    run.failures.push(Failure {
+        run: Some(1),
+        workload: "stream".into(),
+        side: Some("floor".into()),
+        reason: "the floor server exited before listening".into(),
+    });
+    let r = combine(vec![run], Vec::new(), vec!["note".into()]);
+    let json = r.to_json().unwrap();
     assert!(json.contains("\"throughput\": null"), "{json}");
-    assert_eq!(Report::from_json(&json).unwrap(), zero);
-}
-
-#[test]
-fn median_of_one_run_is_that_run() {
-    let r = report();
-    assert_eq!(median_of(std::slice::from_ref(&r)).unwrap(), r);
+    assert_eq!(Report::from_json(&json).unwrap(), r);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        keys(&v["failures"][0]),
+        set(&["run", "workload", "side", "reason"])
+    );
+    assert!(r.to_string().contains("1 failed step:"), "{r}");
 }
 
 /// The `control` part: absent unless it ran; when it did, exactly its
@@ -172,7 +282,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
         ..LatencySummary::default()
     };
     let run = |k: u64| {
-        let mut r = report();
+        let mut r = one_run(1);
         r.control = Some(ControlReport {
             decisions: ControlFigures::from_run(
                 64,
@@ -195,8 +305,19 @@ fn control_has_exactly_its_keys_and_no_ratio() {
         });
         r
     };
-    let v: Value = serde_json::from_str(&run(1).to_json().unwrap()).unwrap();
-    assert_eq!(keys(&v), set(&["backend", "workloads", "control"]));
+    let one = combine(vec![run(1)], Vec::new(), Vec::new());
+    let v: Value = serde_json::from_str(&one.to_json().unwrap()).unwrap();
+    assert_eq!(
+        keys(&v),
+        set(&[
+            "backend",
+            "workloads",
+            "control",
+            "failures",
+            "notes",
+            "runs"
+        ])
+    );
     assert_eq!(keys(&v["control"]), set(&["decisions", "handovers"]));
     let fields = [
         "fays",
@@ -214,10 +335,10 @@ fn control_has_exactly_its_keys_and_no_ratio() {
     }
     assert_eq!(v["control"]["decisions"]["ops_per_s"], 10_000.0);
     assert_eq!(v["control"]["handovers"]["cpu_ns_per_op"], 100_000.0);
-    let r = run(1);
-    assert_eq!(Report::from_json(&r.to_json().unwrap()).unwrap(), r);
-    let m = median_of(&[run(1), run(3), run(2)]).unwrap();
+    let m = combine(vec![run(1), run(3), run(2)], Vec::new(), Vec::new());
     assert_eq!(m.control.as_ref().unwrap().decisions.ops, 60_000);
-    assert!(median_of(&[run(1), report()]).is_err());
+    // A run without it (control failed there) does not stop the others.
+    let m = combine(vec![run(1), one_run(2)], Vec::new(), Vec::new());
+    assert_eq!(m.control.as_ref().unwrap().decisions.ops, 30_000);
     assert!(m.to_string().contains("no peer"));
 }

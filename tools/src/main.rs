@@ -61,12 +61,20 @@ enum Command {
     /// `--rate` sends at a fixed rate and measures latency from each
     /// request's intended send time (no coordinated omission).
     Load(Box<LoadCli>),
-    /// Benchmark our gateway against a tokio peer on loopback, with the same
-    /// load generator, and print the ratios.
+    /// Benchmark our gateway against its peers on loopback — tokio,
+    /// tokio-uring and the raw io_uring floor — with the same load
+    /// generator, and print every figure and the ratios.
+    ///
+    /// Three short runs by default (a few minutes; --quick one run under a
+    /// minute, --full five long runs); every figure is the median over the
+    /// runs that measured it. A step that fails is reported with its reason
+    /// and the rest goes on: every figure measured is printed (and written
+    /// with --json and --report), and the exit status is 1 if anything
+    /// failed. Progress goes to stderr.
     ///
     /// Workloads: pingpong (100-byte request/response, 64 connections),
-    /// stream (16 KiB frames), connections (10,000 idle connections: memory
-    /// per connection), and the same over the full DTP protocol:
+    /// stream (16 KiB frames, 4 connections), connections (10,000 idle
+    /// connections: memory per connection), and the same over the full DTP protocol:
     /// dtp-pingpong, dtp-stream, resume (forced disconnects; its p50/p99
     /// are resume latencies); and control (the terminal control plane:
     /// AuthRequest → AuthResult decisions per second and handovers per
@@ -303,39 +311,50 @@ struct LoadCli {
 
 #[derive(Args)]
 struct BenchCli {
-    /// One short run (under a minute) instead of three full ones.
+    /// One short run (under a minute): smaller crowds, 1 s windows.
     #[arg(long)]
     quick: bool,
-    /// Runs per workload; figures are medians.
-    #[arg(long)]
+    /// Five long runs (8 s windows) for careful work; the default is three
+    /// short runs (2 s windows), a few minutes in all.
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
+    /// Runs (1–100); every figure is the median over the runs that measured it.
+    #[arg(long, value_name = "N")]
     runs: Option<usize>,
-    /// Comma-separated workloads: pingpong, stream, connections (plaintext),
+    /// Comma-separated workloads: pingpong, stream, connections (plaintext,
+    /// against tokio, tokio-uring and the raw io_uring floor),
     /// dtp-pingpong, dtp-stream (the full DTP protocol: CAP, an agreement,
     /// AES-256-GCM sealed fragments, resume acks), resume (dtp-stream with
     /// every connection cut and resumed every 2,048 fragments), control
     /// (the terminal control plane, no peer), fanout-sse and fanout-ws (one
     /// publisher, --subscribers SSE or realtime.v1 subscribers, against a
     /// tokio/axum peer).
-    #[arg(
-        long,
-        default_value = "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume,control,fanout-sse,fanout-ws"
-    )]
+    #[arg(long, default_value = bench::ALL_WORKLOADS)]
     workloads: String,
     /// Our gateway's IO backend: auto, uring or epoll.
     #[arg(long, default_value = "auto")]
     backend: String,
-    /// Measured seconds per workload and side.
-    #[arg(long)]
+    /// Measured seconds per workload and side (0.2–600).
+    #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Idle connections in the connections workload.
-    #[arg(long)]
+    /// Idle connections in the connections workload (default 10000; 2000 with --quick).
+    #[arg(long, value_name = "N")]
     idle_connections: Option<usize>,
-    /// Subscribers in the fan-out workloads (default 10000).
-    #[arg(long)]
+    /// Connections of the stream workloads (default 4).
+    #[arg(long, value_name = "N")]
+    stream_connections: Option<usize>,
+    /// Subscribers in the fan-out workloads (default 10000; 2000 with --quick).
+    #[arg(long, value_name = "N")]
     subscribers: Option<usize>,
-    /// Write the report as JSON to FILE (schema in perf/bench-harness.md).
+    /// Write the report as JSON to FILE after every run (schema in
+    /// perf/bench-harness.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write DIR/index.html and SVG plots: per workload CPU per operation
+    /// and throughput of every side with the floor marked, latency
+    /// percentiles, and the run-to-run spread.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
     /// `--control-fays N` (see `bench::control`).
     #[command(flatten)]
     control: bench::ControlBenchCli,
@@ -607,7 +626,8 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
                 CliError::usage(
                     "BAD_ARGUMENT",
                     format!(
-                        "unknown workload `{w}` (pingpong, stream, connections, dtp-pingpong, dtp-stream, resume, control, fanout-sse, fanout-ws)"
+                        "unknown workload `{w}` ({})",
+                        bench::ALL_WORKLOADS.replace(',', ", ")
                     ),
                 )
             })
@@ -615,12 +635,15 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     bench::run(bench::BenchArgs {
         quick: a.quick,
+        full: a.full,
         runs: a.runs,
         workloads,
         backend: a.backend,
         json: a.json,
+        report: a.report,
         duration: a.duration,
         idle_connections: a.idle_connections,
+        stream_connections: a.stream_connections,
         control_fays: a.control.control_fays,
         subscribers: a.subscribers,
     })

@@ -1,10 +1,10 @@
-//! The `control` workload of `dtp bench` (issue 5): our gateway with the
+//! The `control` workload of `dtp bench`: our gateway with the
 //! terminal control plane (`dtp serve` with `[dtp]` and `[terminal]`, in
 //! its own process), loaded by `dtp load`'s control mode — first
 //! decisions, then handovers under a priority script where the requester
 //! wins — each with the gateway's CPU sampled at the edges of its window.
 //!
-//! There is no peer: the issue names none for this workload, so the report
+//! There is no peer for this workload, so the report
 //! has absolute figures and no ratio (`dtp_bench::control_report`).
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,6 @@ use dtp_bench::workload::Workload;
 use dtp_codec::AccessMode;
 
 use super::Server;
-use crate::cli_error::CliError;
 use crate::load::LoadSpec;
 use crate::load_dtp::control::{self, ControlSpec};
 
@@ -54,8 +53,8 @@ fn plans(fays: usize) -> [ControlPlan; 2] {
 /// Writes `control.toml` in `dir`: the `[dtp]` section of the other DTP
 /// workloads (the key files `super::write_dtp_config` wrote) and a
 /// `[terminal]` serving both runs' resources.
-pub(crate) fn write_config(dir: &Path, fays: usize) -> Result<PathBuf, CliError> {
-    let io = |e: std::io::Error| CliError::io(dir.display(), e);
+pub(crate) fn write_config(dir: &Path, fays: usize) -> Result<PathBuf, String> {
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
     let [decisions, handovers] = plans(fays);
     // The admin port on an ephemeral loopback port: the terminal plane
     // wants one (idle through the run), and a fixed port could be taken.
@@ -88,31 +87,29 @@ pub(crate) struct Run<'a> {
 
 /// Starts our gateway with the control config, runs decisions then
 /// handovers against it, and reports both.
-pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, CliError> {
+pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, String> {
     if r.fays < 2 || !r.fays.is_multiple_of(2) {
-        return Err(CliError::usage(
-            "BAD_ARGUMENT",
-            format!(
-                "--control-fays {}: an even number ≥ 2 (handovers run in pairs)",
-                r.fays
-            ),
+        return Err(format!(
+            "--control-fays {}: an even number ≥ 2 (handovers run in pairs)",
+            r.fays
         ));
     }
     let shards = r.shards.to_string();
-    let server = Server::start(
-        "ours",
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--backend",
-            r.backend,
-            "--shards",
-            &shards,
-            "--config",
-            r.config,
-        ],
-    )?;
+    let args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--no-realtime",
+        "--backend",
+        r.backend,
+        "--shards",
+        &shards,
+        "--config",
+        r.config,
+    ]
+    .map(str::to_owned)
+    .into();
+    let server = Server::start("ours", &args, "listening ")?;
     let [decisions, handovers] = plans(r.fays);
     let result = measure_run(&server, r, decisions).and_then(|d| {
         let h = measure_run(&server, r, handovers)?;
@@ -126,11 +123,7 @@ pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, CliError> {
 }
 
 /// One run of `plan` against `server`: the server's CPU over the window.
-fn measure_run(
-    server: &Server,
-    r: &Run<'_>,
-    plan: ControlPlan,
-) -> Result<ControlFigures, CliError> {
+fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<ControlFigures, String> {
     let mode = plan.mode;
     let resources = plan.resources as u64;
     let spec = ControlSpec::mint(
@@ -138,8 +131,7 @@ fn measure_run(
         AccessMode::Write,
         &r.keys.issuer,
         Some(*r.keys.terminal_noise.public()),
-    )
-    .map_err(CliError::Io)?;
+    )?;
     let load = LoadSpec {
         target: server.addr,
         // Not used by the control mode.
@@ -153,19 +145,17 @@ fn measure_run(
         driver: crate::load_driver(r.fays, 0, crate::LOAD_CONGESTION),
         payload: None,
     };
-    let mut edges: Vec<Result<Sample, CliError>> = Vec::new();
+    let mut edges: Vec<Result<Sample, String>> = Vec::new();
     let result = control::run(&load, &spec, |_, _| {}, |_| edges.push(server.sample()))
-        .map_err(|e| CliError::Io(format!("control {}: {e}", mode.name())))?;
+        .map_err(|e| format!("control {}: {e}", mode.name()))?;
     let mut edges = edges.into_iter();
     let (Some(start), Some(end)) = (edges.next(), edges.next()) else {
-        return Err(CliError::Io(
-            "the measured window did not complete".to_owned(),
-        ));
+        return Err("the measured window did not complete".to_owned());
     };
-    let cpu = procstat::delta(&start?, &end?).map_err(|e| CliError::Io(e.to_string()))?;
+    let cpu = procstat::delta(&start?, &end?).map_err(|e| e.to_string())?;
     let (t, s) = (&result.load.tally, &result.stats);
     if t.errors > 0 || t.failed > 0 || result.failed_flows > 0 || result.unfinished > 0 {
-        return Err(CliError::Io(format!(
+        return Err(format!(
             "control {}: {} errors ({} timeouts), {} failed connections, {} Fays given up, {} unfinished",
             mode.name(),
             s.errors,
@@ -173,7 +163,7 @@ fn measure_run(
             t.failed,
             result.failed_flows,
             result.unfinished
-        )));
+        ));
     }
     let refused = s.refused_total();
     if refused > 0 {
@@ -206,7 +196,7 @@ mod tests {
     fn the_bench_config_is_a_valid_terminal() {
         let dir = std::env::temp_dir().join(format!("dtp-bench-control-{}", std::process::id()));
         let keys = BenchKeys::generate().unwrap();
-        assert!(super::super::write_dtp_config(&dir, &keys).is_ok());
+        assert!(super::super::sides::write_dtp_config(&dir, &keys).is_ok());
         let Ok(path) = write_config(&dir, 4) else {
             panic!("could not write the control config");
         };

@@ -12,11 +12,10 @@
 
 use std::time::Duration;
 
-use dtp_bench::procstat::Sample;
-use dtp_bench::report::{Figures, Memory};
+use dtp_bench::procstat::{self, Sample};
+use dtp_bench::report::{Cores, Figures, Memory};
 
 use super::Server;
-use crate::cli_error::CliError;
 use crate::load_rt::{self, Mode, RtPhase, RtSpec};
 
 /// Deliveries per second offered (publish rate × subscribers): what two
@@ -43,7 +42,7 @@ pub(super) struct Run {
 }
 
 /// Runs the subscribers against `server` and returns its figures.
-pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, CliError> {
+pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
     let spec = RtSpec {
         target: server.addr,
         mode: r.mode,
@@ -61,33 +60,40 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, CliError> {
         shards: r.shards,
         driver: crate::load_driver(r.subscribers, 0, crate::LOAD_CONGESTION),
     };
-    let mut samples: Vec<(RtPhase, Option<Sample>)> = Vec::new();
+    let mut samples: Vec<(RtPhase, Option<Sample>, Option<Sample>)> = Vec::new();
     let result = load_rt::run(&spec, |_| {}, &mut |p| {
-        samples.push((p, server.sample().ok()))
+        samples.push((p, server.sample().ok(), procstat::sample_self().ok()))
     })
-    .map_err(|e| CliError::Io(format!("{} fan-out: {e}", server.name)))?;
-    let at = |phase: RtPhase| -> Result<&Sample, CliError> {
-        match samples.iter().find(|(p, _)| *p == phase) {
-            Some((_, Some(s))) => Ok(s),
-            _ => Err(CliError::Io(format!(
-                "{}: no server sample at {phase:?}",
-                server.name
-            ))),
+    .map_err(|e| format!("{} fan-out: {e}", server.name))?;
+    let at = |phase: RtPhase| -> Result<&Sample, String> {
+        match samples.iter().find(|(p, _, _)| *p == phase) {
+            Some((_, Some(s), _)) => Ok(s),
+            _ => Err(format!("{}: no server sample at {phase:?}", server.name)),
         }
     };
     let (idle, subscribed) = (at(RtPhase::Idle)?, at(RtPhase::Subscribed)?);
     let (start, end) = (at(RtPhase::WindowStart)?, at(RtPhase::WindowEnd)?);
-    let cpu = dtp_bench::procstat::delta(start, end).map_err(|e| CliError::Io(e.to_string()))?;
+    let cpu = procstat::delta(start, end).map_err(|e| e.to_string())?;
+    let client = |phase: RtPhase| {
+        samples
+            .iter()
+            .find(|(p, _, _)| *p == phase)
+            .and_then(|(_, _, c)| c.as_ref())
+    };
+    let client_cpu = match (client(RtPhase::WindowStart), client(RtPhase::WindowEnd)) {
+        (Some(a), Some(b)) => procstat::delta(a, b).ok().map(|d| d.cpu_ns),
+        _ => None,
+    };
     let t = &result.tally;
     if t.missing > 0 || t.conflicts > 0 || t.failed > 0 {
-        return Err(CliError::Io(format!(
+        return Err(format!(
             "{} fan-out: {} events missing, {} conflicts, {} subscribers failed",
             server.name, t.missing, t.conflicts, t.failed
-        )));
+        ));
     }
     let delivered = t.in_window;
     let q = |p: f64| t.latency.value_at_quantile(p) as f64;
-    Ok(Figures {
+    let figures = Figures {
         ops_per_s: result.delivered_per_sec(),
         bytes_per_s: 0.0,
         p50_us: q(0.5),
@@ -105,5 +111,15 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, CliError> {
             subscribed.rss_bytes,
             end.peak_rss_bytes,
         )),
+        ..Figures::default()
+    };
+    let cores = Cores {
+        machine: r.shards,
+        server: r.shards,
+        client: r.shards,
+    };
+    Ok(match client_cpu {
+        Some(ns) => figures.with_client(ns, end.at.duration_since(start.at), cores),
+        None => figures,
     })
 }

@@ -1,0 +1,393 @@
+//! One workload of one run: every side in turn (its server started, loaded,
+//! sampled and stopped), then the workload's limit figures. A side that
+//! fails — its server does not start, the load reports errors, something
+//! panics — is recorded with its reason and the next side runs.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dtp_bench::dtp_workload::BenchKeys;
+use dtp_bench::procstat::{self, Sample};
+use dtp_bench::report::{Cores, Figures, LimitFigure, Memory, OURS, RunReport, Side};
+use dtp_bench::workload::Workload;
+use dtp_codec::AeadAlgorithm;
+
+use super::{
+    BenchWorkload, DtpFiles, Plan, Progress, RESUME_EVERY, Server, control, entry, fail, fanout,
+};
+use crate::load::{self, LoadResult, LoadSpec};
+use crate::load_dtp::{self, DtpSpec};
+
+/// What every step of a run shares.
+pub(super) struct Ctx<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) backend: &'a str,
+    pub(super) dtp: Option<&'a DtpFiles>,
+    pub(super) run: usize,
+    pub(super) runs: usize,
+}
+
+/// Runs workload `bw` on every side and records what it measured (or why
+/// not) in `report`.
+pub(super) fn workload(
+    ctx: &mut Ctx<'_>,
+    bw: BenchWorkload,
+    report: &mut RunReport,
+    progress: &mut Progress,
+) {
+    let name = bw.name();
+    for &side in bw.sides() {
+        progress.step(&format!("run {}/{} · {name} · {side}", ctx.run, ctx.runs));
+        let measured = guarded(|| match bw {
+            BenchWorkload::Control => {
+                let files = ctx.dtp.ok_or("no keys for the DTP workloads")?;
+                let config = files.control.as_deref().ok_or("no control configuration")?;
+                let c = control::measure(&control::Run {
+                    keys: &files.keys,
+                    config,
+                    backend: ctx.backend,
+                    shards: ctx.plan.shards,
+                    fays: ctx.plan.control_fays,
+                    warmup: ctx.plan.warmup,
+                    duration: ctx.plan.duration,
+                })?;
+                report.control = Some(c);
+                Ok(None)
+            }
+            BenchWorkload::Fanout(mode) => fanout_side(ctx, mode, side).map(Some),
+            _ => load_side(ctx, bw, side).map(Some),
+        });
+        match measured {
+            Ok(Some(figures)) => entry(report, name).sides.push(Side {
+                name: side.to_owned(),
+                figures,
+            }),
+            Ok(None) => {}
+            Err(reason) => fail(report, name, Some(side), reason),
+        }
+    }
+    if let Err(reason) = guarded(|| limits(ctx, bw, report)) {
+        fail(report, name, None, format!("limit: {reason}"));
+    }
+}
+
+/// Runs `f`, turning a panic into an error (a bug in one step must not end
+/// the bench and lose what the others measured).
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".to_owned());
+            Err(format!("panicked: {what}"))
+        }
+    }
+}
+
+/// The command line that starts `side`'s server for `bw`.
+fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<String>, String> {
+    let shards = ctx.plan.shards.to_string();
+    let mut args: Vec<String> = match side {
+        OURS => vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-admin",
+            "--no-realtime",
+            "--backend",
+            ctx.backend,
+            "--shards",
+            &shards,
+        ],
+        "tokio" => vec![
+            "__peer-tokio",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            &shards,
+        ],
+        "tokio-uring" => vec![
+            "__peer-tokio-uring",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            &shards,
+        ],
+        "floor" => vec![
+            "__peer-floor",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            &shards,
+        ],
+        other => return Err(format!("no server for side {other}")),
+    }
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    if bw.is_dtp() {
+        let files = ctx.dtp.ok_or("no keys for the DTP workloads")?;
+        args.extend(["--config".to_owned(), files.config.clone()]);
+    }
+    Ok(args)
+}
+
+/// One side of a plaintext or DTP workload.
+fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, String> {
+    let plan = ctx.plan;
+    let w = bw.base();
+    let server = Server::start(side, &server_args(ctx, bw, side)?, "listening ")?;
+    let spec = LoadSpec {
+        target: server.addr,
+        workload: w,
+        connections: match w {
+            Workload::Pingpong => plan.pingpong_connections,
+            Workload::Stream => plan.stream_connections,
+            Workload::Idle => plan.idle_connections,
+        },
+        duration: if w == Workload::Idle {
+            Duration::from_secs(1)
+        } else {
+            plan.duration
+        },
+        warmup: if w == Workload::Idle {
+            Duration::from_secs(3).max(plan.warmup)
+        } else {
+            plan.warmup
+        },
+        rate: None,
+        window: 512,
+        shards: plan.shards,
+        driver: crate::load_driver(32 * 1024, 0, crate::LOAD_CONGESTION),
+        payload: None,
+    };
+    let cores = Cores {
+        machine: plan.shards,
+        server: plan.shards,
+        client: spec.shards,
+    };
+    let figures = match (ctx.dtp, bw) {
+        (Some(files), BenchWorkload::Dtp(_) | BenchWorkload::Resume) => {
+            let dtp = DtpSpec {
+                fay: files.keys.fay_config(),
+                disconnect_every: (bw == BenchWorkload::Resume).then_some(RESUME_EVERY),
+            };
+            measure_dtp(&server, bw, &spec, &dtp, cores)
+        }
+        (None, BenchWorkload::Dtp(_) | BenchWorkload::Resume) => {
+            Err("no keys for the DTP workloads".to_owned())
+        }
+        _ => measure(&server, bw, cores, |phase| {
+            load::run(&spec, |_, _| {}, phase).map_err(|e| e.to_string())
+        }),
+    };
+    server.stop();
+    figures
+}
+
+/// One side's measurement of one workload: the load runs through `load`,
+/// which calls its phase callback at the start and the end of the measured
+/// window, where the server's CPU and the load generator's are sampled.
+fn measure(
+    server: &Server,
+    workload: BenchWorkload,
+    cores: Cores,
+    load: impl FnOnce(&mut dyn FnMut(load::Phase)) -> Result<LoadResult, String>,
+) -> Result<Figures, String> {
+    let before = server.sample()?;
+    let mut edges: Vec<(Result<Sample, String>, Option<Sample>)> = Vec::new();
+    let result = load(&mut |_| edges.push((server.sample(), procstat::sample_self().ok())))?;
+    let mut edges = edges.into_iter();
+    let (Some((start, client_start)), Some((end, client_end))) = (edges.next(), edges.next())
+    else {
+        return Err("the measured window did not complete".to_owned());
+    };
+    let (start, end) = (start?, end?);
+    let cpu = procstat::delta(&start, &end).map_err(|e| e.to_string())?;
+    let t = &result.tally;
+    if t.errors > 0 || t.failed > 0 {
+        return Err(format!(
+            "{} errors, {} failed connections",
+            t.errors, t.failed
+        ));
+    }
+    if t.ops == 0 {
+        return Err("no operation completed in the measured window".to_owned());
+    }
+    let mut figures = Figures::from_run(
+        workload.base(),
+        t.ops,
+        result.elapsed,
+        cpu.cpu_ns,
+        &result.latency,
+    );
+    if let (Some(a), Some(b)) = (client_start, client_end)
+        && let Ok(client) = procstat::delta(&a, &b)
+    {
+        figures = figures.with_client(client.cpu_ns, result.elapsed, cores);
+    }
+    Ok(if workload == BenchWorkload::Plain(Workload::Idle) {
+        figures.with_memory(Memory::from_rss(
+            t.connected,
+            before.rss_bytes,
+            end.rss_bytes,
+            end.peak_rss_bytes,
+        ))
+    } else {
+        figures
+    })
+}
+
+/// A DTP run on one side: the load over DTP, its resume counters; nothing
+/// may be lost or duplicated.
+fn measure_dtp(
+    server: &Server,
+    workload: BenchWorkload,
+    spec: &LoadSpec,
+    dtp: &DtpSpec,
+    cores: Cores,
+) -> Result<Figures, String> {
+    let mut counters = None;
+    let mut figures = measure(server, workload, cores, |phase| {
+        let r = load_dtp::run(spec, dtp, |_, _| {}, phase)?;
+        counters = Some(r.dtp);
+        Ok(r.load)
+    })?;
+    let c = counters.ok_or("no DTP counters")?;
+    if c.lost > 0 || c.duplicated > 0 || c.failed_flows > 0 {
+        return Err(format!(
+            "{} fragments lost, {} duplicated, {} flows failed",
+            c.lost, c.duplicated, c.failed_flows
+        ));
+    }
+    if workload == BenchWorkload::Resume {
+        let (p50, p99) = c.resume_p50_p99_us();
+        figures.resumes = Some(c.resumes);
+        figures.lost = Some(c.lost);
+        figures.duplicated = Some(c.duplicated);
+        figures.resume_p50_us = Some(p50 as f64);
+        figures.resume_p99_us = Some(p99 as f64);
+    }
+    Ok(figures)
+}
+
+/// One side of a fan-out workload.
+fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<Figures, String> {
+    let shards = ctx.plan.shards.to_string();
+    let (args, prefix): (Vec<&str>, &str) = match side {
+        OURS => (
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--realtime-listen",
+                "127.0.0.1:0",
+                "--no-admin",
+                "--backend",
+                ctx.backend,
+                "--shards",
+                &shards,
+            ],
+            "realtime http://",
+        ),
+        "tokio" => (
+            vec![
+                "__peer-realtime",
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                &shards,
+            ],
+            "listening ",
+        ),
+        other => return Err(format!("no fan-out server for side {other}")),
+    };
+    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+    let server = Server::start(side, &args, prefix)?;
+    let run = fanout::Run {
+        mode,
+        subscribers: ctx.plan.subscribers,
+        shards: ctx.plan.shards,
+        warmup: ctx.plan.warmup,
+        duration: ctx.plan.duration,
+    };
+    let figures = fanout::measure(&server, &run);
+    server.stop();
+    figures
+}
+
+/// The workload's limit figures of this run: loopback for `stream`; for
+/// `dtp-stream` loopback and one core's AES-256-GCM; for `resume` each
+/// side's own `dtp-stream` goodput of this run.
+fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<(), String> {
+    let window = ctx.plan.duration.min(Duration::from_secs(3));
+    let figures = match bw {
+        BenchWorkload::Plain(Workload::Stream) => {
+            vec![LimitFigure::new("loopback", loopback_limit(window)?)]
+        }
+        BenchWorkload::Dtp(Workload::Stream) => vec![
+            LimitFigure::new("loopback", loopback_limit(window)?),
+            LimitFigure::new(
+                "aead (AES-256-GCM, one core)",
+                dtp_bench::aead_limit::measure(
+                    AeadAlgorithm::Aes256Gcm,
+                    16 * 1024,
+                    window.min(Duration::from_secs(1)),
+                ),
+            ),
+        ],
+        BenchWorkload::Resume => {
+            let Some(stream) = report.workloads.iter().find(|w| w.name == "dtp-stream") else {
+                return Ok(());
+            };
+            stream
+                .sides
+                .iter()
+                .map(|s| {
+                    LimitFigure::of_side(
+                        "dtp-stream goodput without disconnects",
+                        &s.name,
+                        s.figures.bytes_per_s,
+                    )
+                })
+                .collect()
+        }
+        _ => return Ok(()),
+    };
+    if report.workloads.iter().any(|w| w.name == bw.name()) {
+        entry(report, bw.name()).limits = figures;
+    }
+    Ok(())
+}
+
+/// The loopback limit with the load generator's congestion control.
+fn loopback_limit(window: Duration) -> Result<f64, String> {
+    dtp_bench::loopback::measure(
+        window,
+        crate::congestion_name(crate::LOAD_CONGESTION).as_deref(),
+    )
+    .map(|l| l.bytes_per_s)
+    .map_err(|e| format!("loopback limit: {e}"))
+}
+
+/// The key files and the `[dtp]` configuration both servers read.
+pub(super) fn write_dtp_config(dir: &Path, keys: &BenchKeys) -> Result<PathBuf, String> {
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let terminal = dir.join("terminal.key");
+    let issuer = dir.join("issuer.key.pub");
+    std::fs::write(&terminal, keys.terminal_noise.to_text()).map_err(io)?;
+    std::fs::write(&issuer, keys.issuer.public_key().to_text()).map_err(io)?;
+    let config = dir.join("dtp.toml");
+    let text = format!(
+        "[dtp]\nenabled = true\nterminal_key = {:?}\ntrust = [{:?}]\nalgorithms = [\"aes-256-gcm\"]\n",
+        terminal.display().to_string(),
+        issuer.display().to_string()
+    );
+    std::fs::write(&config, text).map_err(io)?;
+    Ok(config)
+}
