@@ -342,3 +342,37 @@ fn control_has_exactly_its_keys_and_no_ratio() {
     assert_eq!(m.control.as_ref().unwrap().decisions.ops, 30_000);
     assert!(m.to_string().contains("no peer"));
 }
+
+/// Reports recorded from real `dtp bench` runs (bench/tests/data): the
+/// runs they hold combine again into exactly the report that was written,
+/// every side that measured anything in a run is in the combined report,
+/// and every failure keeps its reason.
+#[test]
+fn recorded_reports_combine_again_to_what_was_written() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        seen += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let recorded = Report::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let before: Vec<Failure> = recorded.failures.iter().filter(|f| f.run.is_none()).cloned().collect();
+        let again = combine(recorded.runs.clone(), before, recorded.notes.clone());
+        assert_eq!(again, recorded, "{}", path.display());
+        for run in &recorded.runs {
+            for w in &run.workloads {
+                let combined = recorded.workload(&w.name).unwrap();
+                for s in &w.sides {
+                    assert!(combined.sides().any(|(n, _)| n == s.name), "{} {} {}", path.display(), w.name, s.name);
+                }
+            }
+        }
+        for f in &recorded.failures {
+            assert!(!f.reason.is_empty());
+        }
+    }
+    assert!(seen > 0, "no recorded reports in {}", dir.display());
+}

@@ -105,14 +105,25 @@ impl Server {
 /// Why a server printed no address: it exited (with its status), or it
 /// did not within [`START_TIMEOUT`]; with the last line of its stderr.
 fn why_not_listening(name: &str, child: &mut Child, stderr: &mpsc::Receiver<String>) -> String {
-    let running = child.try_wait().ok().flatten().is_none();
+    // Its stdout closed or the wait timed out: give an exiting process a
+    // moment to be reaped, so its status can be told.
+    let mut running = true;
+    for _ in 0..40 {
+        if child.try_wait().ok().flatten().is_some() {
+            running = false;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let _ = child.kill();
     let status = child.wait().ok();
     let last: Vec<String> = stderr.try_iter().collect();
+    // Its own `error: …` line if it printed one, else its last line.
     let why = last
         .iter()
         .rev()
-        .find(|l| !l.trim().is_empty())
+        .find(|l| l.starts_with("error"))
+        .or_else(|| last.iter().rev().find(|l| !l.trim().is_empty()))
         .map_or_else(String::new, |l| format!(": {}", l.trim()));
     if running {
         format!("the {name} server did not listen within {START_TIMEOUT:?}{why}")

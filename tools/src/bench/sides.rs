@@ -133,7 +133,18 @@ fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<Strin
         let files = ctx.dtp.ok_or("no keys for the DTP workloads")?;
         args.extend(["--config".to_owned(), files.config.clone()]);
     }
+    fault(&mut args, bw.name(), side);
     Ok(args)
+}
+
+/// The test hook `DTP_BENCH_FAULT=WORKLOAD:SIDE`: that side's server is
+/// started with an argument it refuses, so it exits before listening —
+/// the real failure path, for the tests that check a failed step is
+/// reported while the rest goes on.
+fn fault(args: &mut Vec<String>, workload: &str, side: &str) {
+    if std::env::var("DTP_BENCH_FAULT").is_ok_and(|f| f == format!("{workload}:{side}")) {
+        args.push("--fault-injected-by-DTP_BENCH_FAULT".to_owned());
+    }
 }
 
 /// One side of a plaintext or DTP workload.
@@ -306,7 +317,12 @@ fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<
         ),
         other => return Err(format!("no fan-out server for side {other}")),
     };
-    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+    let mut args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+    fault(
+        &mut args,
+        crate::bench::BenchWorkload::Fanout(mode).name(),
+        side,
+    );
     let server = Server::start(side, &args, prefix)?;
     let run = fanout::Run {
         mode,

@@ -1,0 +1,210 @@
+//! `dtp bench` as a user runs it: every workload against every peer, the
+//! documented JSON, the HTML report; a failed step reported while every
+//! other figure is still printed and written; bad arguments refused before
+//! any work.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the failure report"
+)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn dtp() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dtp"))
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("dtp-bench-test-{}-{name}", std::process::id()))
+}
+
+/// A quick bench with small crowds.
+fn bench(extra: &[&str], fault: Option<&str>) -> (Output, Value) {
+    let path = temp(&format!("{}.json", fault.unwrap_or("ok").replace(':', "-")));
+    let mut cmd = dtp();
+    cmd.args([
+        "bench",
+        "--quick",
+        "--duration",
+        "0.3",
+        "--idle-connections",
+        "50",
+        "--subscribers",
+        "50",
+        "--json",
+        path.to_str().unwrap(),
+    ])
+    .args(extra);
+    if let Some(f) = fault {
+        cmd.env("DTP_BENCH_FAULT", f);
+    }
+    let out = cmd.output().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    std::fs::remove_file(&path).unwrap();
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+fn names(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect()
+}
+
+const SIDE: [&str; 7] = [
+    "ops_per_s",
+    "bytes_per_s",
+    "p50_us",
+    "p99_us",
+    "cpu_ns_per_op",
+    "server_cpu_s",
+    "ops",
+];
+
+#[test]
+fn bench_writes_the_documented_json_with_every_peer() {
+    let report = temp("report");
+    let (out, v) = bench(&["--report", report.to_str().unwrap()], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{v:#}");
+    assert_eq!(v["failures"].as_array().unwrap().len(), 0, "{v:#}");
+    assert!(v["backend"].is_string());
+    assert_eq!(
+        names(&v["workloads"]),
+        [
+            "pingpong",
+            "stream",
+            "connections",
+            "dtp-pingpong",
+            "dtp-stream",
+            "resume",
+            "fanout-sse",
+            "fanout-ws"
+        ]
+    );
+    for w in v["workloads"].as_array().unwrap() {
+        let mut sides = vec![&w["ours"], &w["peer"]];
+        sides.extend(w["peers"].as_array().unwrap());
+        for side in sides {
+            for key in SIDE {
+                assert!(side[key].is_number(), "{key} missing in {w}");
+            }
+            assert!(side["ops"].as_u64().unwrap() > 0, "{w}");
+            assert!(side["client_cpu_s"].is_number(), "{w}");
+            assert!(side["saturated"].is_string(), "{w}");
+        }
+        assert!(w["ratio"].is_object());
+    }
+    let w = &v["workloads"];
+    for i in [0, 1, 2] {
+        assert_eq!(
+            names(&w[i]["peers"]),
+            ["tokio", "tokio-uring", "floor"],
+            "{}",
+            w[i]
+        );
+    }
+    assert_eq!(names(&w[4]["peers"]), ["tokio"]);
+    // stream against loopback; dtp-stream against the lowest of its limit
+    // figures; resume against each side's own dtp-stream goodput.
+    assert!(w[1]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        w[4]["limit"]["figures"].as_array().unwrap().len() >= 2,
+        "{}",
+        w[4]
+    );
+    assert!(w[5]["limit"]["ours_fraction"].as_f64().unwrap() > 0.0);
+    for side in [&w[5]["ours"], &w[5]["peer"]] {
+        assert_eq!(side["lost"], 0);
+        assert_eq!(side["duplicated"], 0);
+        assert!(side["resumes"].as_u64().unwrap() > 0, "{side}");
+        assert!(side["resume_p99_us"].is_number());
+    }
+    assert!(w[2]["ours"]["memory"]["bytes_per_connection"].is_number());
+    for i in [6, 7] {
+        for side in ["ours", "peer"] {
+            let m = &w[i][side]["memory"];
+            assert_eq!(m["connections"], 50, "{i} {side}: {m}");
+        }
+    }
+    assert_eq!(v["runs"].as_array().unwrap().len(), 1);
+    // The HTML report: the page and its plots.
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        page.contains("pingpong-cpu.svg") && page.contains("Nothing failed"),
+        "{page}"
+    );
+    let svg = std::fs::read_to_string(report.join("stream-throughput.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("loopback"), "{svg}");
+    std::fs::remove_dir_all(&report).unwrap();
+}
+
+/// One side's server refuses to start: the bench goes on, prints and
+/// writes every other figure with the failure and its reason, and exits 1.
+#[test]
+fn a_failed_step_is_reported_and_every_other_figure_kept() {
+    let (out, v) = bench(&["--workloads", "pingpong,stream"], Some("pingpong:tokio"));
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let f = &v["failures"].as_array().unwrap()[0];
+    assert_eq!(
+        (
+            f["workload"].as_str(),
+            f["side"].as_str(),
+            f["run"].as_u64()
+        ),
+        (Some("pingpong"), Some("tokio"), Some(1))
+    );
+    assert!(
+        f["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exited before listening"),
+        "{f}"
+    );
+    assert_eq!(v["failures"].as_array().unwrap().len(), 1, "{v:#}");
+    let pingpong = &v["workloads"][0];
+    assert!(pingpong["ours"]["ops"].as_u64().unwrap() > 0);
+    assert_eq!(names(&pingpong["peers"]), ["tokio-uring", "floor"]);
+    assert_eq!(
+        names(&v["workloads"][1]["peers"]),
+        ["tokio", "tokio-uring", "floor"]
+    );
+    assert!(
+        stdout.contains("1 failed step:") && stdout.contains("pingpong · tokio"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ours / tokio-uring"), "{stdout}");
+    assert!(stderr.contains("1 step failed"), "{stderr}");
+}
+
+#[test]
+fn bad_arguments_are_refused_before_any_work() {
+    for args in [
+        &["--backend", "foo"][..],
+        &["--runs", "0"],
+        &["--duration", "0"],
+        &["--workloads", "pingpong,nope"],
+        &["--quick", "--full"],
+        &["--control-fays", "3"],
+    ] {
+        let out = dtp().arg("bench").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.trim().lines().count() <= 2 && err.starts_with("error"),
+            "{args:?}: {err}"
+        );
+    }
+}
