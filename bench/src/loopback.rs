@@ -1,5 +1,5 @@
-//! The machine's loopback limit for `stream`: how fast one TCP connection on
-//! 127.0.0.1 moves bytes when nothing but the copy is done.
+//! The machine's loopback limit for `stream`: how fast TCP connections on
+//! 127.0.0.1 move bytes when nothing but the copy is done.
 //!
 //! Two threads and one connection: the writer writes 1 MiB buffers as fast as
 //! it can for the given duration, then closes its side; the reader reads into
@@ -94,6 +94,45 @@ pub fn measure_with(
     })
 }
 
+/// Measures `connections` connections at once for `duration`, each as
+/// [`measure`] does (its own writer and reader thread): the limit for a
+/// workload that spreads its bytes over that many connections. The figure
+/// is all the bytes read over the longest reader's time.
+pub fn measure_parallel(
+    duration: Duration,
+    connections: usize,
+    congestion: Option<&str>,
+) -> io::Result<LoopbackResult> {
+    if connections <= 1 {
+        return measure(duration, congestion);
+    }
+    let runs: Vec<io::Result<LoopbackResult>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..connections)
+            .map(|_| s.spawn(|| measure(duration, congestion)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a loopback run panicked")))
+            })
+            .collect()
+    });
+    let mut bytes = 0;
+    let mut elapsed = Duration::ZERO;
+    for r in runs {
+        let r = r?;
+        bytes += r.bytes;
+        elapsed = elapsed.max(r.elapsed);
+    }
+    let secs = elapsed.as_secs_f64();
+    Ok(LoopbackResult {
+        bytes,
+        elapsed,
+        bytes_per_s: if secs > 0.0 { bytes as f64 / secs } else { 0.0 },
+    })
+}
+
 fn read_all(mut sock: TcpStream, buf_len: usize) -> io::Result<(u64, Duration)> {
     let start = Instant::now();
     let mut buf = vec![0u8; buf_len];
@@ -119,5 +158,13 @@ mod tests {
         assert!(r.bytes > 0);
         assert_eq!(r.bytes % (64 * 1024), 0);
         assert!(r.bytes_per_s > 0.0);
+    }
+
+    #[test]
+    fn parallel_runs_add_up() {
+        let r = measure_parallel(Duration::from_millis(50), 3, None).unwrap();
+        assert!(r.bytes > 0);
+        assert_eq!(r.bytes % BUF_LEN as u64, 0);
+        assert!(r.elapsed >= Duration::from_millis(50));
     }
 }

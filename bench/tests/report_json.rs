@@ -358,15 +358,27 @@ fn recorded_reports_combine_again_to_what_was_written() {
         }
         seen += 1;
         let text = std::fs::read_to_string(&path).unwrap();
-        let recorded = Report::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let before: Vec<Failure> = recorded.failures.iter().filter(|f| f.run.is_none()).cloned().collect();
+        let recorded =
+            Report::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let before: Vec<Failure> = recorded
+            .failures
+            .iter()
+            .filter(|f| f.run.is_none())
+            .cloned()
+            .collect();
         let again = combine(recorded.runs.clone(), before, recorded.notes.clone());
         assert_eq!(again, recorded, "{}", path.display());
         for run in &recorded.runs {
             for w in &run.workloads {
                 let combined = recorded.workload(&w.name).unwrap();
                 for s in &w.sides {
-                    assert!(combined.sides().any(|(n, _)| n == s.name), "{} {} {}", path.display(), w.name, s.name);
+                    assert!(
+                        combined.sides().any(|(n, _)| n == s.name),
+                        "{} {} {}",
+                        path.display(),
+                        w.name,
+                        s.name
+                    );
                 }
             }
         }

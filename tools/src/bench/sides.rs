@@ -341,6 +341,13 @@ fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<
 /// side's own `dtp-stream` goodput of this run.
 fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<(), String> {
     let window = ctx.plan.duration.min(Duration::from_secs(3));
+    let n = ctx.plan.stream_connections;
+    let loopback = || -> Result<LimitFigure, String> {
+        Ok(LimitFigure::new(
+            &format!("loopback ({})", plural(n, "connection")),
+            loopback_limit(window, n)?,
+        ))
+    };
     let figures = match bw {
         BenchWorkload::Plain(Workload::Stream) => {
             vec![LimitFigure::new("loopback", loopback_limit(window)?)]
