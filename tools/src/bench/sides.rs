@@ -387,14 +387,22 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
     Ok(())
 }
 
-/// The loopback limit with the load generator's congestion control.
-fn loopback_limit(window: Duration) -> Result<f64, String> {
-    dtp_bench::loopback::measure(
-        window,
-        crate::congestion_name(crate::LOAD_CONGESTION).as_deref(),
-    )
-    .map(|l| l.bytes_per_s)
-    .map_err(|e| format!("loopback limit: {e}"))
+/// `n thing`, with the plural where `n` is not 1.
+fn plural(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// The loopback limit over `connections` connections with the load
+/// generator's congestion control.
+fn loopback_limit(window: Duration, connections: usize) -> Result<f64, String> {
+    let cc = crate::congestion_name(crate::LOAD_CONGESTION);
+    dtp_bench::loopback::measure_parallel(window, connections, cc.as_deref())
+        .map(|l| l.bytes_per_s)
+        .map_err(|e| format!("loopback limit: {e}"))
 }
 
 /// The key files and the `[dtp]` configuration both servers read.
