@@ -349,11 +349,9 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
         ))
     };
     let figures = match bw {
-        BenchWorkload::Plain(Workload::Stream) => {
-            vec![LimitFigure::new("loopback", loopback_limit(window)?)]
-        }
+        BenchWorkload::Plain(Workload::Stream) => vec![loopback()?],
         BenchWorkload::Dtp(Workload::Stream) => vec![
-            LimitFigure::new("loopback", loopback_limit(window)?),
+            loopback()?,
             LimitFigure::new(
                 "aead (AES-256-GCM, one core)",
                 dtp_bench::aead_limit::measure(
