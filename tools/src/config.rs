@@ -1,6 +1,10 @@
 //! `dtp serve`'s configuration: embedded defaults, an optional TOML file with
 //! unknown keys refused, and every ceiling checked at start-up.
 
+mod doc;
+
+pub(crate) use doc::annotated;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -290,13 +294,41 @@ impl DtpSection {
 }
 
 impl Config {
-    /// Reads `path`, or the embedded defaults when `None`.
+    /// Reads `path`, or the embedded defaults when `None`. A syntax error
+    /// or an unknown key is one line naming the file and the line
+    /// (`dtp.toml line 3: …`). Relative file names in the file (keys, trust
+    /// and revocation lists, the token, the audit log, a command's program)
+    /// are taken relative to the file's folder, not the working directory.
     pub(crate) fn load(path: Option<&Path>) -> Result<Self, String> {
         let Some(path) = path else {
             return Ok(Self::default());
         };
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut config: Self = toml::from_str(&text)
+            .map_err(|e| format!("{}{}", path.display(), toml_error(&text, &e)))?;
+        if let Some(base) = path.parent() {
+            config.resolve_paths(base);
+        }
+        Ok(config)
+    }
+
+    /// Makes every relative file name in the configuration relative to
+    /// `base` (the configuration file's folder).
+    fn resolve_paths(&mut self, base: &Path) {
+        if base.as_os_str().is_empty() {
+            return; // the file is in the working directory already
+        }
+        let dtp = &mut self.dtp;
+        for name in std::iter::once(&mut dtp.terminal_key)
+            .chain(std::iter::once(&mut dtp.revocations))
+            .chain(dtp.trust.iter_mut())
+            .chain(std::iter::once(&mut self.admin.token_file))
+        {
+            resolve(base, name);
+        }
+        if let Some(terminal) = &mut self.terminal {
+            terminal.resolve_paths(base);
+        }
     }
 
     /// The engine's settings, with every ceiling checked; errors name the key.
@@ -352,6 +384,27 @@ impl Config {
         };
         config.validate().map_err(|e| format!("io/limits: {e}"))?;
         Ok(config)
+    }
+}
+
+/// A file name relative to `base` when it is relative (empty: none).
+pub(crate) fn resolve(base: &Path, name: &mut String) {
+    if !name.is_empty() && Path::new(name.as_str()).is_relative() {
+        *name = base.join(name.as_str()).to_string_lossy().into_owned();
+    }
+}
+
+/// A TOML error as ` line N: what`, on one line (the toml crate's own
+/// rendering quotes the input over several).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    match e.span() {
+        Some(span) => {
+            let before = text.as_bytes().get(..span.start).unwrap_or(text.as_bytes());
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            format!(" line {line}: {what}")
+        }
+        None => format!(": {what}"),
     }
 }
 
