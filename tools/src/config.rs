@@ -162,20 +162,23 @@ impl Default for LimitsSection {
     }
 }
 
-/// The admin port: `/metrics`, and with `[terminal]` the `/v1` admin
-/// endpoints (sessions, resources, handovers, decisions, revocations).
+/// The admin port: `/metrics`, `/healthz`, `/readyz`, and with
+/// `[terminal]` the `/v1` admin endpoints (sessions, resources, handovers,
+/// decisions, revocations).
 #[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct AdminSection {
-    /// Where the admin port listens; empty to serve none. Keep it on
-    /// loopback: with `[terminal]` and no `token_file`, anyone who reaches
-    /// it can end sessions and hand control over.
+    /// Where the admin port listens (`None`, from `dtp serve --no-admin`:
+    /// no admin port). Keep it on loopback: with `[terminal]` and no
+    /// `token_file`, anyone who reaches it can end sessions and hand
+    /// control over.
     pub(crate) listen: Option<SocketAddr>,
     /// A file holding a bearer token (16–256 printable ASCII characters,
     /// surrounding white space ignored): when set, every `/v1` request
     /// needs `Authorization: Bearer <token>` (`dtp ctl --token-file`).
-    /// Required when `[terminal]` is on and `listen` is not loopback.
-    /// `/metrics` stays open.
+    /// Required when `[terminal]` is on and `listen` is not loopback; read
+    /// and checked whenever it is set. `/metrics`, `/healthz` and
+    /// `/readyz` stay open.
     pub(crate) token_file: String,
 }
 

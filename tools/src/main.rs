@@ -234,7 +234,8 @@ struct ServeCli {
     /// Core shards (0: one per core).
     #[arg(long, value_name = "N")]
     shards: Option<usize>,
-    /// Serve no admin port: neither /metrics nor the /v1 endpoints.
+    /// Serve no admin port: neither /metrics, /healthz, /readyz nor the /v1
+    /// endpoints.
     #[arg(long)]
     no_admin: bool,
     /// Do not pin shards to cores (for machines shared with other busy

@@ -77,6 +77,8 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .map(|a| ("engine.listen", *a))
         .collect();
     ports.extend(realtime.as_ref().map(|r| ("realtime.listen", r.listen)));
+    let admin_port = config.admin.listen.map(|a| ("admin.listen", a));
+    refuse_overlaps(ports.iter().chain(&admin_port))?;
     for (key, addr) in &ports {
         dtp_transports::probe_listen(*addr).map_err(|e| port_error(key, *addr, &e))?;
     }
@@ -254,6 +256,28 @@ fn port_error(key: &str, addr: SocketAddr, e: &std::io::Error) -> CliError {
     } else {
         CliError::Io(format!("{key} {addr}: {e}"))
     }
+}
+
+/// Two of our own listeners on one port (the same address, or either the
+/// wildcard) is a configuration mistake, named by both keys.
+fn refuse_overlaps<'a>(
+    ports: impl Iterator<Item = &'a (&'a str, SocketAddr)> + Clone,
+) -> Result<(), CliError> {
+    for (i, (key, addr)) in ports.clone().enumerate() {
+        let clash = ports.clone().skip(i + 1).find(|(_, other)| {
+            addr.port() != 0
+                && other.port() == addr.port()
+                && (other.ip() == addr.ip()
+                    || other.ip().is_unspecified()
+                    || addr.ip().is_unspecified())
+        });
+        if let Some((other_key, other)) = clash {
+            return Err(bad_config(format!(
+                "{other_key} {other} takes the port of {key} {addr}: give each its own port"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// After the shards listen: refuses when a listener of

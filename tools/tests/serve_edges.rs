@@ -356,6 +356,21 @@ fn configuration_errors_are_one_line_naming_the_file_and_line() {
             "{text:?}: {err}"
         );
     }
+    // Two of its own listeners on one port: refused before any is bound.
+    let out = run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:7799",
+        "--realtime-listen",
+        "127.0.0.1:7799",
+    ]);
+    let err = assert_one_line(&out, 2, "BAD_CONFIG");
+    assert!(
+        err.contains(
+            "realtime.listen 127.0.0.1:7799 takes the port of engine.listen 127.0.0.1:7799"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
