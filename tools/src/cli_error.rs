@@ -64,8 +64,13 @@ pub(crate) fn out(e: io::Error) -> CliError {
 /// What a command-line parse error becomes: `--help` and `--version` print
 /// as clap prints them (exit 0), a bare `dtp` or `dtp cred` prints its help
 /// (exit 2), and every other mistake is the one line `error: BAD_ARGUMENT
-/// <what>` plus a `try '<command> --help'` hint (exit 2).
-pub(crate) fn parse_failure(e: &clap::Error) -> ExitCode {
+/// <what>` plus a `try '<command> --help'` hint naming the (sub)command of
+/// `args` (exit 2).
+pub(crate) fn parse_failure(
+    e: &clap::Error,
+    cli: &clap::Command,
+    args: impl IntoIterator<Item = String>,
+) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -77,38 +82,54 @@ pub(crate) fn parse_failure(e: &clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
         _ => {
-            let (what, hint) = one_line(&e.render().to_string());
-            eprintln!("error: BAD_ARGUMENT {what}");
-            if let Some(command) = hint {
-                eprintln!("try '{command} --help'");
-            }
+            eprintln!("error: BAD_ARGUMENT {}", one_line(&e.render().to_string()));
+            eprintln!("try '{} --help'", command_path(cli, args));
             ExitCode::from(2)
         }
     }
 }
 
-/// Folds clap's rendered error (the message, `tip:` lines, a usage line,
-/// a closing hint) into one line, and finds the command it is about in its
-/// usage line (`Usage: dtp serve [OPTIONS]` → `dtp serve`).
-fn one_line(rendered: &str) -> (String, Option<String>) {
+/// Folds clap's rendered error (the message, the list a message ending in
+/// `:` introduces, `tip:` lines, the possible values; not the usage and the
+/// closing hint) into one line.
+fn one_line(rendered: &str) -> String {
     let mut lines = rendered.lines().map(str::trim);
     let first = lines.next().unwrap_or_default();
     let mut what = first.strip_prefix("error: ").unwrap_or(first).to_owned();
-    let mut command = None;
+    let mut listing = what.ends_with(':');
+    let mut items = 0;
     for line in lines {
-        if let Some(tip) = line.strip_prefix("tip: ") {
+        if line.is_empty() {
+            listing = false;
+        } else if listing {
+            what.push_str(if items == 0 { " " } else { ", " });
+            what.push_str(line);
+            items += 1;
+        } else if let Some(tip) = line.strip_prefix("tip: ") {
             what.push_str(&format!(" ({tip})"));
-        } else if let Some(usage) = line.strip_prefix("Usage: ") {
-            let words: Vec<&str> = usage
-                .split_whitespace()
-                .take_while(|w| !w.starts_with(['[', '<', '-']))
-                .collect();
-            if !words.is_empty() {
-                command = Some(words.join(" "));
-            }
+        } else if line.starts_with('[') {
+            what.push(' ');
+            what.push_str(line);
         }
     }
-    (what, command)
+    what
+}
+
+/// The (sub)command `args` (program name first) name: `dtp serve`, or
+/// `dtp` when the first word is no subcommand.
+fn command_path(cli: &clap::Command, args: impl IntoIterator<Item = String>) -> String {
+    let mut path = vec![cli.get_name().to_owned()];
+    let mut cmd = cli;
+    for arg in args.into_iter().skip(1) {
+        match cmd.find_subcommand(&arg) {
+            Some(sub) => {
+                path.push(sub.get_name().to_owned());
+                cmd = sub;
+            }
+            None => break,
+        }
+    }
+    path.join(" ")
 }
 
 #[cfg(test)]
@@ -118,16 +139,27 @@ mod tests {
     #[test]
     fn clap_errors_fold_into_one_line_with_the_command_for_help() {
         let rendered = "error: unexpected argument '--lisen' found\n\n  tip: a similar argument exists: '--listen'\n\nUsage: dtp serve --listen <ADDR>\n\nFor more information, try '--help'.\n";
-        let (what, command) = one_line(rendered);
         assert_eq!(
-            what,
+            one_line(rendered),
             "unexpected argument '--lisen' found (a similar argument exists: '--listen')"
         );
-        assert_eq!(command.as_deref(), Some("dtp serve"));
-        let (what, command) =
-            one_line("error: unrecognized subcommand 'x'\n\nUsage: dtp <COMMAND>\n");
-        assert_eq!(what, "unrecognized subcommand 'x'");
-        assert_eq!(command.as_deref(), Some("dtp"));
+        let rendered = "error: invalid value 'xml' for '--log-format <FORMAT>'\n  [possible values: text, json]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(rendered),
+            "invalid value 'xml' for '--log-format <FORMAT>' [possible values: text, json]"
+        );
+        let rendered = "error: the following required arguments were not provided:\n  --trust <PUBFILE>...\n  <FILE>\n\nUsage: dtp cred verify --trust <PUBFILE>... <FILE>\n";
+        assert_eq!(
+            one_line(rendered),
+            "the following required arguments were not provided: --trust <PUBFILE>..., <FILE>"
+        );
+        let cli = clap::Command::new("dtp")
+            .subcommand(clap::Command::new("cred").subcommand(clap::Command::new("verify")));
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let path = |a: &[&str]| command_path(&cli, args(a));
+        assert_eq!(path(&["dtp", "cred", "verify", "--x"]), "dtp cred verify");
+        assert_eq!(path(&["dtp", "cred", "--x", "verify"]), "dtp cred");
+        assert_eq!(path(&["dtp", "nosuch"]), "dtp");
     }
 
     #[test]

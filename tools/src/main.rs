@@ -16,6 +16,7 @@ mod inspect;
 mod load;
 mod load_dtp;
 mod load_rt;
+mod logging;
 mod realtime_cfg;
 mod serve;
 mod sim;
@@ -24,7 +25,7 @@ mod terminal_cfg;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use dtp_codec::Limits;
 
 use crate::cli_error::CliError;
@@ -243,6 +244,11 @@ struct ServeCli {
     /// free core).
     #[arg(long)]
     no_pin: bool,
+    /// Log lines on stderr as `text` (colour only on a terminal) or `json`
+    /// (one object per line: time, level, target, spans, message and the
+    /// event's fields). RUST_LOG chooses what is logged.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    log_format: logging::LogFormat,
     /// Print the effective configuration (file and flags) as TOML, every
     /// key under a comment saying what it is, and exit.
     #[arg(long)]
@@ -427,17 +433,12 @@ impl LimitArgs {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return cli_error::parse_failure(&e),
+        Err(e) => return cli_error::parse_failure(&e, &Cli::command(), std::env::args()),
     };
-    // Logs go to stderr, in colour only on a terminal (a file or a pipe
-    // gets plain text); RUST_LOG filters them, warnings only by default.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    logging::init(match &cli.command {
+        Command::Serve(a) => a.log_format,
+        _ => logging::LogFormat::Text,
+    });
     if matches!(
         cli.command,
         Command::Serve(_)

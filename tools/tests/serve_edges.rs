@@ -452,9 +452,10 @@ fn print_config_documents_every_key_and_reads_back() {
     assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
 }
 
-#[test]
-fn logs_into_a_pipe_have_no_colour() {
-    let serve_log = dtp()
+/// Runs `dtp serve ARGS` with RUST_LOG=info until it listens, stops it
+/// with SIGTERM, and returns what it logged.
+fn serve_log(args: &[&str]) -> String {
+    let mut child = dtp()
         .env("RUST_LOG", "info")
         .args([
             "serve",
@@ -464,12 +465,12 @@ fn logs_into_a_pipe_have_no_colour() {
             "--no-admin",
         ])
         .args(["--shards", "1", "--no-pin"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut child = serve_log;
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     while !line.starts_with("listening ") {
@@ -485,8 +486,29 @@ fn logs_into_a_pipe_have_no_colour() {
     stdout.read_to_string(&mut rest).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
-    let log = String::from_utf8(out.stderr).unwrap();
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn logs_into_a_pipe_have_no_colour_and_can_be_json() {
+    let log = serve_log(&[]);
     assert!(log.contains("IO backend selected"), "{log}");
     assert!(log.contains("draining"), "{log}");
     assert!(!log.contains('\u{1b}'), "colour codes in {log:?}");
+    let log = serve_log(&["--log-format", "json"]);
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let backend = lines
+        .iter()
+        .find(|v| v["message"] == "IO backend selected")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(backend["level"], "INFO");
+    assert!(backend["backend"].is_string(), "{backend}");
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["message"] == "draining" && v["signal"] == "SIGTERM")
+    );
 }
