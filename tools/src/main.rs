@@ -79,7 +79,8 @@ enum Command {
     /// SIGINT/SIGTERM stop it: it prints `draining: …` (no new
     /// connections, /readyz 503), sends what is queued, closes connections
     /// within engine.drain_ms, then prints `stopped` and exits 0. Logs go
-    /// to stderr; RUST_LOG=info shows more (e.g. the IO backend's choice).
+    /// to stderr (`--log-format json`: one JSON object per line);
+    /// RUST_LOG=info shows more (e.g. the IO backend's choice).
     Serve(ServeCli),
     /// Drive a gateway with load and print throughput and latency.
     ///
