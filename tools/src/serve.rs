@@ -54,6 +54,10 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // Read and checked whenever it is set, with or without [terminal].
     let token = config.admin.token().map_err(bad_config)?;
     let parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
+    let realtime = realtime_parts(&config, engine_config.shard_count())?;
+    // Every port checked before anything starts (the audit log opens,
+    // threads spawn).
+    let (ports, admin_listener) = claim_ports(&config, &engine_config, realtime.as_ref())?;
     // SPEC §2–3: the terminal plane on the control thread, with its own
     // verifier (same trust and revocations as CAP's) and admin handle.
     let (control, plane): (Box<dyn ControlPlane>, Option<PlaneHandle>) = match parts {
@@ -68,25 +72,6 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             (Box::new(plane), Some(handle))
         }
         None => (Box::new(MinimalControl), None),
-    };
-    let realtime = realtime_parts(&config, engine_config.shard_count())?;
-    // Every port this gateway will hold, with the key that names it.
-    let mut ports: Vec<(&str, SocketAddr)> = engine_config
-        .listen
-        .iter()
-        .map(|a| ("engine.listen", *a))
-        .collect();
-    ports.extend(realtime.as_ref().map(|r| ("realtime.listen", r.listen)));
-    let admin_port = config.admin.listen.map(|a| ("admin.listen", a));
-    refuse_overlaps(ports.iter().chain(&admin_port))?;
-    for (key, addr) in &ports {
-        dtp_transports::probe_listen(*addr).map_err(|e| port_error(key, *addr, &e))?;
-    }
-    let admin_listener = match config.admin.listen {
-        Some(addr) => Some(
-            std::net::TcpListener::bind(addr).map_err(|e| port_error("admin.listen", addr, &e))?,
-        ),
-        None => None,
     };
     let health = Health::new(engine_config.shard_count());
     let control = health.probed(control);
@@ -256,6 +241,37 @@ fn port_error(key: &str, addr: SocketAddr, e: &std::io::Error) -> CliError {
     } else {
         CliError::Io(format!("{key} {addr}: {e}"))
     }
+}
+
+/// A port this gateway holds, and the key that names it.
+type Port = (&'static str, SocketAddr);
+
+/// Every port this gateway will hold, with the key that names it, checked:
+/// no two of our own share one, no other process holds one (the admin port
+/// is bound here, the others only probed: the shards bind them).
+fn claim_ports(
+    config: &Config,
+    engine: &EngineConfig,
+    realtime: Option<&RealtimeParts>,
+) -> Result<(Vec<Port>, Option<std::net::TcpListener>), CliError> {
+    let mut ports: Vec<Port> = engine
+        .listen
+        .iter()
+        .map(|a| ("engine.listen", *a))
+        .collect();
+    ports.extend(realtime.map(|r| ("realtime.listen", r.listen)));
+    let admin = config.admin.listen.map(|a| ("admin.listen", a));
+    refuse_overlaps(ports.iter().chain(&admin))?;
+    for (key, addr) in &ports {
+        dtp_transports::probe_listen(*addr).map_err(|e| port_error(key, *addr, &e))?;
+    }
+    let admin = match admin {
+        Some((key, addr)) => {
+            Some(std::net::TcpListener::bind(addr).map_err(|e| port_error(key, addr, &e))?)
+        }
+        None => None,
+    };
+    Ok((ports, admin))
 }
 
 /// Two of our own listeners on one port (the same address, or either the
