@@ -101,6 +101,20 @@ impl Serve {
         serve
     }
 
+    /// A gateway on free ports without the realtime front end, reading
+    /// `config`, run in `cwd`.
+    fn with_config(config: &Path, cwd: Option<&Path>) -> Self {
+        let config = config.to_str().unwrap();
+        let args = [
+            "--listen",
+            "127.0.0.1:0",
+            "--no-realtime",
+            "--config",
+            config,
+        ];
+        Self::start(&args, cwd)
+    }
+
     /// The next line it prints (it must print one within 30 s).
     fn line(&self) -> String {
         self.lines
@@ -257,16 +271,7 @@ fn health_and_readiness_answer_without_the_token() {
         "serve.toml",
         "[admin]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"admin.token\"\n",
     );
-    let serve = Serve::start(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--no-realtime",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        None,
-    );
+    let serve = Serve::with_config(&config, None);
     let admin = serve.admin.unwrap();
     assert_eq!(get(admin, "/healthz"), (200, "ok\n".into()));
     assert_eq!(get(admin, "/readyz"), (200, "ready\n".into()));
@@ -312,16 +317,7 @@ fn relative_file_names_follow_the_configuration_file() {
         "[admin]\nlisten = \"127.0.0.1:0\"\n\n[dtp]\nenabled = true\nterminal_key = \"terminal.key\"\ntrust = [\"issuer.key.pub\"]\n\n[terminal.control]\nterminal_id = \"t\"\n\n[terminal.audit]\npath = \"logs-audit.jsonl\"\n",
     );
     // Run from another folder, naming the file by its full path.
-    let serve = Serve::start(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--no-realtime",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        Some(&elsewhere.0),
-    );
+    let serve = Serve::with_config(&config, Some(&elsewhere.0));
     assert_eq!(get(serve.admin.unwrap(), "/readyz").0, 200);
     let (_, status) = serve.stop();
     assert!(status.success());

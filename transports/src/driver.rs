@@ -534,12 +534,7 @@ pub(crate) fn listener_socket(
     reuse_port: bool,
 ) -> std::io::Result<socket2::Socket> {
     let listen = || -> io::Result<socket2::Socket> {
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM.cloexec(),
-            None,
-        )?;
-        socket.set_reuse_address(true)?;
+        let socket = bindable_socket(addr)?;
         if reuse_port {
             socket.set_reuse_port(true)?;
         }
@@ -561,13 +556,19 @@ pub fn probe_listen(addr: SocketAddr) -> io::Result<()> {
     if addr.port() == 0 {
         return Ok(());
     }
+    bindable_socket(addr)?.bind(&addr.into())
+}
+
+/// A TCP socket for `addr`'s family, close-on-exec, with SO_REUSEADDR (a
+/// port whose old connections linger in TIME_WAIT can be listened on).
+fn bindable_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM.cloexec(),
         None,
     )?;
     socket.set_reuse_address(true)?;
-    socket.bind(&addr.into())
+    Ok(socket)
 }
 
 /// The listening TCP sockets of other processes that share a port with one
