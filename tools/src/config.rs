@@ -168,10 +168,11 @@ impl Default for LimitsSection {
 #[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct AdminSection {
-    /// Where the admin port listens (`None`, from `dtp serve --no-admin`:
-    /// no admin port). Keep it on loopback: with `[terminal]` and no
+    /// Where the admin port listens; `""` (or `dtp serve --no-admin`): no
+    /// admin port. Keep it on loopback: with `[terminal]` and no
     /// `token_file`, anyone who reaches it can end sessions and hand
     /// control over.
+    #[serde(with = "empty_is_none")]
     pub(crate) listen: Option<SocketAddr>,
     /// A file holding a bearer token (16–256 printable ASCII characters,
     /// surrounding white space ignored): when set, every `/v1` request
@@ -390,6 +391,34 @@ impl Config {
     }
 }
 
+/// An optional address written as a string, `""` for none (TOML has no
+/// null), so that a printed configuration reads back the same.
+mod empty_is_none {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        addr: &Option<SocketAddr>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match addr {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SocketAddr>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A file name relative to `base` when it is relative (empty: none).
 pub(crate) fn resolve(base: &Path, name: &mut String) {
     if !name.is_empty() && Path::new(name.as_str()).is_relative() {
@@ -433,5 +462,10 @@ mod tests {
         assert!(c.engine().unwrap_err().starts_with("limits: max_frame_len"));
         let c: Config = toml::from_str("[engine]\nlisten = []\n").unwrap();
         assert!(c.engine().unwrap_err().starts_with("engine.listen"));
+        // The admin port: an address, or "" for none.
+        let c: Config = toml::from_str("[admin]\nlisten = \"\"\n").unwrap();
+        assert_eq!(c.admin.listen, None);
+        let e = toml::from_str::<Config>("[admin]\nlisten = \"nowhere\"\n").unwrap_err();
+        assert!(e.to_string().contains("invalid socket address"), "{e}");
     }
 }

@@ -435,17 +435,24 @@ fn print_config_documents_every_key_and_reads_back() {
         }
     }
     assert!(text.contains("# Core shards; 0 = one per available core.\nshards = 0\n"));
-    // The printed text is a configuration that prints the same again.
+    // The printed text is a configuration that prints the same again,
+    // also with the admin port off.
     let dir = Dir::new("print");
-    let path = dir.write("printed.toml", &text);
-    let again = run(&[
-        "serve",
-        "--print-config",
-        "--config",
-        path.to_str().unwrap(),
-    ]);
-    assert!(again.status.success(), "{again:?}");
-    assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
+    let no_admin = run(&["serve", "--print-config", "--no-admin"]);
+    let no_admin = String::from_utf8(no_admin.stdout).unwrap();
+    assert!(no_admin.contains("[admin]\n# "), "{no_admin}");
+    assert!(no_admin.contains("\nlisten = \"\"\n"), "{no_admin}");
+    for text in [text, no_admin] {
+        let path = dir.write("printed.toml", &text);
+        let again = run(&[
+            "serve",
+            "--print-config",
+            "--config",
+            path.to_str().unwrap(),
+        ]);
+        assert!(again.status.success(), "{again:?}");
+        assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
+    }
 }
 
 /// Runs `dtp serve ARGS` with RUST_LOG=info until it listens, stops it

@@ -91,7 +91,7 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "admin.listen",
-        "Where the admin port listens (`dtp serve --no-admin`: none). Keep it on loopback.",
+        "Where the admin port listens; \"\" (or dtp serve --no-admin): none. Keep it on loopback.",
     ),
     (
         "admin.token_file",
