@@ -100,17 +100,20 @@ impl Health {
 }
 
 impl ControlProbe {
-    /// Wakes the control thread and waits up to `within` for a tick.
+    /// Wakes the control thread and waits up to `within` for a tick (and,
+    /// just after start-up, for its loop to attach).
     fn answers(&self, within: Duration) -> bool {
-        let Some(waker) = self.waker.get() else {
-            return false; // the control loop has not started
-        };
-        let n = self.asked.fetch_add(1, Ordering::AcqRel) + 1;
-        waker.wake();
         let deadline = Instant::now() + within;
+        let mut asked = None;
         loop {
-            if self.answered.load(Ordering::Acquire) >= n {
-                return true;
+            match (asked, self.waker.get()) {
+                (Some(n), _) if self.answered.load(Ordering::Acquire) >= n => return true,
+                (None, Some(waker)) => {
+                    asked = Some(self.asked.fetch_add(1, Ordering::AcqRel) + 1);
+                    waker.wake();
+                    continue;
+                }
+                _ => {}
             }
             if Instant::now() >= deadline {
                 return false;
