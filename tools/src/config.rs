@@ -1,6 +1,10 @@
 //! `dtp serve`'s configuration: embedded defaults, an optional TOML file with
 //! unknown keys refused, and every ceiling checked at start-up.
 
+mod doc;
+
+pub(crate) use doc::annotated;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -158,20 +162,24 @@ impl Default for LimitsSection {
     }
 }
 
-/// The admin port: `/metrics`, and with `[terminal]` the `/v1` admin
-/// endpoints (sessions, resources, handovers, decisions, revocations).
+/// The admin port: `/metrics`, `/healthz`, `/readyz`, and with
+/// `[terminal]` the `/v1` admin endpoints (sessions, resources, handovers,
+/// decisions, revocations).
 #[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct AdminSection {
-    /// Where the admin port listens; empty to serve none. Keep it on
-    /// loopback: with `[terminal]` and no `token_file`, anyone who reaches
-    /// it can end sessions and hand control over.
+    /// Where the admin port listens; `""` (or `dtp serve --no-admin`): no
+    /// admin port. Keep it on loopback: with `[terminal]` and no
+    /// `token_file`, anyone who reaches it can end sessions and hand
+    /// control over.
+    #[serde(with = "empty_is_none")]
     pub(crate) listen: Option<SocketAddr>,
     /// A file holding a bearer token (16–256 printable ASCII characters,
     /// surrounding white space ignored): when set, every `/v1` request
     /// needs `Authorization: Bearer <token>` (`dtp ctl --token-file`).
-    /// Required when `[terminal]` is on and `listen` is not loopback.
-    /// `/metrics` stays open.
+    /// Required when `[terminal]` is on and `listen` is not loopback; read
+    /// and checked whenever it is set. `/metrics`, `/healthz` and
+    /// `/readyz` stay open.
     pub(crate) token_file: String,
 }
 
@@ -290,13 +298,41 @@ impl DtpSection {
 }
 
 impl Config {
-    /// Reads `path`, or the embedded defaults when `None`.
+    /// Reads `path`, or the embedded defaults when `None`. A syntax error
+    /// or an unknown key is one line naming the file and the line
+    /// (`dtp.toml line 3: …`). Relative file names in the file (keys, trust
+    /// and revocation lists, the token, the audit log, a command's program)
+    /// are taken relative to the file's folder, not the working directory.
     pub(crate) fn load(path: Option<&Path>) -> Result<Self, String> {
         let Some(path) = path else {
             return Ok(Self::default());
         };
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut config: Self = toml::from_str(&text)
+            .map_err(|e| format!("{}{}", path.display(), toml_error(&text, &e)))?;
+        if let Some(base) = path.parent() {
+            config.resolve_paths(base);
+        }
+        Ok(config)
+    }
+
+    /// Makes every relative file name in the configuration relative to
+    /// `base` (the configuration file's folder).
+    fn resolve_paths(&mut self, base: &Path) {
+        if base.as_os_str().is_empty() {
+            return; // the file is in the working directory already
+        }
+        let dtp = &mut self.dtp;
+        for name in std::iter::once(&mut dtp.terminal_key)
+            .chain(std::iter::once(&mut dtp.revocations))
+            .chain(dtp.trust.iter_mut())
+            .chain(std::iter::once(&mut self.admin.token_file))
+        {
+            resolve(base, name);
+        }
+        if let Some(terminal) = &mut self.terminal {
+            terminal.resolve_paths(base);
+        }
     }
 
     /// The engine's settings, with every ceiling checked; errors name the key.
@@ -355,6 +391,55 @@ impl Config {
     }
 }
 
+/// An optional address written as a string, `""` for none (TOML has no
+/// null), so that a printed configuration reads back the same.
+mod empty_is_none {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        addr: &Option<SocketAddr>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match addr {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SocketAddr>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A file name relative to `base` when it is relative (empty: none).
+pub(crate) fn resolve(base: &Path, name: &mut String) {
+    if !name.is_empty() && Path::new(name.as_str()).is_relative() {
+        *name = base.join(name.as_str()).to_string_lossy().into_owned();
+    }
+}
+
+/// A TOML error as ` line N: what`, on one line (the toml crate's own
+/// rendering quotes the input over several).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    match e.span() {
+        Some(span) => {
+            let before = text.as_bytes().get(..span.start).unwrap_or(text.as_bytes());
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            format!(" line {line}: {what}")
+        }
+        None => format!(": {what}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,5 +462,10 @@ mod tests {
         assert!(c.engine().unwrap_err().starts_with("limits: max_frame_len"));
         let c: Config = toml::from_str("[engine]\nlisten = []\n").unwrap();
         assert!(c.engine().unwrap_err().starts_with("engine.listen"));
+        // The admin port: an address, or "" for none.
+        let c: Config = toml::from_str("[admin]\nlisten = \"\"\n").unwrap();
+        assert_eq!(c.admin.listen, None);
+        let e = toml::from_str::<Config>("[admin]\nlisten = \"nowhere\"\n").unwrap_err();
+        assert!(e.to_string().contains("invalid socket address"), "{e}");
     }
 }

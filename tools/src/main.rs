@@ -16,6 +16,7 @@ mod inspect;
 mod load;
 mod load_dtp;
 mod load_rt;
+mod logging;
 mod realtime_cfg;
 mod serve;
 mod sim;
@@ -24,7 +25,7 @@ mod terminal_cfg;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use dtp_codec::Limits;
 
 use crate::cli_error::CliError;
@@ -33,8 +34,14 @@ use crate::cli_error::CliError;
 /// a side-by-side benchmark against tokio, and frame tools.
 ///
 /// Start with `dtp bench --quick`. Exit status: 0 on success, 2 on malformed
-/// input or bad usage (one line `error: <code> <what> [at byte <offset>]` on
-/// stderr), 1 when something outside the input fails (a file, a socket).
+/// input or bad usage, a file named that does not exist included (one line
+/// `error: <code> <what> [at byte <offset>]` on stderr), 1 when something
+/// outside the input fails (a file that cannot be read or written, a socket,
+/// a port another process holds: `error: ADDRESS_IN_USE <key> <addr> …`).
+///
+/// Logs go to stderr (colour only on a terminal). RUST_LOG sets what is
+/// logged, e.g. `RUST_LOG=info` or `RUST_LOG=dtp_engine=debug`; by default
+/// only warnings and errors.
 #[derive(Parser)]
 #[command(name = "dtp", version, about, long_about)]
 struct Cli {
@@ -46,14 +53,34 @@ struct Cli {
 enum Command {
     /// Run the gateway: every core a shard, on io_uring (epoll as fallback).
     ///
-    /// Runs on embedded defaults (listen 127.0.0.1:7700, /metrics on
-    /// 127.0.0.1:9700); `--config FILE` reads TOML (unknown keys refused;
-    /// `--print-config` shows every key with its default). `[dtp]` turns on
-    /// the DTP protocol; `[terminal]` (needs `[dtp]`) runs the terminal
-    /// control plane — sessions, liveness, handover, audit log — and serves
-    /// its admin endpoints under /v1 on the admin port (`dtp ctl`). Prints
-    /// one `listening ADDR` line per address. SIGINT/SIGTERM stop it: no
-    /// new connections, queued bytes sent, connections closed.
+    /// Runs on embedded defaults (listen 127.0.0.1:7700, realtime on
+    /// 127.0.0.1:7780, admin port on 127.0.0.1:9700); `--config FILE` reads
+    /// TOML (unknown keys refused; relative file names in it are relative to
+    /// its folder; `--print-config` shows every key, documented, with its
+    /// value). `[dtp]` turns on the DTP protocol; `[terminal]` (needs
+    /// `[dtp]`) runs the terminal control plane — sessions, liveness,
+    /// handover, audit log — and serves its admin endpoints under /v1 on the
+    /// admin port (`dtp ctl`).
+    ///
+    /// Prints one line per address it serves: `listening ADDR` (the
+    /// gateway), `realtime http://ADDR/v1`, `metrics http://ADDR/metrics`,
+    /// `health http://ADDR/healthz http://ADDR/readyz` and, with
+    /// `[terminal]`, `admin http://ADDR/v1`. On the admin port, without the
+    /// token: GET /healthz answers 200 `ok` while the process serves; GET
+    /// /readyz answers 200 `ready` while every shard runs and the control
+    /// thread answers, else 503 `not ready: <why>`.
+    ///
+    /// A port another process holds (even one sharing it with
+    /// SO_REUSEPORT, such as a second `dtp serve`) is refused before
+    /// anything starts: `error: ADDRESS_IN_USE engine.listen ADDR is already
+    /// in use`, exit status 1. Configuration errors are one line `error:
+    /// BAD_CONFIG <file> line N: <what>` or naming the key, exit status 2.
+    ///
+    /// SIGINT/SIGTERM stop it: it prints `draining: …` (no new
+    /// connections, /readyz 503), sends what is queued, closes connections
+    /// within engine.drain_ms, then prints `stopped` and exits 0. Logs go
+    /// to stderr (`--log-format json`: one JSON object per line);
+    /// RUST_LOG=info shows more (e.g. the IO backend's choice).
     Serve(ServeCli),
     /// Drive a gateway with load and print throughput and latency.
     ///
@@ -122,9 +149,10 @@ enum Command {
     ///
     /// Flow: `issuer-key` once per issuer, `noise-key` per Fay, `issue` a
     /// credential binding the Fay's Noise key to its grants, `verify` it as a
-    /// terminal would, `revoke` it. Exit status: 0 on success, 2 on bad input
-    /// or a credential that does not verify (`error: <code> <what>`), 1 when
-    /// a file cannot be read or written.
+    /// terminal would, `revoke` it. Exit status: 0 on success, 2 on bad input,
+    /// a file named that does not exist, or a credential that does not
+    /// verify (`error: <code> <what>`), 1 when a file cannot be read or
+    /// written.
     #[command(subcommand)]
     Cred(cred_cmd::CredCommand),
     /// Administer a running terminal: sessions, resources, handovers,
@@ -216,7 +244,8 @@ struct ServeCli {
     /// Core shards (0: one per core).
     #[arg(long, value_name = "N")]
     shards: Option<usize>,
-    /// Serve no admin port: neither /metrics nor the /v1 endpoints.
+    /// Serve no admin port: neither /metrics, /healthz, /readyz nor the /v1
+    /// endpoints.
     #[arg(long)]
     no_admin: bool,
     /// Do not pin shards to cores (for machines shared with other busy
@@ -224,7 +253,13 @@ struct ServeCli {
     /// free core).
     #[arg(long)]
     no_pin: bool,
-    /// Print the effective configuration as TOML and exit.
+    /// Log lines on stderr as `text` (colour only on a terminal) or `json`
+    /// (one object per line: time, level, target, spans, message and the
+    /// event's fields). RUST_LOG chooses what is logged.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    log_format: logging::LogFormat,
+    /// Print the effective configuration (file and flags) as TOML, every
+    /// key under a comment saying what it is, and exit.
     #[arg(long)]
     print_config: bool,
 }
@@ -416,13 +451,14 @@ impl LimitArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli_error::parse_failure(&e, &Cli::command(), std::env::args()),
+    };
+    logging::init(match &cli.command {
+        Command::Serve(a) => a.log_format,
+        _ => logging::LogFormat::Text,
+    });
     if matches!(
         cli.command,
         Command::Serve(_)

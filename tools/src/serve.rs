@@ -4,6 +4,8 @@
 //! plane (sessions, liveness, handover, audit) and the admin port serves
 //! its `/v1` endpoints.
 
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use dtp_engine::{
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::admin::{self, AdminServer, Api, Exporter};
+use crate::admin::{self, AdminServer, Api, Exporter, Health};
 use crate::cli_error::CliError;
 use crate::config::Config;
 use crate::gateway::{Gateway, MinimalControl};
@@ -37,10 +39,163 @@ pub(crate) struct ServeArgs<'a> {
 }
 
 pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
-    let mut config = Config::load(args.config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
+    let config = configure(&args)?;
+    if args.print_config {
+        print!("{}", crate::config::annotated(&config).map_err(bad_config)?);
+        return Ok(());
+    }
+    let engine_config = config.engine().map_err(bad_config)?;
+    let limits = engine_config.limits;
+    // Catch SIGINT/SIGTERM before anything is announced, so a supervisor
+    // that signals as soon as it sees the address still gets a drain.
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
+    let terminal = config.dtp.terminal(limits).map_err(bad_config)?;
+    // Read and checked whenever it is set, with or without [terminal].
+    let token = config.admin.token().map_err(bad_config)?;
+    let parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
+    let realtime = realtime_parts(&config, engine_config.shard_count())?;
+    // Every port checked before anything starts (the audit log opens,
+    // threads spawn).
+    let (ports, admin_listener) = claim_ports(&config, &engine_config, realtime.as_ref())?;
+    // SPEC §2–3: the terminal plane on the control thread, with its own
+    // verifier (same trust and revocations as CAP's) and admin handle.
+    let (control, plane): (Box<dyn ControlPlane>, Option<PlaneHandle>) = match parts {
+        Some(p) => {
+            let (plane, handle) =
+                TerminalPlane::new(p.config, p.verifier, p.access).map_err(|e| match e {
+                    dtp_engine::PlaneError::Audit(e) => {
+                        CliError::Io(format!("terminal.audit.path: {e}"))
+                    }
+                    e => CliError::Io(format!("terminal: {e}")),
+                })?;
+            (Box::new(plane), Some(handle))
+        }
+        None => (Box::new(MinimalControl), None),
+    };
+    let health = Health::new(engine_config.shard_count());
+    let control = health.probed(control);
+    let dtp_listeners = engine_config.listen.len();
+    let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
+    let up = health.clone();
+    let started = match terminal {
+        // SPEC §1: every connection runs CAP, encryption, agreements and
+        // resume; suspended sessions are shared by all shards.
+        Some(terminal) => {
+            let terminal = Arc::new(terminal);
+            let registry = Arc::new(SessionRegistry::new(config.dtp.max_suspended));
+            start(
+                engine_config,
+                move |i| {
+                    up.shard_started(i);
+                    DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default())
+                },
+                control,
+                realtime,
+            )
+        }
+        None => start(
+            engine_config,
+            move |i| {
+                up.shard_started(i);
+                Gateway { limits }
+            },
+            control,
+            realtime,
+        ),
+    };
+    let engine = started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
+    if let Err(e) = refuse_shared_ports(&engine, &ports) {
+        engine.stop();
+        let _ = engine.join();
+        return Err(e);
+    }
+    say(&format!(
+        "protocol {}",
+        if config.dtp.enabled {
+            "dtp (CAP, encrypted)"
+        } else {
+            "plaintext benchmark protocol"
+        }
+    ));
+    let (dtp_addrs, realtime_addrs) = engine.local_addrs().split_at(dtp_listeners);
+    for addr in dtp_addrs {
+        // One line per address, for scripts (and `dtp bench`) to read.
+        say(&format!("listening {addr}"));
+    }
+    for addr in realtime_addrs {
+        say(&format!(
+            "realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)"
+        ));
+    }
+    say(&format!(
+        "backend {} ({})",
+        engine.backend().kind.name(),
+        engine.backend().reason
+    ));
+    if let Some(t) = &config.terminal {
+        say(&format!(
+            "control terminal plane (terminal_id {})",
+            t.control.terminal_id
+        ));
+    }
+    let human_id = config.terminal.as_ref().map(|t| t.control.human_id());
+    if let Some(listener) = admin_listener {
+        let server = AdminServer {
+            exporter: Exporter {
+                shards: engine.metrics_handles(),
+                control: engine.control_metrics(),
+                backend: engine.backend().clone(),
+                plane: plane.clone(),
+                realtime: realtime_metrics,
+            },
+            api: plane.clone().zip(human_id).map(|(plane, human_id)| Api {
+                plane,
+                human_id,
+                revocations: config.dtp.revoked_at_run_time.clone(),
+            }),
+            token,
+            health: health.clone(),
+        };
+        let has_api = server.api.is_some();
+        let bound = admin::spawn(listener, server)
+            .map_err(|e| CliError::Io(format!("admin.listen: {e}")))?;
+        say(&format!("metrics http://{bound}/metrics"));
+        say(&format!(
+            "health http://{bound}/healthz http://{bound}/readyz"
+        ));
+        if has_api {
+            // `dtp ctl --admin ADDR` talks to this.
+            say(&format!("admin http://{bound}/v1"));
+        }
+    } else if plane.is_some() {
+        tracing::warn!("the terminal plane runs without an admin port (admin.listen is empty)");
+    }
+    // Block here until SIGINT or SIGTERM, then drain and stop.
+    if let Some(sig) = signals.forever().next() {
+        let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+        say(&format!(
+            "draining: {name}: no new connections; open ones get up to {} ms to finish",
+            config.engine.drain_ms
+        ));
+        tracing::info!(signal = name, "draining");
+        health.set_draining();
+        engine.stop();
+    }
+    engine
+        .join()
+        .map_err(|e| CliError::Io(format!("gateway failed: {e}")))?;
+    say("stopped");
+    Ok(())
+}
+
+/// The configuration: the file (or the embedded defaults) with the command
+/// line's overrides.
+fn configure(args: &ServeArgs<'_>) -> Result<Config, CliError> {
+    let mut config = Config::load(args.config).map_err(bad_config)?;
     if let Some(addr) = args.listen {
         config.engine.listen = vec![addr];
-        config.realtime.listen = std::net::SocketAddr::new(addr.ip(), 0);
+        config.realtime.listen = SocketAddr::new(addr.ip(), 0);
     }
     if let Some(addr) = args.realtime_listen {
         config.realtime.listen = addr;
@@ -63,139 +218,109 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     if args.no_pin {
         config.engine.pin = false;
     }
-    if args.print_config {
-        let text = toml::to_string_pretty(&config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
-        print!("{text}");
-        if config.terminal.is_none() {
-            // Present, the section turns the plane on, so its defaults are
-            // only shown once it is there.
-            println!(
-                "\n# [terminal] is absent: the minimal control plane runs. Add\n# [terminal.control] terminal_id = \"...\" (with [dtp] enabled) for the\n# terminal control plane; --print-config then shows its defaults."
-            );
+    Ok(config)
+}
+
+fn bad_config(e: impl std::fmt::Display) -> CliError {
+    CliError::usage("BAD_CONFIG", e)
+}
+
+/// One status line on stdout; a reader that went away is no reason to fail.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
+/// A port that cannot be had, naming its key and address: a port another
+/// process holds is `ADDRESS_IN_USE` (exit status 1: the port is not the
+/// input's fault).
+fn port_error(key: &str, addr: SocketAddr, e: &std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        CliError::Io(format!(
+            "ADDRESS_IN_USE {key} {addr} is already in use (another process listens there: stop it or choose another port)"
+        ))
+    } else {
+        CliError::Io(format!("{key} {addr}: {e}"))
+    }
+}
+
+/// A port this gateway holds, and the key that names it.
+type Port = (&'static str, SocketAddr);
+
+/// Every port this gateway will hold, with the key that names it, checked:
+/// no two of our own share one, no other process holds one (the admin port
+/// is bound here, the others only probed: the shards bind them).
+fn claim_ports(
+    config: &Config,
+    engine: &EngineConfig,
+    realtime: Option<&RealtimeParts>,
+) -> Result<(Vec<Port>, Option<std::net::TcpListener>), CliError> {
+    let mut ports: Vec<Port> = engine
+        .listen
+        .iter()
+        .map(|a| ("engine.listen", *a))
+        .collect();
+    ports.extend(realtime.map(|r| ("realtime.listen", r.listen)));
+    let admin = config.admin.listen.map(|a| ("admin.listen", a));
+    refuse_overlaps(ports.iter().chain(&admin))?;
+    for (key, addr) in &ports {
+        dtp_transports::probe_listen(*addr).map_err(|e| port_error(key, *addr, &e))?;
+    }
+    let admin = match admin {
+        Some((key, addr)) => {
+            Some(std::net::TcpListener::bind(addr).map_err(|e| port_error(key, addr, &e))?)
         }
+        None => None,
+    };
+    Ok((ports, admin))
+}
+
+/// Two of our own listeners on one port (the same address, or either the
+/// wildcard) is a configuration mistake, named by both keys.
+fn refuse_overlaps<'a>(
+    ports: impl Iterator<Item = &'a (&'a str, SocketAddr)> + Clone,
+) -> Result<(), CliError> {
+    for (i, (key, addr)) in ports.clone().enumerate() {
+        let clash = ports.clone().skip(i + 1).find(|(_, other)| {
+            addr.port() != 0
+                && other.port() == addr.port()
+                && (other.ip() == addr.ip()
+                    || other.ip().is_unspecified()
+                    || addr.ip().is_unspecified())
+        });
+        if let Some((other_key, other)) = clash {
+            return Err(bad_config(format!(
+                "{other_key} {other} takes the port of {key} {addr}: give each its own port"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// After the shards listen: refuses when a listener of
+/// another process shares one of our ports — one that started at the same
+/// instant as we did, past [`dtp_transports::probe_listen`]. `/proc` that
+/// cannot be read skips the check (the probe ran).
+fn refuse_shared_ports(
+    engine: &EngineHandle,
+    ports: &[(&str, SocketAddr)],
+) -> Result<(), CliError> {
+    let bound = engine.local_addrs();
+    let foreign = match dtp_transports::foreign_listeners(bound) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list the listening sockets; the port check before start-up stands");
+            return Ok(());
+        }
+    };
+    let Some(other) = foreign.first() else {
         return Ok(());
-    }
-    let engine_config = config
-        .engine()
-        .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
-    let limits = engine_config.limits;
-    // Catch SIGINT/SIGTERM before anything is announced, so a supervisor
-    // that signals as soon as it sees the address still gets a drain.
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
-    let terminal = config
-        .dtp
-        .terminal(limits)
-        .map_err(|e| CliError::usage("BAD_CONFIG", e))?;
-    let parts = plane_parts(&config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
-    let token = parts.as_ref().and_then(|p| p.token.clone());
-    // SPEC §2–3: the terminal plane on the control thread, with its own
-    // verifier (same trust and revocations as CAP's) and admin handle.
-    let (control, plane): (Box<dyn ControlPlane>, Option<PlaneHandle>) = match parts {
-        Some(p) => {
-            let (plane, handle) =
-                TerminalPlane::new(p.config, p.verifier, p.access).map_err(|e| match e {
-                    dtp_engine::PlaneError::Audit(e) => {
-                        CliError::Io(format!("terminal.audit.path: {e}"))
-                    }
-                    e => CliError::Io(format!("terminal: {e}")),
-                })?;
-            (Box::new(plane), Some(handle))
-        }
-        None => (Box::new(MinimalControl), None),
     };
-    let realtime = realtime_parts(&config, engine_config.shard_count())?;
-    let dtp_listeners = engine_config.listen.len();
-    let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
-    let started = match terminal {
-        // SPEC §1: every connection runs CAP, encryption, agreements and
-        // resume; suspended sessions are shared by all shards.
-        Some(terminal) => {
-            let terminal = Arc::new(terminal);
-            let registry = Arc::new(SessionRegistry::new(config.dtp.max_suspended));
-            start(
-                engine_config,
-                move |_| {
-                    DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default())
-                },
-                control,
-                realtime,
-            )
-        }
-        None => start(
-            engine_config,
-            move |_| Gateway { limits },
-            control,
-            realtime,
-        ),
-    };
-    let engine = started.map_err(|e| CliError::Io(format!("could not start the gateway: {e}")))?;
-    println!(
-        "protocol {}",
-        if config.dtp.enabled {
-            "dtp (CAP, encrypted)"
-        } else {
-            "plaintext benchmark protocol"
-        }
-    );
-    let (dtp_addrs, realtime_addrs) = engine.local_addrs().split_at(dtp_listeners);
-    for addr in dtp_addrs {
-        // One line per address, for scripts (and `dtp bench`) to read.
-        println!("listening {addr}");
-    }
-    for addr in realtime_addrs {
-        println!("realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)");
-    }
-    println!(
-        "backend {} ({})",
-        engine.backend().kind.name(),
-        engine.backend().reason
-    );
-    if let Some(t) = &config.terminal {
-        println!(
-            "control terminal plane (terminal_id {})",
-            t.control.terminal_id
-        );
-    }
-    let human_id = config.terminal.as_ref().map(|t| t.control.human_id());
-    if let Some(addr) = config.admin.listen {
-        let server = AdminServer {
-            exporter: Exporter {
-                shards: engine.metrics_handles(),
-                control: engine.control_metrics(),
-                backend: engine.backend().clone(),
-                plane: plane.clone(),
-                realtime: realtime_metrics,
-            },
-            api: plane.clone().zip(human_id).map(|(plane, human_id)| Api {
-                plane,
-                human_id,
-                revocations: config.dtp.revoked_at_run_time.clone(),
-            }),
-            token,
-        };
-        let has_api = server.api.is_some();
-        let bound = admin::spawn(addr, server)
-            .map_err(|e| CliError::Io(format!("admin port {addr}: {e}")))?;
-        println!("metrics http://{bound}/metrics");
-        if has_api {
-            // `dtp ctl --admin ADDR` talks to this.
-            println!("admin http://{bound}/v1");
-        }
-    } else if plane.is_some() {
-        tracing::warn!("the terminal plane runs without an admin port (admin.listen is empty)");
-    }
-    let stop = engine.stop_flag();
-    let wakers_engine = &engine;
-    // Block here until SIGINT or SIGTERM, then drain and stop.
-    if let Some(sig) = signals.forever().next() {
-        tracing::info!(signal = sig, "stopping: no new connections, draining");
-        stop.store(true, std::sync::atomic::Ordering::Release);
-        wakers_engine.stop();
-    }
-    engine
-        .join()
-        .map_err(|e| CliError::Io(format!("gateway failed: {e}")))
+    let (key, addr) = bound
+        .iter()
+        .zip(ports)
+        .find(|(b, _)| b.port() == other.port())
+        .map_or(("engine.listen", *other), |(b, (key, _))| (*key, *b));
+    Err(port_error(key, addr, &std::io::ErrorKind::AddrInUse.into()))
 }
 
 /// The realtime front end's parts, when `[realtime]` is on.

@@ -190,6 +190,26 @@ impl OsAccess for Access {
 }
 
 impl TerminalSection {
+    /// Makes the audit log's path, and a command's program named with a
+    /// folder (`./grant.sh`, `bin/grant`; a bare name is looked up on
+    /// `PATH`), relative to `base` (the configuration file's folder).
+    pub(crate) fn resolve_paths(&mut self, base: &std::path::Path) {
+        if let Some(audit) = &mut self.audit
+            && audit.path.is_relative()
+        {
+            audit.path = base.join(&audit.path);
+        }
+        if let OsAccessSection::Command(c) = &mut self.os_access {
+            for argv in [&mut c.grant, &mut c.revoke] {
+                if let Some(program) = argv.first_mut()
+                    && program.contains('/')
+                {
+                    crate::config::resolve(base, program);
+                }
+            }
+        }
+    }
+
     /// The engine's plane configuration and the OS access control, every
     /// range and reference checked (scripts compiled); errors name the key
     /// (`terminal.control: …`, `terminal.model_workers: …`).
@@ -244,15 +264,16 @@ pub(crate) struct PlaneParts {
     pub(crate) access: Access,
     /// Built from `[dtp]`'s `trust` and `revocations`, like CAP's.
     pub(crate) verifier: Verifier,
-    /// `[admin] token_file`'s token.
-    pub(crate) token: Option<String>,
 }
 
 /// `[terminal]` checked against the rest of the file: it needs
 /// `[dtp] enabled = true` (sessions come from DTP's authenticated
-/// connections), and an admin port off loopback needs a token. `None`:
-/// no `[terminal]`.
-pub(crate) fn plane_parts(config: &Config) -> Result<Option<PlaneParts>, String> {
+/// connections), and an admin port off loopback needs a token (`token`,
+/// read from `[admin] token_file`). `None`: no `[terminal]`.
+pub(crate) fn plane_parts(
+    config: &Config,
+    token: Option<&str>,
+) -> Result<Option<PlaneParts>, String> {
     let Some(section) = &config.terminal else {
         return Ok(None);
     };
@@ -263,7 +284,6 @@ pub(crate) fn plane_parts(config: &Config) -> Result<Option<PlaneParts>, String>
                 .to_owned(),
         );
     }
-    let token = config.admin.token()?;
     if let Some(addr) = config.admin.listen
         && !addr.ip().is_loopback()
         && token.is_none()
@@ -278,7 +298,6 @@ pub(crate) fn plane_parts(config: &Config) -> Result<Option<PlaneParts>, String>
         config: plane,
         access,
         verifier: config.dtp.verifier()?,
-        token,
     }))
 }
 

@@ -532,14 +532,19 @@ fn bad_modes_grants_and_times_exit_2_with_one_line() {
 }
 
 #[test]
-fn unreadable_files_exit_1() {
+fn missing_files_exit_2_and_unreadable_ones_exit_1() {
     let s = Scratch::new("unreadable");
     s.issuer("issuer.key");
     s.credential("issuer.key", "fay.cred");
     fs::create_dir(s.path("a-directory")).unwrap();
+    // A file that exists but cannot be read: outside the input's fault.
+    let o = s.dtp(&["cred", "inspect", "a-directory"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // A file or folder named that does not exist: bad usage.
     for args in [
         &["cred", "inspect", "missing.cred"][..],
-        &["cred", "inspect", "a-directory"],
         &["cred", "verify", "fay.cred", "--trust", "missing.pub"],
         &[
             "cred",
@@ -575,9 +580,9 @@ fn unreadable_files_exit_1() {
     ] {
         let o = s.dtp(args);
         let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.starts_with("error: NOT_FOUND "), "{err}");
     }
 }
 

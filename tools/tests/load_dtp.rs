@@ -244,5 +244,6 @@ fn bad_dtp_options_are_refused_before_anything_runs() {
         .args(["--credential", &s.path("fay.cred")])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A file named that does not exist is bad usage, as everywhere.
+    assert_usage_error(&out, "NOT_FOUND");
 }

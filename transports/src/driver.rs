@@ -527,21 +527,160 @@ impl Driver {
 }
 
 /// A listening TCP socket on `addr` (close-on-exec, SO_REUSEADDR, and
-/// SO_REUSEPORT when asked, so every shard can listen on one port).
+/// SO_REUSEPORT when asked, so every shard can listen on one port). Its
+/// errors name the address (`127.0.0.1:7700: Address already in use`).
 pub(crate) fn listener_socket(
     addr: std::net::SocketAddr,
     reuse_port: bool,
 ) -> std::io::Result<socket2::Socket> {
+    let listen = || -> io::Result<socket2::Socket> {
+        let socket = bindable_socket(addr)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(4096)?;
+        Ok(socket)
+    };
+    listen().map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))
+}
+
+/// Whether `addr` is free for this process alone: binds a plain socket
+/// (SO_REUSEADDR as our listeners have, but no SO_REUSEPORT) and lets it
+/// go. A listener of another process on the port — even one with
+/// SO_REUSEPORT, which our shards' sockets would otherwise join, splitting
+/// the traffic between two gateways — makes the bind fail with
+/// `AddrInUse`. Port 0 always passes (the kernel picks a free port); call
+/// it before the shards listen, and [`foreign_listeners`] after.
+pub fn probe_listen(addr: SocketAddr) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    bindable_socket(addr)?.bind(&addr.into())
+}
+
+/// A TCP socket for `addr`'s family, close-on-exec, with SO_REUSEADDR (a
+/// port whose old connections linger in TIME_WAIT can be listened on).
+fn bindable_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM.cloexec(),
         None,
     )?;
     socket.set_reuse_address(true)?;
-    if reuse_port {
-        socket.set_reuse_port(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(4096)?;
     Ok(socket)
+}
+
+/// The listening TCP sockets of other processes that share a port with one
+/// of `addrs` (same address family; same address, or either the wildcard):
+/// read from `/proc/net/tcp{,6}`, a socket counting as ours when one of
+/// this process's file descriptors is it. Run after every shard listens, it
+/// closes the gap [`probe_listen`] leaves: two gateways started at the
+/// same instant both find the other, and port 0. An error: `/proc` could
+/// not be read.
+pub fn foreign_listeners(addrs: &[SocketAddr]) -> io::Result<Vec<SocketAddr>> {
+    let mut ours = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let Ok(link) = std::fs::read_link(entry?.path()) else {
+            continue; // closed since the listing
+        };
+        let link = link.to_string_lossy();
+        if let Some(inode) = link
+            .strip_prefix("socket:[")
+            .and_then(|l| l.strip_suffix(']'))
+            .and_then(|i| i.parse::<u64>().ok())
+        {
+            ours.insert(inode);
+        }
+    }
+    let mut foreign = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = match std::fs::read_to_string(table) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // no IPv6
+            Err(e) => return Err(e),
+        };
+        for (local, inode) in text.lines().skip(1).filter_map(proc_net_listener) {
+            let shares = addrs.iter().any(|a| {
+                a.port() == local.port()
+                    && a.is_ipv4() == local.is_ipv4()
+                    && (a.ip() == local.ip()
+                        || a.ip().is_unspecified()
+                        || local.ip().is_unspecified())
+            });
+            if shares && !ours.contains(&inode) {
+                foreign.push(local);
+            }
+        }
+    }
+    Ok(foreign)
+}
+
+/// A line of `/proc/net/tcp{,6}` that is a listener: its local address and
+/// socket inode. Addresses are hex, in 32-bit words of host byte order.
+fn proc_net_listener(line: &str) -> Option<(SocketAddr, u64)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+    if *state != "0A" {
+        return None; // TCP_LISTEN
+    }
+    let (ip, port) = local.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut bytes = Vec::with_capacity(16);
+    for i in (0..ip.len()).step_by(8) {
+        let word = u32::from_str_radix(ip.get(i..i + 8)?, 16).ok()?;
+        bytes.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip: std::net::IpAddr = match bytes.len() {
+        4 => <[u8; 4]>::try_from(bytes).ok()?.into(),
+        16 => <[u8; 16]>::try_from(bytes).ok()?.into(),
+        _ => return None,
+    };
+    Some((SocketAddr::new(ip, port), inode.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn proc_net_lines_give_listeners_and_their_inodes() {
+        // As the kernel prints them on a little-endian machine.
+        let v4 = "   0: 0100007F:1E14 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0";
+        let v6 = "   1: 00000000000000000000000001000000:1E15 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0";
+        let established = v4.replace(" 0A ", " 01 ");
+        if cfg!(target_endian = "little") {
+            assert_eq!(
+                proc_net_listener(v4),
+                Some(("127.0.0.1:7700".parse().unwrap(), 4242))
+            );
+            assert_eq!(
+                proc_net_listener(v6),
+                Some(("[::1]:7701".parse().unwrap(), 77))
+            );
+        }
+        assert_eq!(proc_net_listener(&established), None);
+        assert_eq!(proc_net_listener("  sl  local_address rem_address"), None);
+    }
+
+    #[test]
+    fn a_port_shared_with_reuseport_is_refused_by_the_probe_but_ours_is_not_foreign() {
+        let held = listener_socket("127.0.0.1:0".parse().unwrap(), true).unwrap();
+        let addr = held.local_addr().unwrap().as_socket().unwrap();
+        // A second SO_REUSEPORT listener could join this port; the probe cannot.
+        assert!(listener_socket(addr, true).is_ok());
+        let e = probe_listen(addr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        // Every listener on the port is this process's own.
+        assert_eq!(foreign_listeners(&[addr]).unwrap(), Vec::new());
+        drop(held);
+        // Bind errors name the address.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let e = listener_socket(addr, true).unwrap_err();
+        assert!(e.to_string().starts_with(&addr.to_string()), "{e}");
+        assert!(probe_listen(SocketAddr::new(addr.ip(), 0)).is_ok());
+    }
 }

@@ -37,7 +37,7 @@ pub use adapter::{
 pub use buffers::RecvChunk;
 pub use driver::{
     BackendChoice, BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig,
-    DriverStats, Event, ListenerId, Waker,
+    DriverStats, Event, ListenerId, Waker, foreign_listeners, probe_listen,
 };
 pub use fault::{FaultInjector, FaultPlan, FaultStats, Rechunk};
 pub use lent::RecvBuf;

@@ -1,7 +1,8 @@
-//! The admin port: Prometheus `/metrics` and, when `[terminal]` runs, the
-//! `/v1` admin endpoints ([`api`]), over plain HTTP/1.1 on threads of their
-//! own so a slow client never touches a core shard or the control thread
-//! (a plane call waits at most the handle's 2 s).
+//! The admin port: Prometheus `/metrics`, the `/healthz` and `/readyz`
+//! probes ([`health`]) and, when `[terminal]` runs, the `/v1` admin
+//! endpoints ([`api`]), over plain HTTP/1.1 on threads of their own so a
+//! slow client never touches a core shard or the control thread (a plane
+//! call waits at most the handle's 2 s).
 //!
 //! Each connection carries one request (bounded: [`http::MAX_HEAD`],
 //! [`http::MAX_BODY`], 5 s to send it) and gets one answer; at most
@@ -9,12 +10,15 @@
 //! token (`[admin] token_file`) every `/v1` request needs
 //! `Authorization: Bearer <token>`; without one the port must stay on
 //! loopback (`dtp serve` refuses otherwise when `[terminal]` is on).
+//! `/metrics`, `/healthz` and `/readyz` never need the token.
 
 mod api;
+mod health;
 mod http;
 mod metrics;
 
 pub(crate) use api::Api;
+pub(crate) use health::Health;
 pub(crate) use metrics::Exporter;
 
 use std::io::Write;
@@ -38,12 +42,14 @@ pub(crate) struct AdminServer {
     pub(crate) api: Option<Api>,
     /// The bearer token `/v1` requires, if any.
     pub(crate) token: Option<String>,
+    /// What `/readyz` answers from.
+    pub(crate) health: Arc<Health>,
 }
 
-/// Serves `server` on `addr` from a background thread; returns the bound
-/// address.
-pub(crate) fn spawn(addr: SocketAddr, server: AdminServer) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr)?;
+/// Serves `server` on `listener` (bound beforehand, so that a taken port
+/// fails before the gateway starts) from a background thread; returns the
+/// bound address.
+pub(crate) fn spawn(listener: TcpListener, server: AdminServer) -> std::io::Result<SocketAddr> {
     let local = listener.local_addr()?;
     let server = Arc::new(server);
     let active = Arc::new(AtomicUsize::new(0));
@@ -134,8 +140,17 @@ fn route(server: &AdminServer, request: &http::Request) -> Response {
         ["metrics"] if request.method == "GET" => {
             Response::text(200, "text/plain; version=0.0.4", server.exporter.render())
         }
-        ["metrics"] => Response::error(405, "METHOD_NOT_ALLOWED", "this endpoint takes GET")
-            .with_header("allow", "GET"),
+        ["healthz"] if request.method == "GET" => {
+            Response::text(200, "text/plain", "ok\n".to_owned())
+        }
+        ["readyz"] if request.method == "GET" => match server.health.ready() {
+            Ok(()) => Response::text(200, "text/plain", "ready\n".to_owned()),
+            Err(why) => Response::text(503, "text/plain", format!("not ready: {why}\n")),
+        },
+        ["metrics" | "healthz" | "readyz"] => {
+            Response::error(405, "METHOD_NOT_ALLOWED", "this endpoint takes GET")
+                .with_header("allow", "GET")
+        }
         ["v1", rest @ ..] => {
             if let Some(token) = &server.token
                 && !authorized(request.authorization.as_deref(), token)
@@ -159,7 +174,7 @@ fn route(server: &AdminServer, request: &http::Request) -> Response {
         _ => Response::error(
             404,
             "NOT_FOUND",
-            "no such endpoint: try /metrics or /v1/sessions",
+            "no such endpoint: try /metrics, /healthz, /readyz or /v1/sessions",
         ),
     }
 }

@@ -38,8 +38,9 @@ pub(crate) fn pub_path(path: &Path) -> PathBuf {
 }
 
 /// Reads a text file of at most `max` bytes. A file that cannot be read is
-/// an IO error (exit 1); one that is too long or not UTF-8 is bad input
-/// (exit 2) reported with `code`.
+/// an IO error (exit 1) — one that does not exist is bad input (exit 2,
+/// NOT_FOUND); one that is too long or not UTF-8 is bad input (exit 2)
+/// reported with `code`.
 pub(crate) fn read_text(path: &Path, max: usize, code: &str) -> Result<String, CliError> {
     let file = File::open(path).map_err(|e| CliError::io(path.display(), e))?;
     let mut bytes = Vec::new();
@@ -217,7 +218,9 @@ mod tests {
         fs::write(&f, [0xff, 0xfe]).unwrap();
         assert!(matches!(read_text(&f, 4, "X"), Err(CliError::Input(l)) if l.contains("UTF-8")));
         let missing = dir.join("missing");
-        assert!(matches!(read_text(&missing, 4, "X"), Err(CliError::Io(_))));
+        assert!(
+            matches!(read_text(&missing, 4, "X"), Err(CliError::Input(l)) if l.starts_with("NOT_FOUND "))
+        );
         assert_eq!(ok(read_text_or_empty(&missing, 4, "X")), "");
         assert_eq!(pub_path(&f), dir.join("f.pub"));
         fs::remove_dir_all(&dir).unwrap();
