@@ -459,6 +459,12 @@ fn main() -> ExitCode {
         Command::Serve(a) => a.log_format,
         _ => logging::LogFormat::Text,
     });
+    // A server started by `dtp bench` ends with the bench, even a killed one.
+    if std::env::var_os(bench::BENCH_CHILD).is_some()
+        && !matches!(dtp_transports::die_with_parent(), Ok(true))
+    {
+        return ExitCode::from(1);
+    }
     if matches!(
         cli.command,
         Command::Serve(_)

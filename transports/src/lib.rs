@@ -67,6 +67,21 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     }
 }
 
+/// Asks the kernel to kill this process when the thread that started it
+/// exits (Linux `PR_SET_PDEATHSIG`), so a server started by `dtp bench`
+/// never outlives a bench that was killed. Returns `false` (and changes
+/// nothing) if the parent is already gone, so the caller can stop at once.
+pub fn die_with_parent() -> std::io::Result<bool> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointers.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // The parent may have exited before the call: then we were re-parented
+    // and no signal will come.
+    // SAFETY: getppid has no preconditions.
+    Ok(unsafe { libc::getppid() } != 1)
+}
+
 /// Raises this process's open-file limit (RLIMIT_NOFILE) to its hard limit
 /// and returns the new soft limit: a gateway or load generator with many
 /// connections needs one descriptor each.

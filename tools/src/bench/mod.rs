@@ -32,7 +32,7 @@ use crate::cli_error::CliError;
 use progress::Progress;
 
 pub(crate) use control::ControlBenchCli;
-pub(crate) use server::Server;
+pub(crate) use server::{BENCH_CHILD, Server};
 
 /// A workload of `dtp bench`: the plaintext benchmark protocol, the same
 /// over the full DTP protocol (CAP, an agreement, AES-256-GCM sealed

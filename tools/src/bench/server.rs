@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use dtp_bench::procstat::{self, Sample};
 
+/// Set in a server's environment: it dies with the bench
+/// (`dtp_transports::die_with_parent`, called by `main`).
+pub(crate) const BENCH_CHILD: &str = "DTP_BENCH_CHILD";
+
 /// How long a server may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -31,6 +35,7 @@ impl Server {
         let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
         let mut child = Command::new(exe)
             .args(args)
+            .env(BENCH_CHILD, "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
