@@ -122,7 +122,20 @@ fn why_not_listening(name: &str, child: &mut Child, stderr: &mpsc::Receiver<Stri
     }
     let _ = child.kill();
     let status = child.wait().ok();
-    let last: Vec<String> = stderr.try_iter().collect();
+    // Once it has exited its stderr ends too: read to the end (bounded in
+    // time, should something else hold the pipe) so its last line is in.
+    let mut last: Vec<String> = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match stderr.recv_timeout(left) {
+            Ok(line) => last.push(line),
+            Err(_) => break,
+        }
+        if running && left.is_zero() {
+            break;
+        }
+    }
     // Its own `error: …` line if it printed one, else its last line.
     let why = last
         .iter()
