@@ -10,8 +10,12 @@
 
 use std::collections::BTreeMap;
 
+use std::borrow::Cow;
+use std::fmt;
+
 use bytes::{BufMut, Bytes, BytesMut};
-use serde_json::{Map, Value};
+use serde::Deserializer;
+use serde::de::{self, Deserialize, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::msg::RtRefusal;
 
@@ -83,24 +87,22 @@ impl StreamState {
         let Self::Table(t) = self else {
             return Ok(Change::Last);
         };
-        let Ok(members) = serde_json::from_slice::<Map<String, Value>>(payload) else {
+        let mut de = serde_json::Deserializer::from_slice(payload);
+        let probe = Probe { shape: &t.shape };
+        let Ok((Some(key), gone)) = de.deserialize_map(probe) else {
             return Err(RtRefusal::NotARow);
         };
-        let Some(Value::String(key)) = members.get(t.shape.key) else {
-            return Err(RtRefusal::NotARow);
-        };
-        let (member, value) = t.shape.gone;
-        if members.get(member).and_then(Value::as_str) == Some(value) {
-            return Ok(Change::Remove(key.as_str().into()));
+        if gone {
+            return Ok(Change::Remove(key.into()));
         }
-        let old = t.rows.get(key.as_str()).map_or(0, |r| r.len() + key.len());
-        let grows = !t.rows.contains_key(key.as_str());
+        let old = t.rows.get(&*key).map_or(0, |r| r.len() + key.len());
+        let grows = old == 0;
         if (grows && t.rows.len() >= MAX_TABLE_ROWS)
             || t.bytes - old + payload.len() + key.len() > MAX_TABLE_BYTES
         {
             return Err(RtRefusal::TableFull);
         }
-        Ok(Change::Set(key.as_str().into()))
+        Ok(Change::Set(key.into()))
     }
 
     /// Applies a committed event's payload, as [`StreamState::check`] said.
@@ -146,6 +148,96 @@ impl StreamState {
     }
 }
 
+/// Reads the two members of a payload a table needs — its row key and
+/// whether it removes the row — without building the whole object: the
+/// built-in streams' events are on the control thread's hot path.
+struct Probe<'s> {
+    shape: &'s TableShape,
+}
+
+impl<'de> Visitor<'de> for Probe<'_> {
+    /// The row key (if the key member is a string), and whether the
+    /// payload removes the row.
+    type Value = (Option<Cow<'de, str>>, bool);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut key, mut gone) = (None, false);
+        let (member, value) = self.shape.gone;
+        while let Some(name) = map.next_key::<Text<'de>>()? {
+            if name.0.as_deref() == Some(self.shape.key) {
+                key = map.next_value::<Text<'de>>()?.0;
+            } else if name.0.as_deref() == Some(member) {
+                gone = map.next_value::<Text<'de>>()?.0.as_deref() == Some(value);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok((key, gone))
+    }
+}
+
+/// Any JSON value: its text if it is a string (borrowed when it has no
+/// escapes), else nothing.
+struct Text<'de>(Option<Cow<'de, str>>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Text<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Text(Some(Cow::Borrowed(v))))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Text(Some(Cow::Owned(v.to_owned()))))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Text(None))
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Text(None))
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Text(None))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Text(None))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Text(None))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Text(None))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Text(None))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,7 +273,21 @@ mod tests {
             panic!("not a table");
         };
         assert_eq!(t.bytes, 1 + r#"{"id":"b","to":"active"}"#.len());
-        for bad in [r#"{"to":"active"}"#, r#"{"id":7}"#, "[1]", "not json"] {
+        // Escaped strings and members of any type are read too.
+        fold(
+            &mut s,
+            r#"{"n":[1,{"x":null}],"id":"\u0063","m":{"a":[true]}}"#,
+        )
+        .unwrap();
+        fold(&mut s, r#"{"id":"c","to":"terminated","x":1.5}"#).unwrap();
+        for bad in [
+            r#"{"to":"active"}"#,
+            r#"{"id":7}"#,
+            r#"{"id":["a"]}"#,
+            "[1]",
+            "not json",
+            r#"{"id":"a""#,
+        ] {
             assert_eq!(
                 s.check(bad.as_bytes()).err(),
                 Some(RtRefusal::NotARow),
