@@ -142,6 +142,13 @@ impl<A: Service, B: Service> Service for Pair<A, B> {
         self.a.connect_failed(conn, errno);
     }
 
+    fn stopping(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
+        match state {
+            PairConn::A(s) => self.a.stopping(s, out),
+            PairConn::B(s) => self.b.stopping(s, out),
+        }
+    }
+
     fn close(&mut self, state: Self::Conn, reason: CloseReason) {
         match state {
             PairConn::A(s) => self.a.close(s, reason),

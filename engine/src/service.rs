@@ -298,6 +298,15 @@ pub trait Service {
         let _ = (conn, errno);
     }
 
+    /// The shard is stopping: called once for each of its connections,
+    /// before every connection is closed (after what is queued is sent), so
+    /// that a protocol can say goodbye in its own words — e.g. a realtime
+    /// session's CLOSE RESTART (SPEC RT-8, RT-9) instead of a cut. The
+    /// default says nothing.
+    fn stopping(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
+        let _ = (state, out);
+    }
+
     /// The connection closed; its state is handed back for the last time.
     fn close(&mut self, state: Self::Conn, reason: CloseReason) {
         let _ = (state, reason);

@@ -7,7 +7,7 @@
 //! unless it says otherwise: `t_sse` (SPEC RT-8, RT-6), `t_status` (status
 //! mapping, RT-14), `t_snapshot` (RT-6, RT-11), `t_ws` and `t_ws_frames`
 //! (RT-9, RT-13), `t_echo` (RFC 6455 echo), `t_backpressure` (RT-10 and
-//! fan-out over both shards).
+//! fan-out over both shards), `t_restart` (CLOSE RESTART at shutdown).
 
 #![allow(
     clippy::unwrap_used,
@@ -28,6 +28,8 @@ mod wsc;
 mod t_backpressure;
 #[path = "realtime/t_echo.rs"]
 mod t_echo;
+#[path = "realtime/t_restart.rs"]
+mod t_restart;
 #[path = "realtime/t_snapshot.rs"]
 mod t_snapshot;
 #[path = "realtime/t_sse.rs"]

@@ -7,6 +7,7 @@ use std::path::Path;
 use dtp_codec::{EncodeError, ErrorCode, Limits};
 
 use crate::cli_error::{CliError, out};
+use crate::text::plural;
 
 /// The longest JSON line accepted: a maximal frame in hex plus its framing.
 fn max_line(limits: &Limits) -> u64 {
@@ -46,7 +47,10 @@ fn encode_lines(
         if n as u64 > max_line(&limits) {
             return Err(CliError::at(
                 "INVALID_JSON",
-                format_args!("line {number}: longer than {} bytes", max_line(&limits)),
+                format_args!(
+                    "line {number}: longer than {}",
+                    plural(max_line(&limits), "byte")
+                ),
                 at,
             ));
         }

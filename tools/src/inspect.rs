@@ -5,9 +5,10 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
 use bytes::BytesMut;
-use dtp_codec::{DecodeError, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use dtp_codec::{DecodeError, ErrorCode, FrameDecoder, HEADER_LEN, Limits, LogicalFrame};
 
 use crate::cli_error::{CliError, out};
+use crate::text::plural;
 
 /// How much is read from the input at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -91,20 +92,33 @@ fn decode_stream(
     if buf.is_empty() {
         return Ok(());
     }
-    // Input ended inside a frame: say how much was missing.
-    let needed = match dtp_codec::peek_frame_len(&buf, &limits) {
+    Err(truncated(&buf, &limits, consumed))
+}
+
+/// The input ended inside the frame starting at `frame_start` (`buf` holds
+/// what is left of it): says how much is missing — of the 16-byte header
+/// (SPEC FRM-5: codec/FORMAT.md) if even that is not whole, else of the whole frame. Bytes
+/// that are already wrong are reported as such (bad magic, unknown kind…).
+fn truncated(buf: &[u8], limits: &Limits, frame_start: u64) -> CliError {
+    let needed = match dtp_codec::peek_frame_len(buf, limits) {
         Ok(total) => total,
         Err(DecodeError::Incomplete { needed }) => needed,
-        Err(e) => return Err(decode_error(e, consumed)),
+        Err(e) => return decode_error(e, frame_start),
     };
-    Err(CliError::at(
-        ErrorCode::TRUNCATED,
-        format_args!(
-            "input ends inside a frame ({} of {needed} bytes present)",
+    let what = if buf.len() < HEADER_LEN {
+        let verb = if buf.len() == 1 { "was" } else { "were" };
+        format!(
+            "a frame header needs {HEADER_LEN} bytes, only {} {verb} given",
             buf.len()
-        ),
-        consumed,
-    ))
+        )
+    } else {
+        format!(
+            "input ends inside a frame ({} of {} present)",
+            buf.len(),
+            plural(needed, "byte")
+        )
+    };
+    CliError::at(ErrorCode::TRUNCATED, what, frame_start)
 }
 
 fn decode_error(e: DecodeError, frame_start: u64) -> CliError {
@@ -120,7 +134,7 @@ fn decode_error(e: DecodeError, frame_start: u64) -> CliError {
         ),
         DecodeError::Incomplete { needed } => CliError::at(
             ErrorCode::TRUNCATED,
-            format_args!("{needed} bytes needed"),
+            format_args!("{} needed", plural(needed, "byte")),
             frame_start,
         ),
     }

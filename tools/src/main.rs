@@ -21,6 +21,7 @@ mod realtime_cfg;
 mod serve;
 mod sim;
 mod terminal_cfg;
+mod text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -430,10 +431,21 @@ enum FrameCommand {
     Sample,
 }
 
+/// The smallest `--max-frame-len` that `Limits::validate` accepts.
+const MIN_FRAME_LEN: u32 = 64;
+
 #[derive(Args)]
 struct LimitArgs {
-    /// Largest frame body accepted or written, in bytes (at most 16777216).
-    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_frame_len)]
+    /// Largest frame body accepted or written, in bytes.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = Limits::default().max_frame_len,
+        help = format!(
+            "Largest frame body accepted or written, in bytes ({MIN_FRAME_LEN} to {})",
+            Limits::MAX_FRAME_LEN_CEILING
+        )
+    )]
     max_frame_len: u32,
 }
 
@@ -826,4 +838,28 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod limit_args_tests {
+    #![allow(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
+
+    use clap::CommandFactory;
+
+    use super::{Cli, LimitArgs, Limits, MIN_FRAME_LEN};
+
+    #[test]
+    fn max_frame_len_help_names_exactly_the_range_that_is_accepted() {
+        let ok = |n: u32| LimitArgs { max_frame_len: n }.limits().is_ok();
+        let max = Limits::MAX_FRAME_LEN_CEILING;
+        assert!(ok(MIN_FRAME_LEN) && ok(max), "both ends are accepted");
+        assert!(
+            !ok(MIN_FRAME_LEN - 1) && !ok(max + 1),
+            "one past either end is not"
+        );
+        let mut cli = Cli::command();
+        let inspect = cli.find_subcommand_mut("inspect").unwrap();
+        let help = inspect.render_help().to_string();
+        assert!(help.contains("(64 to 16777216)"), "{help}");
+    }
 }

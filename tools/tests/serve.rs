@@ -22,6 +22,8 @@ struct Gateway {
     child: Child,
     addr: SocketAddr,
     metrics: Option<SocketAddr>,
+    /// The realtime front end, when `--realtime-listen` was given.
+    realtime: Option<SocketAddr>,
 }
 
 fn start(args: &[&str]) -> Gateway {
@@ -34,14 +36,20 @@ fn start(args: &[&str]) -> Gateway {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let want_metrics = !args.contains(&"--no-admin");
-    let (mut addr, mut metrics) = (None, None);
+    let want_realtime = args.contains(&"--realtime-listen");
+    let (mut addr, mut metrics, mut realtime) = (None, None, None);
     while let Some(Ok(line)) = lines.next() {
         if let Some(a) = line.strip_prefix("listening ") {
             addr = Some(a.parse().unwrap());
         } else if let Some(m) = line.strip_prefix("metrics http://") {
             metrics = Some(m.trim_end_matches("/metrics").parse().unwrap());
+        } else if let Some(r) = line.strip_prefix("realtime http://") {
+            realtime = Some(r.split('/').next().unwrap().parse().unwrap());
         }
-        if addr.is_some() && (metrics.is_some() || !want_metrics) {
+        if addr.is_some()
+            && (metrics.is_some() || !want_metrics)
+            && (realtime.is_some() || !want_realtime)
+        {
             break;
         }
     }
@@ -50,6 +58,7 @@ fn start(args: &[&str]) -> Gateway {
         child,
         addr: addr.expect("no listening line"),
         metrics,
+        realtime,
     }
 }
 
@@ -299,4 +308,98 @@ fn load_against_nothing_fails_clearly() {
     );
     let out = dtp().args(["load", "--window", "100"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The documented demo credential of the default `[realtime]` section.
+const DEMO_TOKEN: &str = "dtp-demo-token";
+
+/// Sends `request` and reads until `seen` holds `until`.
+fn open(addr: SocketAddr, request: &str, until: &[u8]) -> (TcpStream, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !contains(&seen, until) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    (s, seen)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Everything `s` still sends, up to the orderly end of the connection.
+fn rest(s: &mut TcpStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    all
+}
+
+/// SPEC RT-8, RT-9: `dtp serve` stopped by SIGTERM says goodbye to its
+/// realtime clients — an SSE stream gets a last `event: control` block with
+/// CLOSE RESTART and the end of its chunked body, a `realtime.v1` session
+/// CLOSE RESTART and close code 1012 — before the connection ends, on both
+/// IO backends.
+#[test]
+fn sigterm_ends_sse_streams_and_websocket_sessions_with_close_restart() {
+    for backend in ["uring", "epoll"] {
+        let mut g = start(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--realtime-listen",
+            "127.0.0.1:0",
+            "--shards",
+            "1",
+            "--no-pin",
+            "--no-admin",
+            "--backend",
+            backend,
+        ]);
+        let addr = g.realtime.unwrap();
+        let (mut sse, _) = open(
+            addr,
+            &format!(
+                "GET /v1/streams/demo/sse HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {DEMO_TOKEN}\r\n\r\n"
+            ),
+            b"retry:",
+        );
+        // A fixed key: this test checks the server's goodbye, not the
+        // handshake (engine/tests/realtime does that).
+        let (mut ws, _) = open(
+            addr,
+            &format!(
+                "GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+                 Sec-WebSocket-Protocol: realtime.v1\r\nAuthorization: Bearer {DEMO_TOKEN}\r\n\r\n"
+            ),
+            b"\"WELCOME\"",
+        );
+        sigterm(&g.child);
+
+        let tail = String::from_utf8(rest(&mut sse)).unwrap();
+        let close = "event: control\ndata: {\"type\":\"CLOSE\",\"category\":\"RESTART\"}\n\n";
+        assert!(tail.contains(close), "{backend}: {tail:?}");
+        assert!(
+            tail.ends_with("\r\n0\r\n\r\n"),
+            "{backend}: the last chunk: {tail:?}"
+        );
+
+        let tail = rest(&mut ws);
+        let message = br#"{"type":"CLOSE","category":"RESTART"}"#;
+        let mut frame = vec![0x81, message.len() as u8];
+        frame.extend_from_slice(message);
+        // The CLOSE message, then a close frame with 1012 (Service Restart).
+        frame.extend_from_slice(&[0x88, 0x02, 0x03, 0xf4]);
+        assert!(
+            tail.ends_with(&frame),
+            "{backend}: {:?}",
+            String::from_utf8_lossy(&tail)
+        );
+
+        assert!(wait_exit(&mut g.child, Duration::from_secs(30)).success());
+    }
 }

@@ -69,7 +69,7 @@ pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
 pub use config::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
 pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHandle};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
-pub use streams::BUILT_IN_STREAMS;
+pub use streams::{BUILT_IN_STREAMS, SESSIONS_TABLE, built_in_table};
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};

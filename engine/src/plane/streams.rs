@@ -9,12 +9,17 @@
 //! | `decisions` | `decision.pending` | a handover waits for a person (HO-3c) |
 //! | `decisions` | `decision.closed` | that question was withdrawn or answered |
 //! | `resources` | `resource.availability` | an operator made a resource (un)available (TS-10) |
+//!
+//! The snapshot of `sessions` is the whole live session table
+//! ([`SESSIONS_TABLE`]); the other streams' snapshots hold their latest
+//! event.
 
 use dtp_terminal::{HandoverAudit, StateChange};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::control::PlaneEvent;
+use crate::realtime::TableShape;
 
 /// The built-in streams and their event types, for the realtime
 /// configuration (`dtp serve` registers them when `[terminal]` runs).
@@ -24,6 +29,24 @@ pub const BUILT_IN_STREAMS: [(&str, &[&str]); 4] = [
     ("decisions", &["decision.pending", "decision.closed"]),
     ("resources", &["resource.availability"]),
 ];
+
+/// The snapshot of the `sessions` stream: the whole live session table
+/// (`{"sessions":[…]}`), one row per session — its latest `session.state`
+/// payload — until the session is terminated (SPEC RT-2, RT-6: a
+/// dashboard rebuilds from the snapshot plus the events after its
+/// checkpoint).
+pub const SESSIONS_TABLE: TableShape = TableShape {
+    member: "sessions",
+    key: "sessionId",
+    gone: ("to", "terminated"),
+};
+
+/// The table a built-in stream's snapshot keeps, if it keeps one (the
+/// others keep their latest event). A configured stream with a built-in
+/// stream's id is that stream, so it keeps the same shape.
+pub fn built_in_table(stream: &str) -> Option<TableShape> {
+    (stream == "sessions").then_some(SESSIONS_TABLE)
+}
 
 /// At most this many events wait between two drains (one pump's outputs;
 /// the pair plane drains after every call).

@@ -36,16 +36,16 @@ pub(crate) fn published_body(
     b.freeze()
 }
 
-/// A snapshot: `{"streamId","scopeBinding","checkpoint":{…},"state":<latest payload>|null}`
+/// A snapshot: `{"streamId","scopeBinding","checkpoint":{…},"state":<state>}`
 /// (SPEC RT-6: the checkpoint is the state's commit point; the scope
 /// binding is what a `realtime.v1` SUBSCRIBE must present).
 pub(crate) fn snapshot_body(
     stream: &str,
     scope: &str,
     checkpoint: &SnapshotCheckpoint,
-    state: Option<&[u8]>,
+    state: &[u8],
 ) -> Bytes {
-    let mut b = BytesMut::with_capacity(256 + state.map_or(0, <[u8]>::len));
+    let mut b = BytesMut::with_capacity(256 + state.len());
     b.put_slice(b"{\"streamId\":");
     string(&mut b, stream);
     b.put_slice(b",\"scopeBinding\":");
@@ -55,7 +55,7 @@ pub(crate) fn snapshot_body(
         b.put_slice(b"null");
     }
     b.put_slice(b",\"state\":");
-    b.put_slice(state.unwrap_or(b"null"));
+    b.put_slice(state);
     b.put_u8(b'}');
     b.freeze()
 }

@@ -103,6 +103,11 @@ pub enum RtRefusal {
     NotResumable,
     /// The ledger refused (e.g. the payload is above the stream's ceiling).
     TooLarge,
+    /// The stream keeps a table (its snapshot, e.g. `sessions`) and the
+    /// payload names no row (no string key member).
+    NotARow,
+    /// The stream's table is at its ceiling and the event would add a row.
+    TableFull,
 }
 
 impl RtRefusal {
@@ -113,8 +118,8 @@ impl RtRefusal {
             // either way the client resyncs from a snapshot (SPEC RT-6).
             Self::CursorExpired | Self::CursorInvalid => FailureKind::CursorExpired,
             Self::UnknownStream | Self::NotResumable => FailureKind::Unsupported,
-            Self::UnknownEventType => FailureKind::MappingContractViolation,
-            Self::TooLarge => FailureKind::EventTooLarge,
+            Self::UnknownEventType | Self::NotARow => FailureKind::MappingContractViolation,
+            Self::TooLarge | Self::TableFull => FailureKind::EventTooLarge,
         }
     }
 }

@@ -14,6 +14,7 @@ use dtp_transports::ConnId;
 
 use super::json::published_body;
 use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
+use super::state::StreamState;
 use crate::control::{ControlPlane, Decision, PlaneEvent, Request};
 use crate::plane::{Clock, SystemClock};
 use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
@@ -48,9 +49,9 @@ struct Stream {
     /// The stream's scope binding, carried by every envelope (SPEC RT-3:
     /// opaque, exact-match).
     scope: Box<str>,
-    /// The latest event's payload: the stream's state in a snapshot
-    /// (last-value semantics).
-    state: Option<Bytes>,
+    /// The stream's state in a snapshot: the latest payload, or the table
+    /// of a built-in stream that keeps one (`sessions`).
+    state: StreamState,
 }
 
 /// Counters of the realtime plane (for `/metrics`).
@@ -126,11 +127,8 @@ impl<C: Clock> RealtimePlane<C> {
                 })?;
             let n = u32::try_from(streams.len()).unwrap_or(u32::MAX);
             index.insert(id.clone(), n);
-            streams.push(Stream {
-                id,
-                scope,
-                state: None,
-            });
+            let state = StreamState::new(crate::plane::built_in_table(&id));
+            streams.push(Stream { id, scope, state });
         }
         Ok(Self {
             registry,
@@ -261,6 +259,14 @@ impl<C: Clock> RealtimePlane<C> {
         if bound > MAX_ENVELOPE {
             return Err(RtRefusal::TooLarge);
         }
+        let registered = self
+            .registry
+            .spec(&s.id)
+            .is_some_and(|spec| spec.event_types.iter().any(|t| t == event_type));
+        if !registered {
+            return Err(RtRefusal::UnknownEventType);
+        }
+        let change = s.state.check(&payload)?;
         let ledger = self
             .registry
             .ledger(&s.id)
@@ -315,7 +321,7 @@ impl<C: Clock> RealtimePlane<C> {
             }
         };
         Self::bump(&self.metrics.published);
-        self.streams[n as usize].state = Some(payload);
+        self.streams[n as usize].state.apply(change, payload);
         if let Some(event) = made {
             for to in 0..self.shards {
                 let d = RtDecision::Event(event.clone());
@@ -352,7 +358,8 @@ impl<C: Clock> RealtimePlane<C> {
             resume_cursor: c.cursor,
         };
         let etag: Arc<str> = format!("\"{}-{}\"", c.epoch.as_str(), c.revision).into();
-        let body = super::json::snapshot_body(&s.id, &s.scope, &checkpoint, s.state.as_deref());
+        let state = s.state.to_json();
+        let body = super::json::snapshot_body(&s.id, &s.scope, &checkpoint, &state);
         Self::bump(&self.metrics.snapshots);
         let d = RtDecision::Snapshot { conn, body, etag };
         out.push((shard, Decision::Realtime(Box::new(d))));

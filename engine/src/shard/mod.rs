@@ -154,6 +154,13 @@ impl<S: Service> Shard<S> {
                 self.core.stopping = true;
                 drain_deadline = Some(now + drain);
                 for id in self.core.conns.ids() {
+                    // The service's last words first (they are sent before
+                    // the close takes effect).
+                    let service = &mut self.service;
+                    Conns {
+                        core: &mut self.core,
+                    }
+                    .with(id, |app, out| service.stopping(app, out));
                     self.core.driver.close(id);
                 }
             }

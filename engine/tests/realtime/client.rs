@@ -38,6 +38,28 @@ impl Response {
         serde_json::from_slice(&self.body).unwrap()
     }
 
+    /// The failure kind of a refusal (SPEC RT-14), checking its form: a
+    /// JSON object of exactly `error` and a short non-empty `message`.
+    pub(crate) fn refusal(&self) -> String {
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{}",
+            self.text()
+        );
+        let v = self.json();
+        let o = v.as_object().unwrap();
+        assert_eq!(o.len(), 2, "{v}");
+        let message = o["message"].as_str().unwrap();
+        assert!(!message.is_empty() && message.len() <= 200, "{v}");
+        o["error"].as_str().unwrap().to_owned()
+    }
+
+    /// The message of a refusal.
+    pub(crate) fn message(&self) -> String {
+        self.json()["message"].as_str().unwrap().to_owned()
+    }
+
     /// The body as text (for assertion messages and exact comparisons).
     pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()

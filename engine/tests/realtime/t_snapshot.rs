@@ -141,7 +141,7 @@ fn the_sixth_poll_within_the_interval_is_429_with_retry_after() {
         }
         let r = poll(&mut c, READER, "ticks", None);
         assert_eq!(r.status, 429);
-        assert_eq!(r.text(), "{\"error\":\"RATE_LIMITED\"}");
+        assert_eq!(r.refusal(), "RATE_LIMITED");
         let after: u64 = r.header("retry-after").unwrap().parse().unwrap();
         assert!((1..=5).contains(&after), "{after}");
         assert_eq!(srv.metrics.rate_limited.load(Relaxed), 1);

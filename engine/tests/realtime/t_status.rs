@@ -5,11 +5,6 @@
 use crate::client::{Http, bearer, exchange, publication, request};
 use crate::server::{ADMIN, BACKENDS, PUBLISHER, READER, Server, start_default};
 
-/// The refusal body of a failure kind (SPEC RT-14).
-fn error(kind: &str) -> String {
-    format!("{{\"error\":\"{kind}\"}}")
-}
-
 /// `method path` with `extra` header lines (no blank line).
 fn call(
     srv: &Server,
@@ -44,7 +39,7 @@ fn authentication_and_authorisation_are_checked_on_every_endpoint() {
                 );
                 assert_eq!(r.status, 401, "{method} {path} {creds:?}");
                 assert_eq!(r.header("www-authenticate"), Some("Bearer"));
-                assert_eq!(r.text(), error("AUTH_REQUIRED"));
+                assert_eq!(r.refusal(), "AUTH_REQUIRED");
             }
         }
         // READER may not read `state`; READER may not publish, PUBLISHER
@@ -64,7 +59,7 @@ fn authentication_and_authorisation_are_checked_on_every_endpoint() {
                 body.as_bytes(),
             );
             assert_eq!(r.status, 403, "{method} {path} {token}");
-            assert_eq!(r.text(), error("FORBIDDEN"));
+            assert_eq!(r.refusal(), "FORBIDDEN");
         }
         // The session cookie authenticates like the bearer token.
         let cookie = format!("Cookie: theme=dark; dtp_session={READER}\r\n");
@@ -132,7 +127,7 @@ fn publication_bodies_are_checked_exactly() {
         ] {
             let r = post(ctype, ok.as_bytes());
             assert_eq!(r.status, 415, "{ctype:?}");
-            assert_eq!(r.text(), error("UNSUPPORTED"));
+            assert_eq!(r.refusal(), "UNSUPPORTED");
         }
         let deep = format!(
             "{{\"eventType\":\"tick\",\"payload\":{{\"a\":{}1{}}}}}",
@@ -154,15 +149,15 @@ fn publication_bodies_are_checked_exactly() {
             let r = post(json, body);
             assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(body));
             assert_eq!(
-                r.text(),
-                error("MALFORMED_EVENT"),
+                r.refusal(),
+                "MALFORMED_EVENT",
                 "{}",
                 String::from_utf8_lossy(body)
             );
         }
         let r = post(json, publication("nope", "{}").as_bytes());
         assert_eq!(r.status, 400);
-        assert_eq!(r.text(), error("MAPPING_CONTRACT_VIOLATION"));
+        assert_eq!(r.refusal(), "MAPPING_CONTRACT_VIOLATION");
         // None of the refused ones took a sequence.
         let r = post(
             "Content-Type: application/json; charset=utf-8\r\n",
@@ -194,7 +189,7 @@ fn a_publication_with_a_duplicate_key_is_refused() {
                 String::from_utf8_lossy(body),
                 r.text()
             );
-            assert_eq!(r.text(), error("MALFORMED_EVENT"));
+            assert_eq!(r.refusal(), "MALFORMED_EVENT");
         }
     }
 }
@@ -236,7 +231,7 @@ fn a_publication_whose_envelope_would_pass_64_kib_is_refused_without_a_gap() {
             body.as_bytes(),
         );
         assert_eq!(r.status, 413, "{}", r.text());
-        assert_eq!(r.text(), error("EVENT_TOO_LARGE"));
+        assert_eq!(r.refusal(), "EVENT_TOO_LARGE");
         let cursors = crate::client::publish_ticks(srv.addr, 1..=1);
         let events = sse.wait_for(1).to_vec();
         assert_eq!(crate::ssec::sequences(&events), [1]);
@@ -268,6 +263,8 @@ fn bad_request_heads_are_refused_and_the_connection_closed() {
             let what = String::from_utf8_lossy(&raw[..raw.len().min(60)]).into_owned();
             assert_eq!(all.len(), 1, "{what}");
             assert_eq!(all[0].status, status, "{what}");
+            // The same JSON refusal as every other answer of the port.
+            all[0].refusal();
         }
     }
 }
@@ -297,5 +294,157 @@ fn pipelined_requests_on_one_connection_are_answered_in_order() {
             assert_eq!(r.status, 200);
             assert_eq!(r.header("connection"), None);
         }
+    }
+}
+
+#[test]
+fn refusals_say_what_was_wrong_and_echo_no_secret() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let json = "Content-Type: application/json\r\n";
+        // The event type and stream the client named, nothing else.
+        let r = crate::client::publish(srv.addr, ADMIN, "ticks", "nope", "{\"p4yl0ad\":1}");
+        assert_eq!(
+            (r.status, r.refusal(), r.message()),
+            (
+                400,
+                "MAPPING_CONTRACT_VIOLATION".into(),
+                "event type nope is not registered for stream ticks".into()
+            )
+        );
+        assert!(!r.text().contains("p4yl0ad"), "{}", r.text());
+        // A token or a stream id that is not a valid name is never shown.
+        let secret = "s3cret-token-never-echoed";
+        let long = format!("/v1/streams/{}%20{secret}/snapshot", "x".repeat(100));
+        let cases = [
+            (
+                "GET",
+                "/v1/streams/state/sse",
+                READER,
+                403,
+                "FORBIDDEN",
+                "this client may not read stream state",
+            ),
+            (
+                "POST",
+                "/v1/streams/ticks/cut",
+                PUBLISHER,
+                403,
+                "FORBIDDEN",
+                "this client may not administer stream ticks",
+            ),
+            (
+                "GET",
+                "/v1/streams/nope/snapshot",
+                ADMIN,
+                404,
+                "UNSUPPORTED",
+                "no stream nope",
+            ),
+            (
+                "GET",
+                &long,
+                READER,
+                403,
+                "FORBIDDEN",
+                "this client may not read stream (not a valid name)",
+            ),
+            (
+                "GET",
+                &long,
+                ADMIN,
+                404,
+                "UNSUPPORTED",
+                "stream ids are 1-64 characters of [A-Za-z0-9._-]",
+            ),
+            (
+                "GET",
+                "/v1/streams/ticks/sse",
+                secret,
+                401,
+                "AUTH_REQUIRED",
+                "a valid bearer token or session cookie is required",
+            ),
+        ];
+        for (method, path, token, status, kind, message) in cases {
+            let r = call(&srv, method, path, &format!("{}{json}", bearer(token)), b"");
+            let got = (r.status, r.refusal(), r.message());
+            assert_eq!(
+                got,
+                (status, kind.into(), message.into()),
+                "{method} {path}"
+            );
+            assert!(!r.text().contains(secret), "{}", r.text());
+        }
+        let r = call(
+            &srv,
+            "POST",
+            "/v1/streams/ticks/events",
+            &format!("{}{json}", bearer(ADMIN)),
+            b"{\"eventType\":\"tick\",\"payload\":{\"s3cret\":1},\"x\":2}",
+        );
+        assert_eq!(r.refusal(), "MALFORMED_EVENT");
+        assert!(!r.text().contains("s3cret"), "{}", r.text());
+        // A head the codec refuses: the same JSON form, its fixed reason.
+        let all = exchange(srv.addr, b"GET /v1/health HTTP/2.0\r\nHost: t\r\n\r\n");
+        assert_eq!(
+            (all[0].status, all[0].refusal(), all[0].message()),
+            (
+                505,
+                "UNSUPPORTED".into(),
+                "only HTTP/1.0 and HTTP/1.1 are supported".into()
+            )
+        );
+    }
+}
+
+#[test]
+fn an_unknown_method_is_501_and_a_known_one_on_the_wrong_path_405() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        for path in ["/", "/v1/health", "/v1/streams/ticks/sse", "/v1/nope"] {
+            let r = call(&srv, "BREW", path, &bearer(ADMIN), b"");
+            assert_eq!(
+                (r.status, r.refusal().as_str()),
+                (501, "UNSUPPORTED"),
+                "{path}"
+            );
+            assert_eq!(r.header("allow"), None);
+        }
+        for (method, path, allow) in [
+            ("PUT", "/v1/streams/ticks/sse", "GET"),
+            ("POST", "/", "GET"),
+            ("DELETE", "/favicon.ico", "GET"),
+            ("PATCH", "/v1/login", "POST"),
+        ] {
+            let r = call(&srv, method, path, &bearer(ADMIN), b"");
+            assert_eq!(
+                (r.status, r.refusal().as_str()),
+                (405, "UNSUPPORTED"),
+                "{method} {path}"
+            );
+            assert_eq!(r.header("allow"), Some(allow), "{method} {path}");
+            assert_eq!(r.message(), format!("this path takes {allow} only"));
+        }
+    }
+}
+
+#[test]
+fn the_demo_page_shows_the_demo_token_and_has_an_icon() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let page = call(&srv, "GET", "/", "", b"");
+        assert_eq!(page.status, 200);
+        let html = page.text();
+        assert!(
+            html.contains("Bearer <span class=\"token\">dtp-demo-token</span>"),
+            "{html}"
+        );
+        assert!(html.contains("<link rel=\"icon\" type=\"image/svg+xml\" href=\"data:"));
+        // Tabs that open an endpoint directly ask for /favicon.ico.
+        let icon = call(&srv, "GET", "/favicon.ico", "", b"");
+        assert_eq!(icon.status, 200);
+        assert_eq!(icon.header("content-type"), Some("image/svg+xml"));
+        assert!(icon.text().starts_with("<svg "), "{}", icon.text());
     }
 }

@@ -9,11 +9,29 @@ use dtp_codec::realtime::{JsonLimits, parse_object};
 use dtp_realtime::registry::is_valid_name;
 use serde_json::Value;
 
-use super::reply::{refuse, reply};
+use super::reply::{refuse, refuse_head, reply};
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn, Waiting};
 use crate::realtime::{RtDecision, RtRefusal, RtRequest};
 use crate::service::{Outbox, ToControl};
 use dtp_codec::ErrorCode;
+use dtp_codec::realtime::FailureKind;
+
+/// A refusal: status, failure kind (SPEC RT-14) and a short message for
+/// people (fixed text; ids only when `is_valid_name` allowed them).
+pub(super) type Why<'a> = (u16, FailureKind, &'a str);
+
+/// The 401 message (never the token that was presented).
+pub(super) const NEED_CREDENTIALS: &str = "a valid bearer token or session cookie is required";
+
+/// `id` as a refusal's message may name it: itself if it is a valid
+/// stream id or event type (bounded, `[A-Za-z0-9._-]`), else a placeholder.
+pub(super) fn shown(id: &str) -> &str {
+    if is_valid_name(id) {
+        id
+    } else {
+        "(not a valid name)"
+    }
+}
 
 /// What a request needs its client to be allowed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,8 +56,7 @@ impl RealtimeFront {
             Ok(Some(parsed)) => parsed,
             Err(e) => {
                 FrontMetrics::bump(&self.metrics.refused);
-                out.wire().extend_from_slice(&e.to_response());
-                out.close();
+                refuse_head(out, e);
                 c.phase = Phase::Done;
                 return Ok(false);
             }
@@ -60,25 +77,46 @@ impl RealtimeFront {
     }
 
     fn route(&mut self, c: &mut RtConn, head: &RequestHead, body: Bytes, out: &mut Outbox<'_>) {
+        use FailureKind::{MalformedEvent, ProviderUnavailable, Unsupported};
         let keep = head.keep_alive();
         if head.version() == Version::Http11 && head.host().is_none() {
             // RFC 9112 §3.2: a request without Host is refused.
-            return self.refuse(c, out, 400, "MALFORMED_EVENT", false, &[]);
+            let why = (400, MalformedEvent, "a request without Host is refused");
+            return self.refuse(c, out, why, false, &[]);
         }
-        if head.path() == "/" && *head.method() == Method::Get {
-            let page = super::page::DEMO_PAGE.as_bytes();
-            return reply(out, 200, Some("text/html; charset=utf-8"), page, keep, &[]);
+        let method = head.method();
+        if let Method::Other(_) = method {
+            // RFC 9110 §15.6.2: a method this server does not know at all.
+            let why = (501, Unsupported, "this method is not implemented");
+            return self.refuse(c, out, why, keep, &[]);
+        }
+        match (method, head.path()) {
+            (Method::Get, "/") => {
+                let page = super::page::DEMO_PAGE.as_bytes();
+                return reply(out, 200, Some("text/html; charset=utf-8"), page, keep, &[]);
+            }
+            (Method::Get, "/favicon.ico") => {
+                let icon = super::page::FAVICON.as_bytes();
+                return reply(out, 200, Some("image/svg+xml"), icon, keep, &[]);
+            }
+            (_, "/" | "/favicon.ico") => return self.wrong_method(c, out, "GET", keep),
+            _ => {}
         }
         if self.stopping {
             // Going away: come back (to another instance) in a second.
             let extra = [("Retry-After", "1")];
-            return self.refuse(c, out, 503, "PROVIDER_UNAVAILABLE", false, &extra);
+            let why = (
+                503,
+                ProviderUnavailable,
+                "the server is stopping; retry in a second",
+            );
+            return self.refuse(c, out, why, false, &extra);
         }
+        let no_endpoint = (404, Unsupported, "no endpoint at this path");
         let Some(segs) = head.path_segments() else {
-            return self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]);
+            return self.refuse(c, out, no_endpoint, keep, &[]);
         };
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-        let method = head.method();
         match (method, segs.as_slice()) {
             (Method::Get, ["v1", "streams", id, "sse"]) => self.sse_request(c, head, id, keep, out),
             (Method::Get, ["v1", "streams", id, "snapshot"]) => {
@@ -109,14 +147,22 @@ impl RealtimeFront {
                     &[],
                 );
             }
-            (_, ["v1", "streams", _, "sse" | "snapshot"] | ["v1", "ws"]) => {
-                self.refuse(c, out, 405, "UNSUPPORTED", keep, &[("Allow", "GET")]);
+            (_, ["v1", "streams", _, "sse" | "snapshot"] | ["v1", "ws" | "health"]) => {
+                self.wrong_method(c, out, "GET", keep);
             }
             (_, ["v1", "streams", _, "events" | "cut" | "kick"] | ["v1", "login"]) => {
-                self.refuse(c, out, 405, "UNSUPPORTED", keep, &[("Allow", "POST")]);
+                self.wrong_method(c, out, "POST", keep);
             }
-            _ => self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]),
+            _ => self.refuse(c, out, no_endpoint, keep, &[]),
         }
+    }
+
+    /// 405 with `Allow`: a method this server knows, on a path that takes
+    /// another one.
+    fn wrong_method(&self, c: &mut RtConn, out: &mut Outbox<'_>, allow: &str, keep: bool) {
+        let message = format!("this path takes {allow} only");
+        let why = (405, FailureKind::Unsupported, message.as_str());
+        self.refuse(c, out, why, keep, &[("Allow", allow)]);
     }
 
     /// Refuses the request (counted); a connection not kept is done.
@@ -124,8 +170,7 @@ impl RealtimeFront {
         &self,
         c: &mut RtConn,
         out: &mut Outbox<'_>,
-        status: u16,
-        kind: &str,
+        (status, kind, message): Why<'_>,
         keep: bool,
         extra: &[(&str, &str)],
     ) {
@@ -134,7 +179,7 @@ impl RealtimeFront {
         } else {
             &self.metrics.refused
         });
-        refuse(out, status, kind, keep, extra);
+        refuse(out, status, kind.as_str(), message, keep, extra);
         if !keep {
             c.phase = Phase::Done;
         }
@@ -162,14 +207,8 @@ impl RealtimeFront {
     ) -> Option<usize> {
         let keep = head.keep_alive();
         let Some(client) = self.authenticate(head) else {
-            self.refuse(
-                c,
-                out,
-                401,
-                "AUTH_REQUIRED",
-                keep,
-                &[("WWW-Authenticate", "Bearer")],
-            );
+            let why = (401, FailureKind::AuthRequired, NEED_CREDENTIALS);
+            self.refuse(c, out, why, keep, &[("WWW-Authenticate", "Bearer")]);
             return None;
         };
         let grants = &self.config.clients[client];
@@ -180,11 +219,22 @@ impl RealtimeFront {
                 Need::Admin => grants.admin,
             };
         if !allowed {
-            self.refuse(c, out, 403, "FORBIDDEN", keep, &[]);
+            let verb = match need {
+                Need::Read => "read",
+                Need::Publish => "publish to",
+                Need::Admin => "administer",
+            };
+            let message = format!("this client may not {verb} stream {}", shown(stream));
+            self.refuse(c, out, (403, FailureKind::Forbidden, &message), keep, &[]);
             return None;
         }
         if !is_valid_name(stream) {
-            self.refuse(c, out, 404, "UNSUPPORTED", keep, &[]);
+            let why = (
+                404,
+                FailureKind::Unsupported,
+                "stream ids are 1-64 characters of [A-Za-z0-9._-]",
+            );
+            self.refuse(c, out, why, keep, &[]);
             return None;
         }
         Some(client)
@@ -196,7 +246,12 @@ impl RealtimeFront {
     fn login(&mut self, c: &mut RtConn, head: &RequestHead, keep: bool, out: &mut Outbox<'_>) {
         let Some(client) = head.bearer_token().and_then(|t| self.config.client(t)) else {
             let extra = [("WWW-Authenticate", "Bearer")];
-            return self.refuse(c, out, 401, "AUTH_REQUIRED", keep, &extra);
+            let why = (
+                401,
+                FailureKind::AuthRequired,
+                "login needs a valid bearer token",
+            );
+            return self.refuse(c, out, why, keep, &extra);
         };
         let cookie = format!(
             "{}={}; Path=/; HttpOnly; SameSite=Strict",
@@ -236,7 +291,11 @@ impl RealtimeFront {
             stream: stream.into(),
             cursor,
         };
-        self.ask(c, out, r, Waiting::Sse { keep_alive: keep });
+        let waiting = Waiting::Sse {
+            keep_alive: keep,
+            stream: stream.into(),
+        };
+        self.ask(c, out, r, waiting);
     }
 
     fn snapshot_request(
@@ -252,7 +311,9 @@ impl RealtimeFront {
         };
         if let Some(wait) = self.poll_rate_limited(client, Instant::now()) {
             let secs = wait.as_secs().max(1).to_string();
-            return self.refuse(c, out, 429, "RATE_LIMITED", keep, &[("Retry-After", &secs)]);
+            let message = format!("too many snapshot polls; retry after {secs} s");
+            let why = (429, FailureKind::RateLimited, message.as_str());
+            return self.refuse(c, out, why, keep, &[("Retry-After", &secs)]);
         }
         let r = RtRequest::Snapshot {
             conn: c.id,
@@ -261,6 +322,7 @@ impl RealtimeFront {
         let waiting = Waiting::Snapshot {
             if_none_match: head.if_none_match(),
             keep_alive: keep,
+            stream: stream.into(),
         };
         self.ask(c, out, r, waiting);
     }
@@ -302,26 +364,34 @@ impl RealtimeFront {
                 .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
         });
         if !json {
-            return self.refuse(c, out, 415, "UNSUPPORTED", keep, &[]);
+            let why = (
+                415,
+                FailureKind::Unsupported,
+                "a publication is sent as Content-Type: application/json",
+            );
+            return self.refuse(c, out, why, keep, &[]);
         }
         let Some((event_type, payload)) = parse_publication(body) else {
-            return self.refuse(c, out, 400, "MALFORMED_EVENT", keep, &[]);
+            let why = (
+                400,
+                FailureKind::MalformedEvent,
+                "the body must be exactly {\"eventType\": <name>, \"payload\": {...}}",
+            );
+            return self.refuse(c, out, why, keep, &[]);
         };
+        let event_type: Box<str> = event_type.into();
         let r = RtRequest::Publish {
             conn: c.id,
             stream: stream.into(),
-            event_type: event_type.into(),
+            event_type: event_type.clone(),
             payload,
         };
-        self.ask(
-            c,
-            out,
-            r,
-            Waiting::Write {
-                keep_alive: keep,
-                admin: false,
-            },
-        );
+        let waiting = Waiting::Write {
+            keep_alive: keep,
+            stream: stream.into(),
+            event_type: Some(event_type),
+        };
+        self.ask(c, out, r, waiting);
     }
 
     /// A forced retention cut (`cut`) or an end of every subscription
@@ -338,21 +408,18 @@ impl RealtimeFront {
         if self.authorise(c, head, stream, Need::Admin, out).is_none() {
             return;
         }
+        let waiting = Waiting::Write {
+            keep_alive: keep,
+            stream: stream.into(),
+            event_type: None,
+        };
         let (conn, stream) = (c.id, stream.into());
         let r = if cut {
             RtRequest::Cut { conn, stream }
         } else {
             RtRequest::Kick { conn, stream }
         };
-        self.ask(
-            c,
-            out,
-            r,
-            Waiting::Write {
-                keep_alive: keep,
-                admin: true,
-            },
-        );
+        self.ask(c, out, r, waiting);
     }
 
     /// Answers the request that waited for `d` (a decision for a request
@@ -380,6 +447,7 @@ impl RealtimeFront {
                 Waiting::Snapshot {
                     if_none_match,
                     keep_alive,
+                    ..
                 },
                 RtDecision::Snapshot { body, etag, .. },
             ) => {
@@ -407,8 +475,16 @@ impl RealtimeFront {
                     c.phase = Phase::Done;
                 }
             }
-            (Waiting::Write { keep_alive, admin }, RtDecision::Published { body, .. }) => {
-                let status = if admin { 200 } else { 201 };
+            (
+                Waiting::Write {
+                    keep_alive,
+                    event_type,
+                    ..
+                },
+                RtDecision::Published { body, .. },
+            ) => {
+                // A publication created an event; an operator action did not.
+                let status = if event_type.is_some() { 201 } else { 200 };
                 reply(
                     out,
                     status,
@@ -422,17 +498,18 @@ impl RealtimeFront {
                 }
             }
             (w, RtDecision::Refused { why, .. }) => {
-                let keep = match w {
-                    Waiting::Sse { keep_alive }
-                    | Waiting::Snapshot { keep_alive, .. }
-                    | Waiting::Write { keep_alive, .. } => keep_alive,
-                };
                 let status = match why {
                     RtRefusal::UnknownStream => 404,
-                    RtRefusal::TooLarge => 413,
+                    RtRefusal::TooLarge | RtRefusal::TableFull => 413,
                     _ => 400,
                 };
-                self.refuse(c, out, status, why.failure_kind().as_str(), keep, &[]);
+                let event_type = match &w {
+                    Waiting::Write { event_type, .. } => event_type.as_deref(),
+                    _ => None,
+                };
+                let message = refusal_message(why, w.stream(), event_type);
+                let why = (status, why.failure_kind(), message.as_str());
+                self.refuse(c, out, why, w.keep_alive(), &[]);
             }
             (w, d) => {
                 tracing::warn!(?w, ?d, "a realtime answer that does not fit its request");
@@ -440,6 +517,33 @@ impl RealtimeFront {
                 out.close();
             }
         }
+    }
+}
+
+/// What a refusal of the realtime plane tells people: fixed text naming
+/// the stream and event type the client sent (valid names, checked before
+/// the request was forwarded).
+fn refusal_message(why: RtRefusal, stream: &str, event_type: Option<&str>) -> String {
+    let stream = shown(stream);
+    match why {
+        RtRefusal::UnknownStream => format!("no stream {stream}"),
+        RtRefusal::UnknownEventType => format!(
+            "event type {} is not registered for stream {stream}",
+            shown(event_type.unwrap_or_default())
+        ),
+        RtRefusal::TooLarge => {
+            format!(
+                "the event's envelope would pass the 64 KiB event ceiling (SPEC RT-13) of stream {stream}"
+            )
+        }
+        RtRefusal::CursorExpired | RtRefusal::CursorInvalid => {
+            format!("the cursor cannot be resumed on stream {stream}; take a snapshot")
+        }
+        RtRefusal::NotResumable => format!("stream {stream} keeps no cursors"),
+        RtRefusal::NotARow => {
+            format!("stream {stream} keeps a table: the payload must name its row")
+        }
+        RtRefusal::TableFull => format!("the table of stream {stream} is full"),
     }
 }
 

@@ -47,14 +47,38 @@ use crate::service::{InputMode, Origin, Outbox, Service};
 #[derive(Debug)]
 enum Waiting {
     /// An SSE subscription (answered with Subscribed or Refused).
-    Sse { keep_alive: bool },
+    Sse { keep_alive: bool, stream: Box<str> },
     /// A snapshot, with the client's If-None-Match.
     Snapshot {
         if_none_match: Option<dtp_codec::http::IfNoneMatch>,
         keep_alive: bool,
+        stream: Box<str>,
     },
-    /// A publication (201) or an operator action (200).
-    Write { keep_alive: bool, admin: bool },
+    /// A publication (201, `event_type` given) or an operator action (200).
+    Write {
+        keep_alive: bool,
+        stream: Box<str>,
+        event_type: Option<Box<str>>,
+    },
+}
+
+impl Waiting {
+    fn keep_alive(&self) -> bool {
+        match self {
+            Self::Sse { keep_alive, .. }
+            | Self::Snapshot { keep_alive, .. }
+            | Self::Write { keep_alive, .. } => *keep_alive,
+        }
+    }
+
+    /// The stream the request named (a valid name: checked before asking).
+    fn stream(&self) -> &str {
+        match self {
+            Self::Sse { stream, .. }
+            | Self::Snapshot { stream, .. }
+            | Self::Write { stream, .. } => stream,
+        }
+    }
 }
 
 /// Where a connection is in its life.
@@ -321,6 +345,21 @@ impl Service for RealtimeFront {
         None
     }
 
+    /// The gateway is stopping: every SSE stream ends with a CLOSE RESTART
+    /// control block and every WebSocket session with CLOSE RESTART and
+    /// close code 1012 (Service Restart), so clients reconnect and resume
+    /// from their cursors instead of seeing a cut (SPEC RT-8, RT-9).
+    fn stopping(&mut self, c: &mut RtConn, out: &mut Outbox<'_>) {
+        self.stopping = true;
+        match &c.phase {
+            Phase::Sse(_) => sse::end(out, CloseCategory::Restart),
+            Phase::Ws(w) => w.restart(out),
+            Phase::Http | Phase::Waiting(_) | Phase::Done => return,
+        }
+        self.forget(c);
+        c.phase = Phase::Done;
+    }
+
     fn close(&mut self, mut c: RtConn, _: CloseReason) {
         self.forget(&mut c);
         self.metrics.closed();
@@ -387,7 +426,9 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
         assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
         assert!(
-            answer.ends_with("{\"error\":\"PROVIDER_UNAVAILABLE\"}"),
+            answer.ends_with(
+                r#"{"error":"PROVIDER_UNAVAILABLE","message":"the server is stopping; retry in a second"}"#
+            ),
             "{answer}"
         );
         assert!(closing, "the connection is not kept");

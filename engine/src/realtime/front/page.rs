@@ -6,15 +6,32 @@
 //! events strictly in sequence, and on RESET_REQUIRED resyncs from a new
 //! snapshot. Everything it saw is in `window.__dtp`, for people and for
 //! the browser tests.
+//!
+//! The page shows the values it uses, not placeholders: the demo token
+//! `dtp-demo-token` (the documented loopback-only demo credential; a
+//! `?token=` in the page's address replaces it), the stream id and this
+//! server's address, in ready-to-paste `curl` lines. Its icon is inline, so
+//! a browser asks for no `/favicon.ico` (which is served too, for tabs
+//! that open an endpoint directly).
+
+/// The icon, a small SVG (served at `/favicon.ico`; inline in the page).
+pub(super) const FAVICON: &str = "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'>\
+<circle cx='8' cy='8' r='7' fill='#2a6'/>\
+<path d='M4 8h8M8 4v8' stroke='#fff' stroke-width='2'/></svg>";
 
 /// The page (`?token=…&stream=…`; defaults: the demo token and stream).
 pub(super) const DEMO_PAGE: &str = r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>DTP realtime</title>
+<link rel="icon" type="image/svg+xml" href="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Ccircle cx='8' cy='8' r='7' fill='%232a6'/%3E%3Cpath d='M4 8h8M8 4v8' stroke='%23fff' stroke-width='2'/%3E%3C/svg%3E">
 <style>body{font:14px system-ui,sans-serif;margin:2em}td{vertical-align:top;padding:0 2em 0 0}
-pre{font-size:12px;max-height:60vh;overflow:auto}</style></head>
+pre{font-size:12px;max-height:60vh;overflow:auto}code{white-space:pre-wrap}</style></head>
 <body><h1>DTP realtime</h1>
-<p>Stream <b id="stream"></b>: publish with
-<code>curl -H 'Authorization: Bearer TOKEN' -H 'Content-Type: application/json' -d '{"eventType":"demo.tick","payload":{"n":1}}' http://HOST/v1/streams/STREAM/events</code></p>
+<p>Stream <b class="stream">demo</b>, token <code class="token">dtp-demo-token</code>
+(the demo credential, loopback only; <code>?token=…&amp;stream=…</code> picks others). Publish with</p>
+<pre><code>curl -H 'Authorization: Bearer <span class="token">dtp-demo-token</span>' -H 'Content-Type: application/json' \
+     -d '{"eventType":"demo.tick","payload":{"n":1}}' http://<span class="host">127.0.0.1:7780</span>/v1/streams/<span class="stream">demo</span>/events</code></pre>
+<p>and follow it from a shell with</p>
+<pre><code>curl -N -H 'Authorization: Bearer <span class="token">dtp-demo-token</span>' http://<span class="host">127.0.0.1:7780</span>/v1/streams/<span class="stream">demo</span>/sse</code></pre>
 <table><tr><td><h2>SSE <span id="sse-state">…</span></h2><pre id="sse-log"></pre></td>
 <td><h2>WebSocket <span id="ws-state">…</span></h2><pre id="ws-log"></pre></td></tr></table>
 <script>
@@ -22,7 +39,10 @@ pre{font-size:12px;max-height:60vh;overflow:auto}</style></head>
 const q = new URLSearchParams(location.search);
 const token = q.get("token") || "dtp-demo-token";
 const stream = q.get("stream") || "demo";
-document.getElementById("stream").textContent = stream;
+// The values in use, wherever the page shows them (textContent: never markup).
+for (const [cls, value] of [["stream", stream], ["token", token], ["host", location.host]]) {
+  for (const el of document.getElementsByClassName(cls)) el.textContent = value;
+}
 const D = window.__dtp = {
   ready: false, scope: null,
   sse: { seqs: [], opens: 0, resets: 0, gaps: 0, controls: [], last: 0, epoch: null },
@@ -111,3 +131,28 @@ function startWs(attempt) {
 })();
 </script></body></html>
 "##;
+
+#[cfg(test)]
+mod tests {
+    use super::{DEMO_PAGE, FAVICON};
+
+    /// The demo credential the page uses unless its address names another.
+    const DEMO_TOKEN: &str = "dtp-demo-token";
+
+    #[test]
+    fn the_page_shows_the_demo_values_and_declares_its_icon_inline() {
+        assert!(DEMO_PAGE.contains(&format!("Bearer <span class=\"token\">{DEMO_TOKEN}</span>")));
+        assert!(DEMO_PAGE.contains("/v1/streams/<span class=\"stream\">demo</span>/events"));
+        assert!(!DEMO_PAGE.contains("TOKEN") && !DEMO_PAGE.contains("STREAM"));
+        // The inline icon is the served one, percent-encoded.
+        let encoded = FAVICON
+            .replace('%', "%25")
+            .replace('<', "%3C")
+            .replace('>', "%3E")
+            .replace('#', "%23");
+        let link = format!(
+            "<link rel=\"icon\" type=\"image/svg+xml\" href=\"data:image/svg+xml,{encoded}\">"
+        );
+        assert!(DEMO_PAGE.contains(&link), "{link}");
+    }
+}

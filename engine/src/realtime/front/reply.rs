@@ -1,6 +1,7 @@
 //! HTTP answers of the realtime front end.
 
-use dtp_codec::http::{ResponseHead, write_chunk, write_last_chunk};
+use dtp_codec::http::{HttpError, ResponseHead, write_chunk, write_last_chunk};
+use dtp_codec::realtime::FailureKind;
 
 use crate::service::Outbox;
 
@@ -42,24 +43,77 @@ pub(super) fn reply(
     }
 }
 
-/// A refusal with a JSON body naming its failure kind (SPEC RT-14):
-/// `{"error":"FORBIDDEN"}`.
+/// The longest `message` of a refusal, in bytes: messages are short and
+/// fixed in form, naming at most ids the client sent that are valid names.
+const MAX_MESSAGE: usize = 200;
+
+/// A refusal with a JSON body naming its failure kind (SPEC RT-14) and,
+/// for people, what was wrong:
+/// `{"error":"FORBIDDEN","message":"this client may not read stream demo"}`.
+/// The message never holds a token, a cursor or a payload: callers build it
+/// from fixed text and ids checked by `is_valid_name`.
 pub(super) fn refuse(
     out: &mut Outbox<'_>,
     status: u16,
     kind: &str,
+    message: &str,
     keep_alive: bool,
     extra: &[(&str, &str)],
 ) {
-    let body = format!("{{\"error\":\"{kind}\"}}");
+    let body = error_body(kind, message);
     reply(
         out,
         status,
         Some("application/json"),
-        body.as_bytes(),
+        &body,
         keep_alive,
         extra,
     );
+}
+
+/// A request head the codec refused ([`HttpError`]), answered in the same
+/// JSON form as every other refusal; the connection is closed after it
+/// (the framing of what follows is unknown).
+pub(super) fn refuse_head(out: &mut Outbox<'_>, e: HttpError) {
+    let kind = match e {
+        HttpError::BodyTooLarge => FailureKind::EventTooLarge,
+        HttpError::VersionNotSupported
+        | HttpError::TransferEncodingNotImplemented
+        | HttpError::WsMethodNotAllowed
+        | HttpError::WsUnsupportedVersion => FailureKind::Unsupported,
+        HttpError::WsNotHttp11
+        | HttpError::WsMissingHost
+        | HttpError::WsMissingUpgrade
+        | HttpError::WsMissingConnectionUpgrade
+        | HttpError::WsInvalidKey
+        | HttpError::WsInvalidHandshakeField => FailureKind::ProtocolMismatch,
+        _ => FailureKind::MalformedEvent,
+    };
+    refuse(
+        out,
+        e.status(),
+        kind.as_str(),
+        e.reason(),
+        false,
+        e.extra_headers(),
+    );
+}
+
+/// `{"error":kind,"message":message}`, the message cut to [`MAX_MESSAGE`]
+/// bytes (on a character boundary).
+fn error_body(kind: &str, message: &str) -> Vec<u8> {
+    let mut end = message.len().min(MAX_MESSAGE);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    // Strings only: serialising them cannot fail.
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    format!(
+        "{{\"error\":{},\"message\":{}}}",
+        quoted(kind),
+        quoted(&message[..end])
+    )
+    .into_bytes()
 }
 
 /// Starts a streamed (chunked) response: the head only.

@@ -23,6 +23,8 @@ use dtp_codec::ws::{
     CloseCode, Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_header,
 };
 
+use super::http::NEED_CREDENTIALS;
+use super::reply::refuse_head;
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
 use crate::realtime::config::RtLimits;
 use crate::realtime::{RtDecision, RtEvent, RtRequest, SubKey};
@@ -80,6 +82,18 @@ impl WsState {
         }
         event_frame(out, scratch, &ev.envelope);
         true
+    }
+
+    /// Ends the session for a restart of the server: CLOSE RESTART and
+    /// close code 1012 (`realtime.v1`), or the close frame alone (echo).
+    pub(super) fn restart(&self, out: &mut Outbox<'_>) {
+        let category = CloseCategory::Restart;
+        if self.echo {
+            close_frame(out, category.close_code().unwrap_or(CloseCode::GOING_AWAY));
+            out.close();
+        } else {
+            close_session(out, category);
+        }
     }
 
     /// The idle check: a session silent for twice the heartbeat's maximum
@@ -183,12 +197,16 @@ impl RealtimeFront {
             Ok(Some(up)) => up,
             Ok(None) => {
                 let extra = [("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")];
-                return self.refuse(c, out, 426, "UNSUPPORTED", keep, &extra);
+                let why = (
+                    426,
+                    FailureKind::Unsupported,
+                    "this endpoint takes a WebSocket upgrade",
+                );
+                return self.refuse(c, out, why, keep, &extra);
             }
             Err(e) => {
                 FrontMetrics::bump(&self.metrics.refused);
-                out.wire().extend_from_slice(&e.to_response());
-                out.close();
+                refuse_head(out, e);
                 c.phase = Phase::Done;
                 return;
             }
@@ -203,24 +221,42 @@ impl RealtimeFront {
             && !self.config.origins.iter().any(|o| o == origin)
             && !same_origin(origin)
         {
-            return self.refuse(c, out, 403, "FORBIDDEN", false, &[]);
+            let why = (
+                403,
+                FailureKind::Forbidden,
+                "this Origin may not open a WebSocket here",
+            );
+            return self.refuse(c, out, why, false, &[]);
         }
         let protocol = if echo {
             None
         } else {
             let Some(client) = self.authenticate(head) else {
                 let extra = [("WWW-Authenticate", "Bearer")];
-                return self.refuse(c, out, 401, "AUTH_REQUIRED", false, &extra);
+                let why = (401, FailureKind::AuthRequired, NEED_CREDENTIALS);
+                return self.refuse(c, out, why, false, &extra);
             };
             if !up.offers(SUBPROTOCOL) {
-                return self.refuse(c, out, 400, "PROTOCOL_MISMATCH", false, &[]);
+                let why = (
+                    400,
+                    FailureKind::ProtocolMismatch,
+                    "the upgrade must offer the subprotocol realtime.v1",
+                );
+                return self.refuse(c, out, why, false, &[]);
             }
             c.client = Some(client);
             Some(SUBPROTOCOL)
         };
         match up.response(protocol) {
             Ok(head) => head.write(out.wire()),
-            Err(_) => return self.refuse(c, out, 400, "PROTOCOL_MISMATCH", false, &[]),
+            Err(_) => {
+                let why = (
+                    400,
+                    FailureKind::ProtocolMismatch,
+                    "the WebSocket handshake could not be answered",
+                );
+                return self.refuse(c, out, why, false, &[]);
+            }
         }
         let limits = &self.config.limits;
         let max = match self.config.echo_max_message {
