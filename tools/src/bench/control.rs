@@ -20,6 +20,7 @@ use dtp_codec::AccessMode;
 use super::Server;
 use crate::load::LoadSpec;
 use crate::load_dtp::control::{self, ControlSpec};
+use crate::text::plural;
 
 /// Fays in each control run unless `--control-fays` says otherwise.
 pub(crate) const DEFAULT_FAYS: usize = 64;
@@ -156,20 +157,21 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
     let (t, s) = (&result.load.tally, &result.stats);
     if t.errors > 0 || t.failed > 0 || result.failed_flows > 0 || result.unfinished > 0 {
         return Err(format!(
-            "control {}: {} errors ({} timeouts), {} failed connections, {} Fays given up, {} unfinished",
+            "control {}: {} ({}), {}, {} given up, {} unfinished",
             mode.name(),
-            s.errors,
-            s.timeouts,
-            t.failed,
-            result.failed_flows,
+            plural(s.errors, "error"),
+            plural(s.timeouts, "timeout"),
+            plural(t.failed, "failed connection"),
+            plural(result.failed_flows, "Fay"),
             result.unfinished
         ));
     }
     let refused = s.refused_total();
     if refused > 0 {
         eprintln!(
-            "warning: control {}: {refused} AuthRequests refused ({:?} by code)",
+            "warning: control {}: {} refused ({:?} by code)",
             mode.name(),
+            plural(refused, "AuthRequest"),
             s.refused
         );
     }

@@ -17,6 +17,7 @@ use dtp_bench::report::{Cores, Figures, Memory};
 
 use super::Server;
 use crate::load_rt::{self, Mode, RtPhase, RtSpec};
+use crate::text::plural;
 
 /// Deliveries per second offered (publish rate × subscribers): what two
 /// cores shared by a server and the load generator sustain with room to
@@ -87,8 +88,11 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
     let t = &result.tally;
     if t.missing > 0 || t.conflicts > 0 || t.failed > 0 {
         return Err(format!(
-            "{} fan-out: {} events missing, {} conflicts, {} subscribers failed",
-            server.name, t.missing, t.conflicts, t.failed
+            "{} fan-out: {} missing, {}, {} failed",
+            server.name,
+            plural(t.missing, "event"),
+            plural(t.conflicts, "conflict"),
+            plural(t.failed, "subscriber")
         ));
     }
     let delivered = t.in_window;

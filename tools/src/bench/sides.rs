@@ -18,6 +18,7 @@ use super::{
 };
 use crate::load::{self, LoadResult, LoadSpec};
 use crate::load_dtp::{self, DtpSpec};
+use crate::text::plural;
 
 /// What every step of a run shares.
 pub(super) struct Ctx<'a> {
@@ -222,8 +223,9 @@ fn measure(
     let t = &result.tally;
     if t.errors > 0 || t.failed > 0 {
         return Err(format!(
-            "{} errors, {} failed connections",
-            t.errors, t.failed
+            "{}, {}",
+            plural(t.errors, "error"),
+            plural(t.failed, "failed connection")
         ));
     }
     if t.ops == 0 {
@@ -271,8 +273,10 @@ fn measure_dtp(
     let c = counters.ok_or("no DTP counters")?;
     if c.lost > 0 || c.duplicated > 0 || c.failed_flows > 0 {
         return Err(format!(
-            "{} fragments lost, {} duplicated, {} flows failed",
-            c.lost, c.duplicated, c.failed_flows
+            "{} lost, {} duplicated, {} failed",
+            plural(c.lost, "fragment"),
+            c.duplicated,
+            plural(c.failed_flows, "flow")
         ));
     }
     if workload == BenchWorkload::Resume {
@@ -383,15 +387,6 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
         entry(report, bw.name()).limits = figures;
     }
     Ok(())
-}
-
-/// `n thing`, with the plural where `n` is not 1.
-fn plural(n: usize, thing: &str) -> String {
-    if n == 1 {
-        format!("1 {thing}")
-    } else {
-        format!("{n} {thing}s")
-    }
 }
 
 /// The loopback limit over `connections` connections with the load
