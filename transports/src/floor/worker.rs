@@ -32,6 +32,14 @@ const BGID: u16 = 0;
 const NONE: u16 = u16::MAX;
 /// How long accepting pauses when the connection table is full.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
+/// Bytes received in one turn from which the next wait holds out for a
+/// batch of completions.
+const STREAMING_BYTES: u64 = 32 * 1024;
+/// Completions such a wait holds out for…
+const BATCH: u32 = 8;
+/// …for at most this long once one is there (kernel 6.12+): fewer
+/// wake-ups per byte while streaming, as our own driver does.
+const BATCH_WAIT_US: u32 = 100;
 /// How long shutdown waits for the kernel to finish every operation.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
@@ -165,6 +173,11 @@ struct Worker<'m> {
     backoff_armed: bool,
     backoff: *const Timespec,
     stopping: bool,
+    /// Bytes received in the current turn.
+    turn_bytes: u64,
+    /// Completions a streaming wait holds out for (1: the kernel has no
+    /// min-wait).
+    batch: u32,
     stats: FloorStats,
 }
 
@@ -278,11 +291,17 @@ pub(super) fn run(
         stop_word,
         backoff,
     } = mem;
+    let min_wait = ring.params().is_feature_min_timeout();
     let (mut submitter, queue, mut cq) = ring.split();
     // One less file lookup per enter; not fatal where unsupported.
     let _ = submitter.register_ring_fd();
     let mut sq = Sq { submitter, queue };
     let count = usize::from(recv.count());
+    let batch = if min_wait {
+        BATCH.min(u32::from(recv.count()) / 2).max(1)
+    } else {
+        1
+    };
     let mut w = Worker {
         conns: Vec::with_capacity(table as usize),
         recv,
@@ -299,6 +318,8 @@ pub(super) fn run(
         backoff_armed: false,
         backoff: &raw const **backoff,
         stopping: false,
+        turn_bytes: 0,
+        batch,
         stats: FloorStats::default(),
     };
     let stop_ptr: *mut u64 = &mut **stop_word;
@@ -321,11 +342,26 @@ impl Worker<'_> {
         while !self.stopping {
             self.before_enter(sq)?;
             sq.queue.sync();
-            match sq.submitter.submit_and_wait(1) {
+            // Hold out for a batch only while streaming: request/response
+            // traffic would pay the wait in latency.
+            let entered = if self.batch > 1 && self.turn_bytes >= STREAMING_BYTES {
+                sq.submitter.submit_with_args(
+                    self.batch as usize,
+                    &SubmitArgs::new().min_wait_usec(BATCH_WAIT_US),
+                )
+            } else {
+                sq.submitter.submit_and_wait(1)
+            };
+            match entered {
                 Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EBUSY | libc::ETIME)
+                    ) => {}
                 Err(e) => return Err(e),
             }
+            self.turn_bytes = 0;
             self.drain(sq, cq)?;
         }
         Ok(())
@@ -482,6 +518,7 @@ impl Worker<'_> {
         }
         match (res, bid) {
             (n, Some(bid)) if n > 0 && c.live && !c.closing => {
+                self.turn_bytes += n as u64;
                 self.hold(idx, bid, 0, n as u32);
                 let c = &mut self.conns[idx as usize];
                 if c.held_count == 1 {
