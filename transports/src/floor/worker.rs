@@ -462,8 +462,15 @@ impl Worker<'_> {
                 self.conns.push(Conn::new());
             }
             let c = &mut self.conns[idx as usize];
+            // An entry of the slot's previous connection may still sit in
+            // a waiting list: it now stands for this one (resuming or
+            // re-arming a connection that needs neither does nothing), so
+            // the lists never hold a slot twice and never grow.
+            let (waiting_out, starved) = (c.waiting_out, c.starved);
             *c = Conn::new();
             c.live = true;
+            c.waiting_out = waiting_out;
+            c.starved = starved;
             self.stats.accepted += 1;
             return self.arm_recv(idx, sq);
         }
@@ -493,7 +500,7 @@ impl Worker<'_> {
         let Some(c) = self.conns.get_mut(idx as usize) else {
             return Ok(());
         };
-        if !c.live || c.recv_armed || c.closing || c.eof || c.paused || c.starved {
+        if !c.live || c.recv_armed || c.closing || c.eof || c.paused {
             return Ok(());
         }
         c.recv_armed = true;
@@ -516,6 +523,7 @@ impl Worker<'_> {
         if !more {
             c.recv_armed = false;
         }
+        let mut starved = false;
         match (res, bid) {
             (n, Some(bid)) if n > 0 && c.live && !c.closing => {
                 self.turn_bytes += n as u64;
@@ -544,6 +552,7 @@ impl Worker<'_> {
                     n if n == -libc::ENOBUFS => {
                         // Every buffer is out: re-armed once some come back.
                         self.stats.recv_starved += 1;
+                        starved = true;
                         if !c.starved {
                             c.starved = true;
                             self.starved.push(idx);
@@ -554,7 +563,7 @@ impl Worker<'_> {
                 }
             }
         }
-        if !more {
+        if !more && !starved {
             self.arm_recv(idx, sq)?;
         }
         self.finish_if_done(idx, sq)
