@@ -12,6 +12,7 @@
 //!   section that serves it.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
 //! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on tokio.
+//! - [`peer_tokio_uring`]: the same protocol on tokio-uring, one runtime per core.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
@@ -32,6 +33,7 @@ pub mod loopback;
 pub mod peer_realtime;
 pub mod peer_tokio;
 pub mod peer_tokio_dtp;
+pub mod peer_tokio_uring;
 pub mod procstat;
 pub mod report;
 pub mod workload;

@@ -137,6 +137,27 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// The tokio-uring peer server used by `dtp bench` (internal).
+    #[command(name = "__peer-tokio-uring", hide = true)]
+    PeerTokioUring {
+        /// Where to listen.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// Worker threads, one runtime each (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
+    /// The raw io_uring floor used by `dtp bench` (internal): the least a
+    /// server can do for the plaintext workloads.
+    #[command(name = "__peer-floor", hide = true)]
+    PeerFloor {
+        /// Where to listen.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// Threads, one ring each (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
     /// Decode one or more concatenated binary frames and print them.
     ///
     /// Reads FILE, or the bytes given with --hex, or standard input when
@@ -484,6 +505,8 @@ fn main() -> ExitCode {
             | Command::Bench(_)
             | Command::PeerTokio { .. }
             | Command::PeerRealtime { .. }
+            | Command::PeerTokioUring { .. }
+            | Command::PeerFloor { .. }
     ) && let Err(e) = dtp_transports::raise_fd_limit()
     {
         tracing::warn!(error = %e, "could not raise the open-file limit");
@@ -517,6 +540,8 @@ fn main() -> ExitCode {
             workers,
             config,
         } => run_peer(listen, workers, config.as_deref()),
+        Command::PeerTokioUring { listen, workers } => run_peer_tokio_uring(listen, workers),
+        Command::PeerFloor { listen, workers } => run_peer_floor(listen, workers),
         Command::Inspect(args) => args.limits.limits().and_then(|limits| {
             inspect::run(args.file.as_deref(), args.hex.as_deref(), args.json, limits)
         }),
@@ -765,6 +790,21 @@ fn run_peer(
         std::future::pending::<()>(),
     )
     .map_err(|e| CliError::Io(format!("tokio peer: {e}")))
+}
+
+fn run_peer_tokio_uring(listen: std::net::SocketAddr, workers: usize) -> Result<(), CliError> {
+    let config = dtp_bench::peer_tokio::PeerConfig::new(listen, workers);
+    dtp_bench::peer_tokio_uring::run(
+        config,
+        |addr| println!("listening {addr}"),
+        std::future::pending::<()>(),
+    )
+    .map_err(|e| CliError::Io(format!("tokio-uring peer: {e}")))
+}
+
+fn run_peer_floor(listen: std::net::SocketAddr, workers: usize) -> Result<(), CliError> {
+    let config = dtp_transports::floor::FloorConfig::new(listen, workers);
+    dtp_transports::floor::run_child(config).map_err(|e| CliError::Io(format!("floor peer: {e}")))
 }
 
 /// The load generator's default congestion control (see `dtp load --help`).

@@ -22,6 +22,7 @@ mod buffers;
 mod driver;
 mod epoll;
 mod fault;
+pub mod floor;
 mod lent;
 mod mem;
 mod sendq;
