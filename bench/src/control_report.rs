@@ -126,7 +126,7 @@ pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
     ] {
         writeln!(
             out,
-            "{name:<12} {label:<14} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>10} {:>9} {:>12}",
+            "{name:<12} {label:<18} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>10} {:>9} {:>12}",
             format!("{}/s", count(f.ops_per_s)),
             format!("{}/{}", f.fays, f.resources),
             f.p50_us,
@@ -140,7 +140,7 @@ pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
     }
     writeln!(
         out,
-        "{:<12} {:<14} no peer: absolute figures, CPU/op is per decision / per handover; {} + {} refused",
+        "{:<12} {:<18} no peer: absolute figures, CPU/op is per decision / per handover; {} + {} refused",
         "", "ours / peer", c.decisions.refused, c.handovers.refused
     )
 }

@@ -61,7 +61,7 @@ fn workload(out: &mut impl fmt::Write, w: &WorkloadReport) -> fmt::Result {
     if w.ours.is_none() {
         writeln!(
             out,
-            "{:<12} {:<14} no figures (see the failures below)",
+            "{:<12} {:<18} no figures (see the failures below)",
             w.name, "ours"
         )?;
     }
@@ -72,7 +72,7 @@ fn workload(out: &mut impl fmt::Write, w: &WorkloadReport) -> fmt::Result {
             .map_or_else(String::new, |m| format!(" · memory {}", times(Some(m))));
         writeln!(
             out,
-            "{:<12} {:<14} throughput {} · CPU/op {} · p99 {}{memory}",
+            "{:<12} {:<18} throughput {} · CPU/op {} · p99 {}{memory}",
             "",
             format!("ours / {}", p.name),
             times(r.throughput),
@@ -87,7 +87,7 @@ fn workload(out: &mut impl fmt::Write, w: &WorkloadReport) -> fmt::Result {
         if let Some(m) = &f.memory {
             writeln!(
                 out,
-                "{:<12} {:<14} {}: {}/conn (RSS {}, {} conns)",
+                "{:<12} {:<18} {}: {}/conn (RSS {}, {} conns)",
                 "",
                 "memory",
                 side,
@@ -99,7 +99,7 @@ fn workload(out: &mut impl fmt::Write, w: &WorkloadReport) -> fmt::Result {
         if let (Some(n), Some(p50), Some(p99)) = (f.resumes, f.resume_p50_us, f.resume_p99_us) {
             writeln!(
                 out,
-                "{:<12} {:<14} {}: {n} resumes, p50 {p50:.0} µs, p99 {p99:.0} µs, {} lost, {} duplicated",
+                "{:<12} {:<18} {}: {n} resumes, p50 {p50:.0} µs, p99 {p99:.0} µs, {} lost, {} duplicated",
                 "",
                 "resume",
                 side,
@@ -119,7 +119,7 @@ fn limit(out: &mut impl fmt::Write, l: &Limit) -> fmt::Result {
         .collect();
     writeln!(
         out,
-        "{:<12} {:<14} {} {} · {}",
+        "{:<12} {:<18} {} {} · {}",
         "",
         "limit",
         l.name,
@@ -138,7 +138,7 @@ fn limit(out: &mut impl fmt::Write, l: &Limit) -> fmt::Result {
     if !others.is_empty() {
         writeln!(
             out,
-            "{:<12} {:<14} also measured: {}",
+            "{:<12} {:<18} also measured: {}",
             "",
             "",
             others.join(" · ")
@@ -151,7 +151,7 @@ fn limit(out: &mut impl fmt::Write, l: &Limit) -> fmt::Result {
 pub(crate) fn header(out: &mut impl fmt::Write, second: &str, fourth: &str) -> fmt::Result {
     writeln!(
         out,
-        "{:<12} {:<14} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>10} {:>9} {:>12}",
+        "{:<12} {:<18} {:>10} {:>11} {:>8} {:>8} {:>10} {:>10} {:>10} {:>9} {:>12}",
         "workload",
         second,
         "ops/s",
@@ -169,7 +169,7 @@ pub(crate) fn header(out: &mut impl fmt::Write, second: &str, fourth: &str) -> f
 fn row(out: &mut impl fmt::Write, name: &str, side: &str, f: &Figures) -> fmt::Result {
     writeln!(
         out,
-        "{:<12} {:<14} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>10} {:>9} {:>12}",
+        "{:<12} {:<18} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>10} {:>9} {:>12}",
         name,
         side,
         si(f.ops_per_s),
