@@ -14,6 +14,8 @@
 //! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on tokio.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
+//! - [`sealed_limit`]: the sealed-stream limit: sealing on one core, opening
+//!   on another, over loopback TCP.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
 //! - [`latency`]: the latency histogram, with coordinated-omission correction.
 //! - [`report`]: the JSON report, the median of several runs, the table;
@@ -34,4 +36,5 @@ pub mod peer_tokio;
 pub mod peer_tokio_dtp;
 pub mod procstat;
 pub mod report;
+pub mod sealed_limit;
 pub mod workload;
