@@ -293,6 +293,15 @@ struct LoadCli {
     /// session); nothing should be lost or duplicated.
     #[arg(long, value_name = "N", requires = "dtp")]
     disconnect_every: Option<u64>,
+    /// The least share of the run that must succeed, in (0, 1]: of the
+    /// connections established (with --dtp: that established a DTP
+    /// session; with --control: Fays with a session, AuthRequests
+    /// granted) and, with --dtp, of the fragments sent that were
+    /// delivered. Below it, or when nothing was answered at all, `dtp
+    /// load` prints why (refusal and CAP codes by name, `nothing listens
+    /// on ADDR`) and exits 1.
+    #[arg(long, default_value_t = load::DEFAULT_MIN_SUCCESS, value_name = "SHARE")]
+    min_success: f64,
     /// `--control MODE` and its options (see `load_dtp::control`).
     #[command(flatten)]
     control: load_dtp::ControlCli,
@@ -479,6 +488,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         return run_realtime_load(&a, m);
     }
     let w = workload(&a.workload)?;
+    check_load_args(&a, w)?;
     if a.window == 0 || !a.window.is_multiple_of(64) {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
@@ -527,6 +537,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
                 pin_terminal: a.pin_terminal,
                 disconnect_every: a.disconnect_every,
                 json: a.json,
+                min_success: a.min_success,
                 control: a.control.control.is_some().then_some(a.control),
             },
         );
@@ -573,6 +584,9 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
         l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
     );
+    if let Some(cpus) = result.client_cpus() {
+        println!("client cpu  {cpus:.2} cores (this load generator, over the window)");
+    }
     if result.tally.errors + result.tally.failed + result.tally.backlogged > 0 {
         println!(
             "problems    {} errors, {} failed connections, {} requests not sent when due",
@@ -592,8 +606,33 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
             "errors": result.tally.errors,
             "failed_connections": result.tally.failed,
             "backlogged": result.tally.backlogged,
+            "client_cpu_ns": result.client_cpu_ns,
         });
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
+    }
+    result
+        .verdict(&spec, a.min_success)
+        .map_err(CliError::Io)
+}
+
+/// Refuses, before any work, the `dtp load` arguments that cannot work
+/// (the rest are checked where they are used).
+fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), CliError> {
+    let bad = |what: String| Err(CliError::usage("BAD_ARGUMENT", what));
+    if a.rate == Some(0) {
+        return bad("--rate 0: give a positive rate in requests per second, or leave it out for a closed loop".into());
+    }
+    if a.rate.is_some() && w != dtp_bench::workload::Workload::Pingpong {
+        return bad(format!("--rate applies to the pingpong workload only, not {}", w.name()));
+    }
+    if a.payload == Some(0) {
+        return bad("--payload 0: a frame needs at least one payload byte".into());
+    }
+    if a.shards == Some(0) {
+        return bad("--shards 0: give at least one client thread, or leave it out".into());
+    }
+    if !(a.min_success > 0.0 && a.min_success <= 1.0) {
+        return bad(format!("--min-success {} must be in (0, 1]", a.min_success));
     }
     Ok(())
 }

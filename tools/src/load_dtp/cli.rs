@@ -30,6 +30,8 @@ pub(crate) struct DtpCliArgs {
     pub(crate) disconnect_every: Option<u64>,
     /// Write the result as JSON here.
     pub(crate) json: Option<PathBuf>,
+    /// The least share that must succeed (`--min-success`).
+    pub(crate) min_success: f64,
     /// `--control MODE` and its options, when given.
     pub(crate) control: Option<super::ControlCli>,
 }
@@ -38,7 +40,7 @@ pub(crate) struct DtpCliArgs {
 /// with `--control`, the control mode's run instead.
 pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
     if let Some(control) = a.control {
-        return super::control::run_cli(spec, control, a.pin_terminal, a.json);
+        return super::control::run_cli(spec, control, a.pin_terminal, a.json, a.min_success);
     }
     let Some(workload) = super::dtp_workload(spec.workload) else {
         return Err(CliError::usage(
@@ -97,7 +99,7 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
         let v = json_report(workload.name(), &dtp, &result);
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
     }
-    Ok(())
+    result.verdict(spec, a.min_success).map_err(CliError::Io)
 }
 
 /// The Fay's configuration from the files named on the command line.
@@ -239,11 +241,17 @@ pub(crate) fn text_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> S
             d.resumes, d.cuts
         );
     }
+    if let Some(cpus) = r.load.client_cpus() {
+        s += &format!("client cpu  {cpus:.2} cores (this load generator, over the window)\n");
+    }
     if t.errors + t.failed + d.failed_flows > 0 {
         s += &format!(
             "problems    {} errors, {} failed connections, {} connections given up\n",
             t.errors, t.failed, d.failed_flows
         );
+    }
+    for line in t.failures.lines() {
+        s += &format!("closed      {line}\n");
     }
     s
 }
@@ -264,6 +272,8 @@ pub(crate) fn json_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> s
         "errors": t.errors,
         "failed_connections": t.failed,
         "backlogged": t.backlogged,
+        "client_cpu_ns": r.load.client_cpu_ns,
+        "failures": t.failures.to_json(),
         "dtp": {
             "sent": d.sent,
             "delivered": d.delivered,
@@ -273,6 +283,7 @@ pub(crate) fn json_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> s
             "cuts": d.cuts,
             "disconnect_every": dtp.disconnect_every,
             "failed_flows": d.failed_flows,
+            "established_flows": d.established_flows,
             "resume_latency_us": {"p50": p50, "p99": p99},
         },
     })

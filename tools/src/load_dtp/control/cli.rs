@@ -73,6 +73,7 @@ pub(crate) fn run_cli(
     a: ControlCli,
     pin_terminal: Option<String>,
     json: Option<PathBuf>,
+    min_success: f64,
 ) -> Result<(), CliError> {
     let usage = |what: String| CliError::usage("BAD_ARGUMENT", what);
     let name = a.control.as_deref().unwrap_or_default();
@@ -141,7 +142,7 @@ pub(crate) fn run_cli(
         let v = json_report(&control, &result);
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
     }
-    Ok(())
+    result.verdict(spec, min_success).map_err(CliError::Io)
 }
 
 /// A code's name for the report (`E_RESOURCE_BUSY`, or its number).
@@ -247,6 +248,8 @@ pub(crate) fn json_report(c: &ControlSpec, r: &ControlLoadResult) -> serde_json:
         "errors": t.errors,
         "failed_connections": t.failed,
         "backlogged": t.backlogged,
+        "client_cpu_ns": r.load.client_cpu_ns,
+        "failures": s.failures.to_json(),
         "control": {
             "mode": c.plan.mode.name(),
             "fays": c.plan.fays,

@@ -124,6 +124,31 @@ pub(crate) struct ControlLoadResult {
     pub(crate) unfinished: u64,
 }
 
+impl ControlLoadResult {
+    /// Whether the run worked: at least `min` of the Fays established a
+    /// DTP session and of the AuthRequests answered (or timed out) were
+    /// granted; else why not (refusal and close codes by name with the
+    /// terminal's message, or why connections failed).
+    pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
+        let (t, s) = (&self.load.tally, &self.stats);
+        let fays = spec.connections as u64;
+        let connect = (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+        let shares = [
+            crate::load::Share {
+                what: "Fays established a DTP session",
+                attempted: fays,
+                succeeded: s.established.min(fays),
+            },
+            crate::load::Share {
+                what: "AuthRequests were granted",
+                attempted: s.granted + s.refused_total() + s.timeouts,
+                succeeded: s.granted,
+            },
+        ];
+        crate::load::status::check(&shares, min, &s.failures, connect)
+    }
+}
+
 /// Runs `control` against `spec.target` for `spec`'s warm-up and duration
 /// on `spec.shards` client threads and returns what it measured; the
 /// entry point for the bench and the CLI. `progress` is called about ten
@@ -181,7 +206,7 @@ pub(crate) fn run(
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let times = (start, measure_from, end, drain_until);
-    let backend = super::measure(
+    let (backend, client_cpu_ns) = super::measure(
         engine,
         &shared,
         |s: &Shared| &s.tally,
@@ -208,6 +233,7 @@ pub(crate) fn run(
             elapsed: spec.duration,
             latency,
             backend,
+            client_cpu_ns,
         },
         stats,
         failed_flows,
