@@ -208,7 +208,9 @@ mod tests {
         let (nonce, aad) = nonce_and_aad(1);
         assert!(key.open_in_place(nonce, Aad::from(aad), &mut bad).is_err());
         let (nonce, aad) = nonce_and_aad(1);
-        let plain = key.open_in_place(nonce, Aad::from(aad), &mut record).unwrap();
+        let plain = key
+            .open_in_place(nonce, Aad::from(aad), &mut record)
+            .unwrap();
         assert_eq!(plain, &[7u8; FRAGMENT_LEN][..]);
     }
 }

@@ -610,9 +610,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         });
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
     }
-    result
-        .verdict(&spec, a.min_success)
-        .map_err(CliError::Io)
+    result.verdict(&spec, a.min_success).map_err(CliError::Io)
 }
 
 /// Refuses, before any work, the `dtp load` arguments that cannot work
@@ -623,7 +621,10 @@ fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), 
         return bad("--rate 0: give a positive rate in requests per second, or leave it out for a closed loop".into());
     }
     if a.rate.is_some() && w != dtp_bench::workload::Workload::Pingpong {
-        return bad(format!("--rate applies to the pingpong workload only, not {}", w.name()));
+        return bad(format!(
+            "--rate applies to the pingpong workload only, not {}",
+            w.name()
+        ));
     }
     if a.payload == Some(0) {
         return bad("--payload 0: a frame needs at least one payload byte".into());

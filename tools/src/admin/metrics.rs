@@ -298,6 +298,9 @@ fn render_realtime(out: &mut String, m: &dtp_engine::realtime::FrontMetrics) {
 fn render_cap_refusals(out: &mut String) {
     out.push_str("# HELP dtp_cap_refused_total CAP handshakes this terminal refused, by code.\n# TYPE dtp_cap_refused_total counter\n");
     for (code, n) in dtp_engine::dtp::cap_refusals().snapshot() {
-        out.push_str(&format!("dtp_cap_refused_total{{code=\"{}\"}} {n}\n", code.0));
+        out.push_str(&format!(
+            "dtp_cap_refused_total{{code=\"{}\"}} {n}\n",
+            code.0
+        ));
     }
 }

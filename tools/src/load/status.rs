@@ -91,6 +91,16 @@ impl Failures {
     }
 }
 
+/// A DTP error's text without the code it starts with (the report names
+/// the code already).
+pub(crate) fn reason(e: &dtp_engine::dtp::DtpError) -> String {
+    let text = e.to_string();
+    let code = e.code().to_string();
+    text.strip_prefix(&code)
+        .map_or(text.as_str(), str::trim_start)
+        .to_owned()
+}
+
 /// What a user can do about a code a load run met.
 pub(crate) fn hint(code: ErrorCode) -> Option<&'static str> {
     Some(match code {
@@ -178,21 +188,35 @@ mod tests {
         f.record(ErrorCode::CREDENTIAL_REVOKED, "");
         f.record(ErrorCode::CREDENTIAL_REVOKED, "credential x was revoked");
         f.record(ErrorCode::CREDENTIAL_REVOKED, "another");
-        f.record(ErrorCode::INVALID_VALUE, "this terminal has no resource \"res-0\"");
+        f.record(
+            ErrorCode::INVALID_VALUE,
+            "this terminal has no resource \"res-0\"",
+        );
         let mut g = Failures::default();
         g.record(ErrorCode::INVALID_VALUE, "later");
         f.merge(&g);
         assert_eq!(f.iter().iter().map(|(_, n, _)| n).sum::<u64>(), 5);
         let lines = f.lines();
         assert_eq!(lines.len(), 2);
-        assert!(lines[0].starts_with("2005 CREDENTIAL_REVOKED ×3: credential x was revoked (the terminal revoked"), "{lines:?}");
-        assert_eq!(lines[1], "1009 INVALID_VALUE ×2: this terminal has no resource \"res-0\"");
+        assert!(
+            lines[0].starts_with(
+                "2005 CREDENTIAL_REVOKED ×3: credential x was revoked (the terminal revoked"
+            ),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines[1],
+            "1009 INVALID_VALUE ×2: this terminal has no resource \"res-0\""
+        );
     }
 
     #[test]
     fn a_share_below_the_minimum_fails_with_the_codes() {
         let mut f = Failures::default();
-        f.record(ErrorCode::CAP_FAILED, "the terminal's static key is not the pinned key");
+        f.record(
+            ErrorCode::CAP_FAILED,
+            "the terminal's static key is not the pinned key",
+        );
         let share = |succeeded| Share {
             what: "connections established a DTP session",
             attempted: 10,
@@ -202,14 +226,26 @@ mod tests {
         let e = check(&[share(8)], 0.9, &f, None).unwrap_err();
         assert!(e.starts_with("8 of 10 connections established a DTP session (--min-success 0.9): 2001 CAP_FAILED ×1: the terminal's static key"), "{e}");
         // Nothing attempted is never a success.
-        let none = Share { what: "operations", attempted: 0, succeeded: 0 };
-        let e = check(&[none], 0.5, &Failures::default(), Some("nothing listens on x".into()));
+        let none = Share {
+            what: "operations",
+            attempted: 0,
+            succeeded: 0,
+        };
+        let e = check(
+            &[none],
+            0.5,
+            &Failures::default(),
+            Some("nothing listens on x".into()),
+        );
         assert!(e.unwrap_err().ends_with(": nothing listens on x"));
     }
 
     #[test]
     fn a_refused_connect_says_nothing_listens() {
         let addr: SocketAddr = "127.0.0.1:7700".parse().unwrap();
-        assert_eq!(connect_failure(addr, 111), "nothing listens on 127.0.0.1:7700");
+        assert_eq!(
+            connect_failure(addr, 111),
+            "nothing listens on 127.0.0.1:7700"
+        );
     }
 }

@@ -386,7 +386,7 @@ impl Flow {
                 DtpEvent::Error(e) => {
                     tracing::debug!(error = %e, "DTP error on a load connection");
                     stats.errors += 1;
-                    last_error = Some((e.code(), e.to_string()));
+                    last_error = Some((e.code(), crate::load::status::reason(&e)));
                 }
                 DtpEvent::Closed { code } if code != ErrorCode::NORMAL => {
                     let message = match &last_error {

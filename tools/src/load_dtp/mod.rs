@@ -170,7 +170,8 @@ impl DtpLoadResult {
     /// name, or why connections failed).
     pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
         let (t, d) = (&self.load.tally, &self.dtp);
-        let connect = (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+        let connect =
+            (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
         let shares = [
             Share {
                 what: "connections established a DTP session",
@@ -615,8 +616,7 @@ pub(super) fn measure<S>(
                 Err(_) => (ops, done),
             })
     };
-    let window =
-        crate::load::run_window(start, measure_from, end, deadline, poll, progress, phase);
+    let window = crate::load::run_window(start, measure_from, end, deadline, poll, progress, phase);
     // Flows left mid-phase at the edges still report through `MeasureEnd`.
     for (_, p) in window.missed.into_iter().rev() {
         phase(p);

@@ -271,7 +271,7 @@ impl ControlFlow {
                 DtpEvent::Error(e) => {
                     tracing::debug!(error = %e, "DTP error on a control load connection");
                     stats.errors += 1;
-                    last_error = Some((e.code(), e.to_string()));
+                    last_error = Some((e.code(), crate::load::status::reason(&e)));
                 }
                 DtpEvent::Closed { code } => {
                     // The terminal ended the session (CAP refused, a

@@ -132,7 +132,8 @@ impl ControlLoadResult {
     pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
         let (t, s) = (&self.load.tally, &self.stats);
         let fays = spec.connections as u64;
-        let connect = (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+        let connect =
+            (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
         let shares = [
             crate::load::Share {
                 what: "Fays established a DTP session",
