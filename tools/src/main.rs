@@ -232,9 +232,10 @@ struct LoadCli {
     /// Connections in all.
     #[arg(long, default_value_t = 64)]
     connections: usize,
-    /// Measured seconds (after the warm-up).
-    #[arg(long, default_value_t = 10.0)]
-    duration: f64,
+    /// Measured seconds (after the warm-up); default 10. With --control
+    /// hold: how long to hold the session (default: until Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
     /// Warm-up seconds, not measured.
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
@@ -487,6 +488,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
     if let Some(m) = &a.realtime.realtime {
         return run_realtime_load(&a, m);
     }
+    let duration = a.duration.unwrap_or(10.0);
     let w = workload(&a.workload)?;
     check_load_args(&a, w)?;
     if a.window == 0 || !a.window.is_multiple_of(64) {
@@ -495,7 +497,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
             format!("--window {} must be a positive multiple of 64", a.window),
         ));
     }
-    if !(a.duration > 0.0 && a.duration <= 86_400.0 && (0.0..=3600.0).contains(&a.warmup)) {
+    if !(duration > 0.0 && duration <= 86_400.0 && (0.0..=3600.0).contains(&a.warmup)) {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
             "--duration must be in (0, 86400] and --warmup in [0, 3600] seconds",
@@ -520,7 +522,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         target: a.target,
         workload: w,
         connections: a.connections,
-        duration: std::time::Duration::from_secs_f64(a.duration),
+        duration: std::time::Duration::from_secs_f64(duration),
         warmup: std::time::Duration::from_secs_f64(a.warmup),
         rate: a.rate,
         window: a.window,
@@ -538,11 +540,12 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
                 disconnect_every: a.disconnect_every,
                 json: a.json,
                 min_success: a.min_success,
+                hold_for: a.duration.map(std::time::Duration::from_secs_f64),
                 control: a.control.control.is_some().then_some(a.control),
             },
         );
     }
-    let total = a.warmup + a.duration;
+    let total = a.warmup + duration;
     let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let b = indicatif::ProgressBar::new((total * 10.0) as u64);
         b.set_style(
@@ -770,7 +773,8 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
     if !(r.publish_rate > 0.0 && r.publish_rate <= 100_000.0) {
         return Err(bad("--publish-rate must be in (0, 100000]".into()));
     }
-    if a.connections == 0 || !(a.duration > 0.0 && a.duration <= 86_400.0) {
+    let duration = a.duration.unwrap_or(10.0);
+    if a.connections == 0 || !(duration > 0.0 && duration <= 86_400.0) {
         return Err(bad(
             "--connections must be at least 1 and --duration in (0, 86400]".into(),
         ));
@@ -787,7 +791,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         rate: r.publish_rate,
         payload: a.payload.unwrap_or(64).min(32 * 1024),
         warmup: std::time::Duration::from_secs_f64(a.warmup),
-        duration: std::time::Duration::from_secs_f64(a.duration),
+        duration: std::time::Duration::from_secs_f64(duration),
         shards: a.shards.unwrap_or(cores).max(1),
         driver: load_driver(a.connections, 0, &a.congestion),
     };

@@ -313,3 +313,91 @@ fn arguments_that_cannot_work_are_refused_before_anything_runs() {
         );
     }
 }
+
+#[test]
+fn hold_keeps_a_session_open_until_interrupted_then_releases_it() {
+    let setup = Setup::new("load-status-hold");
+    let serve = Serve::start(&setup.config(TERMINAL));
+    let fay = setup.fay("holder", &["res-0=write"]);
+    // The Fay's own files; --duration bounds the test should SIGINT be lost.
+    let mut child = dtp()
+        .args(["load", "--dtp", "--control", "hold", "--resource", "res-0"])
+        .args(["--target", &serve.addr.to_string(), "--duration", "20"])
+        .arg("--fay-key")
+        .arg(&fay.key)
+        .arg("--credential")
+        .arg(&fay.credential)
+        .arg("--pin-terminal")
+        .arg(setup.dir.join("terminal.key.pub"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("hold printed nothing").unwrap();
+    let id = first
+        .strip_prefix("holding session ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_owned();
+    // While it runs, the admin API lists the session, held by this Fay.
+    let sessions = serve.ctl_json(&["sessions"]);
+    let listed = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not in {sessions:#}"))
+        .clone();
+    assert_eq!(listed["fay_id"], "holder", "{listed:#}");
+    assert_eq!(listed["resource_id"], "res-0", "{listed:#}");
+    let text = serve.ctl_ok(&["sessions"]);
+    assert!(text.contains(&id), "{text}");
+    // Ctrl-C: it releases the session and exits 0.
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status:?}: {err}\n{rest:?}");
+    assert!(
+        rest.iter().any(|l| *l == format!("released session {id}")),
+        "{rest:?}"
+    );
+    assert_eq!(serve.ctl_ok(&["sessions"]), "no sessions\n");
+}
+
+#[test]
+fn hold_on_an_unknown_resource_fails_with_the_terminal_s_reason() {
+    let setup = Setup::new("load-status-hold-unknown");
+    let serve = Serve::start(&setup.config(TERMINAL));
+    let out = dtp()
+        .args(["load", "--dtp", "--control", "hold", "--resource", "res-9"])
+        .args(["--target", &serve.addr.to_string(), "--duration", "5"])
+        .arg("--issuer-key")
+        .arg(setup.dir.join("issuer.key"))
+        .arg("--pin-terminal")
+        .arg(setup.dir.join("terminal.key.pub"))
+        .output()
+        .unwrap();
+    assert_failed(&out, "has no resource \"res-9\"");
+    // Without a resource, it is refused before anything runs.
+    let out = dtp()
+        .args(["load", "--dtp", "--control", "hold"])
+        .args(["--target", &nobody().to_string()])
+        .arg("--issuer-key")
+        .arg(setup.dir.join("issuer.key"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(&out).contains("--resource"), "{}", stderr(&out));
+}

@@ -32,6 +32,8 @@ pub(crate) struct DtpCliArgs {
     pub(crate) json: Option<PathBuf>,
     /// The least share that must succeed (`--min-success`).
     pub(crate) min_success: f64,
+    /// `--duration` as given (`--control hold`: `None` holds until Ctrl-C).
+    pub(crate) hold_for: Option<std::time::Duration>,
     /// `--control MODE` and its options, when given.
     pub(crate) control: Option<super::ControlCli>,
 }
@@ -40,7 +42,15 @@ pub(crate) struct DtpCliArgs {
 /// with `--control`, the control mode's run instead.
 pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
     if let Some(control) = a.control {
-        return super::control::run_cli(spec, control, a.pin_terminal, a.json, a.min_success);
+        let o = super::control::cli::ControlArgs {
+            pin_terminal: a.pin_terminal,
+            json: a.json,
+            min_success: a.min_success,
+            fay_key: a.fay_key,
+            credential: a.credential,
+            hold_for: a.hold_for,
+        };
+        return super::control::run_cli(spec, control, o);
     }
     let Some(workload) = super::dtp_workload(spec.workload) else {
         return Err(CliError::usage(
@@ -60,7 +70,7 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
             "--disconnect-every must be at least 1",
         ));
     }
-    let fay = fay_config(&a)?;
+    let fay = fay_config_of_args(&a)?;
     if fay.cap.pinned_responder_key.is_none() {
         eprintln!("warning: no --pin-terminal: any terminal key is accepted");
     }
@@ -103,13 +113,27 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
 }
 
 /// The Fay's configuration from the files named on the command line.
-fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
+fn fay_config_of_args(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
     let (Some(key_path), Some(cred_path)) = (&a.fay_key, &a.credential) else {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
             "--dtp needs --fay-key FILE (dtp cred noise-key) and --credential FILE (dtp cred issue)",
         ));
     };
+    let pinned = match &a.pin_terminal {
+        Some(arg) => Some(read_public_key(arg)?),
+        None => None,
+    };
+    fay_config_from(key_path, cred_path, pinned)
+}
+
+/// A Fay's configuration from its key and credential files; `pinned`: the
+/// terminal's Noise public key.
+pub(crate) fn fay_config_from(
+    key_path: &Path,
+    cred_path: &Path,
+    pinned: Option<[u8; 32]>,
+) -> Result<FayConfig, CliError> {
     let key = NoiseKeypair::from_text(&read_text(key_path)?).map_err(|e| {
         CliError::usage(
             "BAD_KEY",
@@ -128,11 +152,16 @@ fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
             ),
         )
     })?;
-    let pinned = match &a.pin_terminal {
-        Some(arg) => Some(read_public_key(arg)?),
-        None => None,
-    };
-    Ok(FayConfig {
+    Ok(fay_config(key, credential, pinned))
+}
+
+/// A Fay's configuration: its keys and credential, AES-256-GCM first.
+pub(crate) fn fay_config(
+    key: NoiseKeypair,
+    credential: Credential,
+    pinned: Option<[u8; 32]>,
+) -> FayConfig {
+    FayConfig {
         cap: InitiatorConfig {
             static_keypair: key,
             credential,
@@ -144,7 +173,7 @@ fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
         },
         endpoint: EndpointConfig::fay(),
-    })
+    }
 }
 
 /// A small text file (a key, a credential), at most `MAX_KEY_FILE` bytes.
