@@ -438,14 +438,7 @@ pub(crate) fn run(
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let backend = engine.backend().kind.name().to_owned();
     let deadline = end + Duration::from_secs(10);
-    let poll = || {
-        tallies
-            .iter()
-            .fold((0, true), |(ops, done), t| match t.lock() {
-                Ok(t) => (ops + t.ops, done && t.done),
-                Err(_) => (ops, done),
-            })
-    };
+    let poll = || poll_tallies(&tallies);
     // A window that did not complete is reported as such by the caller
     // (its edges never fired).
     let window = run_window(
@@ -461,12 +454,7 @@ pub(crate) fn run(
     engine
         .join()
         .map_err(|e| format!("load generator failed: {e}"))?;
-    let mut total = Tally::new();
-    for t in &tallies {
-        if let Ok(t) = t.lock() {
-            total.merge(&t);
-        }
-    }
+    let total = merged(&tallies);
     no_connection_is_an_error(&total, spec.target)?;
     let latency = total.latency.summary();
     Ok(LoadResult {
@@ -476,6 +464,27 @@ pub(crate) fn run(
         backend,
         client_cpu_ns: window.client_cpu_ns,
     })
+}
+
+/// Operations so far and whether every shard is done.
+fn poll_tallies(tallies: &[Arc<Mutex<Tally>>]) -> (u64, bool) {
+    tallies
+        .iter()
+        .fold((0, true), |(ops, done), t| match t.lock() {
+            Ok(t) => (ops + t.ops, done && t.done),
+            Err(_) => (ops, done),
+        })
+}
+
+/// The shards' tallies added up.
+fn merged(tallies: &[Arc<Mutex<Tally>>]) -> Tally {
+    let mut total = Tally::new();
+    for t in tallies {
+        if let Ok(t) = t.lock() {
+            total.merge(&t);
+        }
+    }
+    total
 }
 
 /// The payload of every request or frame: `--payload` bytes, or the
@@ -524,14 +533,7 @@ fn run_stream(
             .map_err(|e| format!("could not start the load generator: {e}"))?;
         threads.push(t);
     }
-    let poll = || {
-        tallies
-            .iter()
-            .fold((0, true), |(ops, done), t| match t.lock() {
-                Ok(t) => (ops + t.ops, done && t.done),
-                Err(_) => (ops, done),
-            })
-    };
+    let poll = || poll_tallies(&tallies);
     let window = run_window(
         start,
         measure_from,
@@ -545,12 +547,7 @@ fn run_stream(
         t.join()
             .map_err(|_| "a load generator thread panicked".to_owned())?;
     }
-    let mut total = Tally::new();
-    for t in &tallies {
-        if let Ok(t) = t.lock() {
-            total.merge(&t);
-        }
-    }
+    let total = merged(&tallies);
     no_connection_is_an_error(&total, spec.target)?;
     let latency = total.latency.summary();
     let backend = backend
