@@ -194,6 +194,22 @@ mod tests {
         assert!(r.bytes_per_s > 0.0);
     }
 
+    /// Prints the figure for a 2-second window: `cargo test --release -p
+    /// dtp-bench --lib sealed_limit -- --ignored --nocapture` (alone on the
+    /// machine).
+    #[test]
+    #[ignore = "a measurement, not a test: run it on purpose"]
+    fn print_the_limit() {
+        let r = measure(Duration::from_secs(2), Some("reno")).unwrap();
+        println!(
+            "sealed-stream limit: {:.2} GB/s ({} fragments verified, {} failed)",
+            r.bytes_per_s / 1e9,
+            r.verified,
+            r.failed
+        );
+        assert_eq!(r.failed, 0);
+    }
+
     #[test]
     fn a_tampered_record_fails_to_open() {
         let key = aes_key(&[0x42; 32]).unwrap();
