@@ -6,16 +6,8 @@
 //! send time, correcting coordinated omission), `stream` (a window of 16 KiB
 //! frames per connection, goodput measured by the server's acks) and `idle`
 //! (one round trip per connection, then nothing).
-//!
-//! `stream` does not run on an engine shard: its senders ([`stream`]) sit
-//! straight on the transports' driver, one per client thread, so that a
-//! frame's payload is copied once in user space (into the send chunks)
-//! instead of encoded into a shard's outbox and copied again. The
-//! connections of a run are spread over the client threads
-//! (`--connections N --shards M`). Whether a run worked is [`status`]'s.
 
 pub(crate) mod status;
-mod stream;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -23,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary, Schedule};
-use dtp_bench::workload::{self, DATA_FIELDS_LEN, PINGPONG_STREAM_ID, Workload};
+use dtp_bench::workload::{self, DATA_FIELDS_LEN, PINGPONG_STREAM_ID, StreamWindow, Workload};
 use dtp_codec::{Body, DataFrame, HEADER_LEN};
 use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
@@ -165,6 +157,10 @@ enum ConnState {
     },
     /// Open loop: requests carry their schedule index as sequence.
     OpenPing,
+    Stream {
+        window: StreamWindow,
+        sent_at: std::collections::VecDeque<(u64, Instant)>,
+    },
     Idle {
         answered: bool,
     },
@@ -227,6 +223,34 @@ impl Client {
         }
     }
 
+    fn fill_stream(&mut self, state: &mut ConnState, out: &mut Outbox<'_>) {
+        let ConnState::Stream { window, sent_at } = state else {
+            return;
+        };
+        let now = Instant::now();
+        if now >= self.end {
+            return;
+        }
+        loop {
+            if out.room() < self.frame_len() {
+                // Out of room, not out of window: go on when the queue drains.
+                out.want_writable();
+                break;
+            }
+            let Some(seq) = window.next_sequence() else {
+                break;
+            };
+            // The frame that fills the window is always an ack point (the
+            // window is a multiple of 64), so no flush marker is needed.
+            let frame = workload::stream_frame(seq, &self.payload, false);
+            if out.send(&frame).is_err() {
+                self.local.errors += 1;
+                break;
+            }
+            sent_at.push_back((seq, now));
+        }
+    }
+
     fn flush(&mut self, final_flush: bool) {
         let Ok(mut shared) = self.shared.lock() else {
             return;
@@ -256,9 +280,17 @@ impl Service for Client {
             }
             (Workload::Pingpong, Some(_)) => ConnState::OpenPing,
             (Workload::Stream, _) => {
-                // `stream` runs on its own senders (`run_stream`), never here.
-                self.local.errors += 1;
-                ConnState::Idle { answered: true }
+                let Ok(window) = StreamWindow::new(self.spec.window) else {
+                    // The CLI checks the window before starting; count it anyway.
+                    self.local.errors += 1;
+                    return ConnState::Idle { answered: true };
+                };
+                let mut s = ConnState::Stream {
+                    window,
+                    sent_at: Default::default(),
+                };
+                self.fill_stream(&mut s, out);
+                s
             }
             (Workload::Idle, _) => {
                 if out.send(&self.request(1)).is_err() {
@@ -304,6 +336,26 @@ impl Service for Client {
                     }
                 }
             }
+            ConnState::Stream { window, sent_at } => {
+                let cumulative =
+                    workload::parse_ack(&frame).map_err(|_| ErrorCode::INVALID_VALUE)?;
+                let newly = window
+                    .on_ack(cumulative)
+                    .map_err(|_| ErrorCode::INVALID_VALUE)?;
+                let mut first = None;
+                while let Some(&(seq, t)) = sent_at.front() {
+                    if seq > cumulative {
+                        break;
+                    }
+                    first.get_or_insert(t);
+                    sent_at.pop_front();
+                }
+                if let Some(t) = first {
+                    // Latency of an ack batch: from its first frame's send to the ack.
+                    self.count(now, newly, newly * self.frame_len() as u64, now - t);
+                }
+                self.fill_stream(state, out);
+            }
             ConnState::Idle { answered } => {
                 self.check(1, &frame)?;
                 *answered = true;
@@ -311,6 +363,10 @@ impl Service for Client {
             }
         }
         Ok(())
+    }
+
+    fn writable(&mut self, state: &mut ConnState, out: &mut Outbox<'_>) {
+        self.fill_stream(state, out);
     }
 
     fn connect_failed(&mut self, _conn: ConnId, errno: i32) {
@@ -396,9 +452,6 @@ pub(crate) fn run(
     progress: impl FnMut(f64, u64),
     mut phase: impl FnMut(Phase),
 ) -> Result<LoadResult, String> {
-    if spec.workload == Workload::Stream {
-        return run_stream(spec, progress, phase);
-    }
     let shards = spec.shards.max(1);
     let start = Instant::now();
     let measure_from = start + spec.warmup;
@@ -431,14 +484,25 @@ pub(crate) fn run(
             schedule: rate.map(|r| (Schedule::per_second(start, r), 0)),
             open: Vec::new(),
             rr: 0,
-            payload: payload_of(&base),
+            payload: match (base.workload, base.payload) {
+                (_, Some(n)) => (0..n).map(|i| (i % 251) as u8).collect(),
+                (Workload::Stream, None) => workload::stream_payload(),
+                (_, None) => workload::pingpong_payload(),
+            },
             last_flush: start,
         }
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let backend = engine.backend().kind.name().to_owned();
     let deadline = end + Duration::from_secs(10);
-    let poll = || poll_tallies(&tallies);
+    let poll = || {
+        tallies
+            .iter()
+            .fold((0, true), |(ops, done), t| match t.lock() {
+                Ok(t) => (ops + t.ops, done && t.done),
+                Err(_) => (ops, done),
+            })
+    };
     // A window that did not complete is reported as such by the caller
     // (its edges never fired).
     let window = run_window(
@@ -454,107 +518,14 @@ pub(crate) fn run(
     engine
         .join()
         .map_err(|e| format!("load generator failed: {e}"))?;
-    let total = merged(&tallies);
-    no_connection_is_an_error(&total, spec.target)?;
-    let latency = total.latency.summary();
-    Ok(LoadResult {
-        tally: total,
-        elapsed: spec.duration,
-        latency,
-        backend,
-        client_cpu_ns: window.client_cpu_ns,
-    })
-}
-
-/// Operations so far and whether every shard is done.
-fn poll_tallies(tallies: &[Arc<Mutex<Tally>>]) -> (u64, bool) {
-    tallies
-        .iter()
-        .fold((0, true), |(ops, done), t| match t.lock() {
-            Ok(t) => (ops + t.ops, done && t.done),
-            Err(_) => (ops, done),
-        })
-}
-
-/// The shards' tallies added up.
-fn merged(tallies: &[Arc<Mutex<Tally>>]) -> Tally {
     let mut total = Tally::new();
-    for t in tallies {
+    for t in &tallies {
         if let Ok(t) = t.lock() {
             total.merge(&t);
         }
     }
-    total
-}
-
-/// The payload of every request or frame: `--payload` bytes, or the
-/// workload's standard size.
-fn payload_of(spec: &LoadSpec) -> Bytes {
-    match (spec.workload, spec.payload) {
-        (_, Some(n)) => (0..n).map(|i| (i % 251) as u8).collect(),
-        (Workload::Stream, None) => workload::stream_payload(),
-        (_, None) => workload::pingpong_payload(),
-    }
-}
-
-/// [`run`] for `stream`: one sender thread per client shard straight on
-/// the transports (`stream`'s module docs say why), the same measuring
-/// loop, tallies and result.
-fn run_stream(
-    spec: &LoadSpec,
-    progress: impl FnMut(f64, u64),
-    mut phase: impl FnMut(Phase),
-) -> Result<LoadResult, String> {
-    let shards = spec.shards.max(1).min(spec.connections.max(1));
-    let start = Instant::now();
-    let measure_from = start + spec.warmup;
-    let end = measure_from + spec.duration;
-    let tallies: Vec<Arc<Mutex<Tally>>> = (0..shards)
-        .map(|_| Arc::new(Mutex::new(Tally::new())))
-        .collect();
-    let backend = Arc::new(Mutex::new(None));
-    let payload = payload_of(spec);
-    let mut threads = Vec::with_capacity(shards);
-    for (i, shared) in tallies.iter().enumerate() {
-        let sender = stream::StreamShard {
-            target: spec.target,
-            connections: spec.connections / shards + usize::from(i < spec.connections % shards),
-            window: spec.window,
-            payload: payload.clone(),
-            driver: spec.driver.clone(),
-            measure_from,
-            end,
-            shared: shared.clone(),
-            backend: backend.clone(),
-        };
-        let t = std::thread::Builder::new()
-            .name(format!("load-stream-{i}"))
-            .spawn(move || sender.run())
-            .map_err(|e| format!("could not start the load generator: {e}"))?;
-        threads.push(t);
-    }
-    let poll = || poll_tallies(&tallies);
-    let window = run_window(
-        start,
-        measure_from,
-        end,
-        end + Duration::from_secs(10),
-        poll,
-        progress,
-        &mut phase,
-    );
-    for t in threads {
-        t.join()
-            .map_err(|_| "a load generator thread panicked".to_owned())?;
-    }
-    let total = merged(&tallies);
     no_connection_is_an_error(&total, spec.target)?;
     let latency = total.latency.summary();
-    let backend = backend
-        .lock()
-        .ok()
-        .and_then(|b| b.clone())
-        .unwrap_or_else(|| "none".to_owned());
     Ok(LoadResult {
         tally: total,
         elapsed: spec.duration,
