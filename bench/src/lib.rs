@@ -15,6 +15,8 @@
 //! - [`peer_tokio_uring`]: the same protocol on tokio-uring, one runtime per core.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
+//! - [`sealed_limit`]: the sealed-stream limit: sealing on one core, opening
+//!   on another, over loopback TCP.
 //! - [`procstat`]: the OS's accounting (CPU, RSS, threads) of a server process.
 //! - [`latency`]: the latency histogram, with coordinated-omission correction.
 //! - [`report`]: the JSON report, the median of several runs, the table;
@@ -36,4 +38,5 @@ pub mod peer_tokio_dtp;
 pub mod peer_tokio_uring;
 pub mod procstat;
 pub mod report;
+pub mod sealed_limit;
 pub mod workload;

@@ -7,6 +7,8 @@
 //! frames per connection, goodput measured by the server's acks) and `idle`
 //! (one round trip per connection, then nothing).
 
+pub(crate) mod status;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,6 +20,8 @@ use dtp_codec::{Body, DataFrame, HEADER_LEN};
 use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
 use dtp_transports::{CloseReason, ConnId, DriverConfig};
+
+pub(crate) use status::{DEFAULT_MIN_SUCCESS, Failures, Share, connect_failure};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -56,6 +60,8 @@ pub(crate) struct Tally {
     pub(crate) backlogged: u64,
     /// The OS error of the last failed connect (0: none).
     pub(crate) last_errno: i32,
+    /// Refusals and CAP failures by code (DTP modes).
+    pub(crate) failures: Failures,
     pub(crate) done: bool,
 }
 
@@ -71,6 +77,7 @@ impl Tally {
             errors: 0,
             backlogged: 0,
             last_errno: 0,
+            failures: Failures::default(),
             done: false,
         }
     }
@@ -87,6 +94,7 @@ impl Tally {
         if o.last_errno != 0 {
             self.last_errno = o.last_errno;
         }
+        self.failures.merge(&o.failures);
     }
 }
 
@@ -97,6 +105,11 @@ pub(crate) struct LoadResult {
     pub(crate) elapsed: Duration,
     pub(crate) latency: LatencySummary,
     pub(crate) backend: String,
+    /// CPU time (user + system, all threads) this process spent over the
+    /// measured window, in ns: the load generator's own cost, to compare
+    /// with the server's. `None` when the window did not complete or the
+    /// OS's accounting could not be read.
+    pub(crate) client_cpu_ns: Option<u64>,
 }
 
 impl LoadResult {
@@ -106,6 +119,33 @@ impl LoadResult {
 
     pub(crate) fn bytes_per_s(&self) -> f64 {
         self.tally.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The client's CPUs busy over the window (`client_cpu_ns` / window).
+    pub(crate) fn client_cpus(&self) -> Option<f64> {
+        self.client_cpu_ns
+            .map(|ns| ns as f64 / 1e9 / self.elapsed.as_secs_f64().max(1e-9))
+    }
+
+    /// Whether the run worked: at least `min` of the connections were
+    /// established and something was answered in the measured window;
+    /// else why not.
+    pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
+        let t = &self.tally;
+        let connect = (t.failed > 0).then(|| connect_failure(spec.target, t.last_errno));
+        let established = Share {
+            what: "connections established",
+            attempted: spec.connections as u64,
+            succeeded: t.connected,
+        };
+        status::check(&[established], min, &t.failures, connect)?;
+        if t.ops == 0 {
+            return Err(format!(
+                "no operation was answered in the measured window ({} errors)",
+                t.errors
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -465,7 +505,7 @@ pub(crate) fn run(
     };
     // A window that did not complete is reported as such by the caller
     // (its edges never fired).
-    let _ = run_window(
+    let window = run_window(
         start,
         measure_from,
         end,
@@ -491,13 +531,23 @@ pub(crate) fn run(
         elapsed: spec.duration,
         latency,
         backend,
+        client_cpu_ns: window.client_cpu_ns,
     })
 }
 
+/// What [`run_window`] saw.
+pub(crate) struct Window {
+    /// The edges not reached, latest first.
+    pub(crate) missed: Vec<(Instant, Phase)>,
+    /// This process's CPU time from the window's start to its end (`None`
+    /// if either edge was missed or the accounting could not be read).
+    pub(crate) client_cpu_ns: Option<u64>,
+}
+
 /// The measuring loop of a load run: fires `phase` at the measured window's
-/// start and end, reports progress about every 100 ms, until `poll` says
-/// every connection is done (`(ops, done)`) or `deadline` passes. Returns
-/// the edges not reached, latest first.
+/// start and end (and samples this process's CPU time there), reports
+/// progress about every 100 ms, until `poll` says every connection is done
+/// (`(ops, done)`) or `deadline` passes.
 pub(crate) fn run_window(
     start: Instant,
     measure_from: Instant,
@@ -506,7 +556,9 @@ pub(crate) fn run_window(
     mut poll: impl FnMut() -> (u64, bool),
     mut progress: impl FnMut(f64, u64),
     phase: &mut impl FnMut(Phase),
-) -> Vec<(Instant, Phase)> {
+) -> Window {
+    let mut cpu_at_start = None;
+    let mut client_cpu_ns = None;
     let mut edges = vec![
         (end, Phase::MeasureEnd),
         (measure_from, Phase::MeasureStart),
@@ -523,22 +575,36 @@ pub(crate) fn run_window(
             if now < at {
                 break;
             }
+            let sample = dtp_bench::procstat::sample_self().ok();
+            match p {
+                Phase::MeasureStart => cpu_at_start = sample,
+                Phase::MeasureEnd => {
+                    client_cpu_ns = cpu_at_start
+                        .as_ref()
+                        .zip(sample.as_ref())
+                        .and_then(|(a, b)| dtp_bench::procstat::delta(a, b).ok())
+                        .map(|d| d.cpu_ns);
+                }
+            }
             phase(p);
             edges.pop();
         }
         let (ops, all_done) = poll();
         progress(now.saturating_duration_since(start).as_secs_f64(), ops);
         if all_done || now > deadline {
-            return edges;
+            return Window {
+                missed: edges,
+                client_cpu_ns,
+            };
         }
     }
 }
 
-/// A run in which no connection could be made is an error that says why.
+/// A run in which no connection could be made is an error that says why
+/// (`nothing listens on ADDR`).
 pub(crate) fn no_connection_is_an_error(total: &Tally, target: SocketAddr) -> Result<(), String> {
     if total.connected == 0 {
-        let why = std::io::Error::from_raw_os_error(total.last_errno);
-        return Err(format!("no connection to {target} could be made ({why})"));
+        return Err(connect_failure(target, total.last_errno));
     }
     Ok(())
 }

@@ -297,9 +297,10 @@ struct LoadCli {
     /// Connections in all.
     #[arg(long, default_value_t = 64)]
     connections: usize,
-    /// Measured seconds (after the warm-up).
-    #[arg(long, default_value_t = 10.0)]
-    duration: f64,
+    /// Measured seconds (after the warm-up); default 10. With --control
+    /// hold: how long to hold the session (default: until Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
     /// Warm-up seconds, not measured.
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
@@ -358,6 +359,15 @@ struct LoadCli {
     /// session); nothing should be lost or duplicated.
     #[arg(long, value_name = "N", requires = "dtp")]
     disconnect_every: Option<u64>,
+    /// The least share of the run that must succeed, in (0, 1]: of the
+    /// connections established (with --dtp: that established a DTP
+    /// session; with --control: Fays with a session, AuthRequests
+    /// granted) and, with --dtp, of the fragments sent that were
+    /// delivered. Below it, or when nothing was answered at all, `dtp
+    /// load` prints why (refusal and CAP codes by name, `nothing listens
+    /// on ADDR`) and exits 1.
+    #[arg(long, default_value_t = load::DEFAULT_MIN_SUCCESS, value_name = "SHARE")]
+    min_success: f64,
     /// `--control MODE` and its options (see `load_dtp::control`).
     #[command(flatten)]
     control: load_dtp::ControlCli,
@@ -576,14 +586,16 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
     if let Some(m) = &a.realtime.realtime {
         return run_realtime_load(&a, m);
     }
+    let duration = a.duration.unwrap_or(10.0);
     let w = workload(&a.workload)?;
+    check_load_args(&a, w)?;
     if a.window == 0 || !a.window.is_multiple_of(64) {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
             format!("--window {} must be a positive multiple of 64", a.window),
         ));
     }
-    if !(a.duration > 0.0 && a.duration <= 86_400.0 && (0.0..=3600.0).contains(&a.warmup)) {
+    if !(duration > 0.0 && duration <= 86_400.0 && (0.0..=3600.0).contains(&a.warmup)) {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
             "--duration must be in (0, 86400] and --warmup in [0, 3600] seconds",
@@ -608,7 +620,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         target: a.target,
         workload: w,
         connections: a.connections,
-        duration: std::time::Duration::from_secs_f64(a.duration),
+        duration: std::time::Duration::from_secs_f64(duration),
         warmup: std::time::Duration::from_secs_f64(a.warmup),
         rate: a.rate,
         window: a.window,
@@ -625,11 +637,13 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
                 pin_terminal: a.pin_terminal,
                 disconnect_every: a.disconnect_every,
                 json: a.json,
+                min_success: a.min_success,
+                hold_for: a.duration.map(std::time::Duration::from_secs_f64),
                 control: a.control.control.is_some().then_some(a.control),
             },
         );
     }
-    let total = a.warmup + a.duration;
+    let total = a.warmup + duration;
     let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let b = indicatif::ProgressBar::new((total * 10.0) as u64);
         b.set_style(
@@ -671,6 +685,9 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
         l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
     );
+    if let Some(cpus) = result.client_cpus() {
+        println!("client cpu  {cpus:.2} cores (this load generator, over the window)");
+    }
     if result.tally.errors + result.tally.failed + result.tally.backlogged > 0 {
         println!(
             "problems    {} errors, {} failed connections, {} requests not sent when due",
@@ -690,8 +707,34 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
             "errors": result.tally.errors,
             "failed_connections": result.tally.failed,
             "backlogged": result.tally.backlogged,
+            "client_cpu_ns": result.client_cpu_ns,
         });
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
+    }
+    result.verdict(&spec, a.min_success).map_err(CliError::Io)
+}
+
+/// Refuses, before any work, the `dtp load` arguments that cannot work
+/// (the rest are checked where they are used).
+fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), CliError> {
+    let bad = |what: String| Err(CliError::usage("BAD_ARGUMENT", what));
+    if a.rate == Some(0) {
+        return bad("--rate 0: give a positive rate in requests per second, or leave it out for a closed loop".into());
+    }
+    if a.rate.is_some() && w != dtp_bench::workload::Workload::Pingpong {
+        return bad(format!(
+            "--rate applies to the pingpong workload only, not {}",
+            w.name()
+        ));
+    }
+    if a.payload == Some(0) {
+        return bad("--payload 0: a frame needs at least one payload byte".into());
+    }
+    if a.shards == Some(0) {
+        return bad("--shards 0: give at least one client thread, or leave it out".into());
+    }
+    if !(a.min_success > 0.0 && a.min_success <= 1.0) {
+        return bad(format!("--min-success {} must be in (0, 1]", a.min_success));
     }
     Ok(())
 }
@@ -847,7 +890,8 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
     if !(r.publish_rate > 0.0 && r.publish_rate <= 100_000.0) {
         return Err(bad("--publish-rate must be in (0, 100000]".into()));
     }
-    if a.connections == 0 || !(a.duration > 0.0 && a.duration <= 86_400.0) {
+    let duration = a.duration.unwrap_or(10.0);
+    if a.connections == 0 || !(duration > 0.0 && duration <= 86_400.0) {
         return Err(bad(
             "--connections must be at least 1 and --duration in (0, 86400]".into(),
         ));
@@ -864,7 +908,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         rate: r.publish_rate,
         payload: a.payload.unwrap_or(64).min(32 * 1024),
         warmup: std::time::Duration::from_secs_f64(a.warmup),
-        duration: std::time::Duration::from_secs_f64(a.duration),
+        duration: std::time::Duration::from_secs_f64(duration),
         shards: a.shards.unwrap_or(cores).max(1),
         driver: load_driver(a.connections, 0, &a.congestion),
     };

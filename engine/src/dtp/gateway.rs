@@ -20,7 +20,7 @@ use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::{DtpEndpoint, DtpEvent, SuspendedSessions, TerminalConfig};
+use super::{DtpEndpoint, DtpError, DtpEvent, SuspendedSessions, TerminalConfig};
 use crate::service::{Origin, Outbox, Service, ToControl};
 
 /// What a gateway does with its DTP sessions: decides agreements, consumes
@@ -60,6 +60,8 @@ pub struct DtpGateway<A: DtpApp> {
 /// (`None` when the endpoint could not be created; the connection is then
 /// closed at once).
 pub struct GatewayConn<S> {
+    /// The transport connection (what a log line can name).
+    conn: ConnId,
     endpoint: DtpEndpoint,
     session: S,
     /// A resume request whose session is not parked yet, and until when it
@@ -118,6 +120,11 @@ impl<A: DtpApp> DtpGateway<A> {
                         };
                         self.app.event(&mut c.session, &mut c.endpoint, event, now);
                     }
+                    DtpEvent::Error(DtpError::Cap(e)) => {
+                        refused_handshake(c.conn, &e);
+                        let event = DtpEvent::Error(DtpError::Cap(e));
+                        self.app.event(&mut c.session, &mut c.endpoint, event, now);
+                    }
                     DtpEvent::Closed { code } => {
                         closed = true;
                         self.app.event(
@@ -145,6 +152,20 @@ impl<A: DtpApp> DtpGateway<A> {
         if closed || c.endpoint.is_closed() {
             out.close();
         }
+    }
+}
+
+/// A handshake this terminal refused: logged (the code, the connection,
+/// why — a credential's descriptor id at most, never key material) and
+/// counted for `/metrics` ([`cap_refusals`](super::cap_refusals)). A
+/// handshake that timed out is an `info`, every other refusal a `warn`.
+fn refused_handshake(conn: ConnId, e: &dtp_crypto::cap::CapError) {
+    let code = e.code();
+    super::cap_refusals().record(code);
+    if code == ErrorCode::CAP_TIMEOUT {
+        tracing::info!(%code, conn = conn.as_u64(), reason = %e, "CAP handshake refused");
+    } else {
+        tracing::warn!(%code, conn = conn.as_u64(), reason = %e, "CAP handshake refused");
     }
 }
 
@@ -198,6 +219,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         match DtpEndpoint::terminal(&self.config, now, unix_now(), &mut fill) {
             Ok(endpoint) => {
                 let mut c = GatewayConn {
+                    conn,
                     endpoint,
                     session: A::Session::default(),
                     waiting_resume: None,

@@ -138,6 +138,7 @@ impl Exporter {
                 ));
             }
         }
+        render_cap_refusals(&mut out);
         if let Some(rt) = &self.realtime {
             render_realtime(&mut out, rt);
         }
@@ -289,6 +290,17 @@ fn render_realtime(out: &mut String, m: &dtp_engine::realtime::FrontMetrics) {
     ] {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
+        ));
+    }
+}
+
+/// Refused CAP handshakes by code (`dtp_engine::dtp::cap_refusals`).
+fn render_cap_refusals(out: &mut String) {
+    out.push_str("# HELP dtp_cap_refused_total CAP handshakes this terminal refused, by code.\n# TYPE dtp_cap_refused_total counter\n");
+    for (code, n) in dtp_engine::dtp::cap_refusals().snapshot() {
+        out.push_str(&format!(
+            "dtp_cap_refused_total{{code=\"{}\"}} {n}\n",
+            code.0
         ));
     }
 }

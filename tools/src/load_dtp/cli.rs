@@ -30,6 +30,10 @@ pub(crate) struct DtpCliArgs {
     pub(crate) disconnect_every: Option<u64>,
     /// Write the result as JSON here.
     pub(crate) json: Option<PathBuf>,
+    /// The least share that must succeed (`--min-success`).
+    pub(crate) min_success: f64,
+    /// `--duration` as given (`--control hold`: `None` holds until Ctrl-C).
+    pub(crate) hold_for: Option<std::time::Duration>,
     /// `--control MODE` and its options, when given.
     pub(crate) control: Option<super::ControlCli>,
 }
@@ -38,7 +42,15 @@ pub(crate) struct DtpCliArgs {
 /// with `--control`, the control mode's run instead.
 pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
     if let Some(control) = a.control {
-        return super::control::run_cli(spec, control, a.pin_terminal, a.json);
+        let o = super::control::cli::ControlArgs {
+            pin_terminal: a.pin_terminal,
+            json: a.json,
+            min_success: a.min_success,
+            fay_key: a.fay_key,
+            credential: a.credential,
+            hold_for: a.hold_for,
+        };
+        return super::control::run_cli(spec, control, o);
     }
     let Some(workload) = super::dtp_workload(spec.workload) else {
         return Err(CliError::usage(
@@ -58,7 +70,7 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
             "--disconnect-every must be at least 1",
         ));
     }
-    let fay = fay_config(&a)?;
+    let fay = fay_config_of_args(&a)?;
     if fay.cap.pinned_responder_key.is_none() {
         eprintln!("warning: no --pin-terminal: any terminal key is accepted");
     }
@@ -97,17 +109,31 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
         let v = json_report(workload.name(), &dtp, &result);
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
     }
-    Ok(())
+    result.verdict(spec, a.min_success).map_err(CliError::Io)
 }
 
 /// The Fay's configuration from the files named on the command line.
-fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
+fn fay_config_of_args(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
     let (Some(key_path), Some(cred_path)) = (&a.fay_key, &a.credential) else {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
             "--dtp needs --fay-key FILE (dtp cred noise-key) and --credential FILE (dtp cred issue)",
         ));
     };
+    let pinned = match &a.pin_terminal {
+        Some(arg) => Some(read_public_key(arg)?),
+        None => None,
+    };
+    fay_config_from(key_path, cred_path, pinned)
+}
+
+/// A Fay's configuration from its key and credential files; `pinned`: the
+/// terminal's Noise public key.
+pub(crate) fn fay_config_from(
+    key_path: &Path,
+    cred_path: &Path,
+    pinned: Option<[u8; 32]>,
+) -> Result<FayConfig, CliError> {
     let key = NoiseKeypair::from_text(&read_text(key_path)?).map_err(|e| {
         CliError::usage(
             "BAD_KEY",
@@ -126,11 +152,16 @@ fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
             ),
         )
     })?;
-    let pinned = match &a.pin_terminal {
-        Some(arg) => Some(read_public_key(arg)?),
-        None => None,
-    };
-    Ok(FayConfig {
+    Ok(fay_config(key, credential, pinned))
+}
+
+/// A Fay's configuration: its keys and credential, AES-256-GCM first.
+pub(crate) fn fay_config(
+    key: NoiseKeypair,
+    credential: Credential,
+    pinned: Option<[u8; 32]>,
+) -> FayConfig {
+    FayConfig {
         cap: InitiatorConfig {
             static_keypair: key,
             credential,
@@ -142,7 +173,7 @@ fn fay_config(a: &DtpCliArgs) -> Result<FayConfig, CliError> {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
         },
         endpoint: EndpointConfig::fay(),
-    })
+    }
 }
 
 /// A small text file (a key, a credential), at most `MAX_KEY_FILE` bytes.
@@ -239,11 +270,17 @@ pub(crate) fn text_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> S
             d.resumes, d.cuts
         );
     }
+    if let Some(cpus) = r.load.client_cpus() {
+        s += &format!("client cpu  {cpus:.2} cores (this load generator, over the window)\n");
+    }
     if t.errors + t.failed + d.failed_flows > 0 {
         s += &format!(
             "problems    {} errors, {} failed connections, {} connections given up\n",
             t.errors, t.failed, d.failed_flows
         );
+    }
+    for line in t.failures.lines() {
+        s += &format!("closed      {line}\n");
     }
     s
 }
@@ -264,6 +301,8 @@ pub(crate) fn json_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> s
         "errors": t.errors,
         "failed_connections": t.failed,
         "backlogged": t.backlogged,
+        "client_cpu_ns": r.load.client_cpu_ns,
+        "failures": t.failures.to_json(),
         "dtp": {
             "sent": d.sent,
             "delivered": d.delivered,
@@ -273,6 +312,7 @@ pub(crate) fn json_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> s
             "cuts": d.cuts,
             "disconnect_every": dtp.disconnect_every,
             "failed_flows": d.failed_flows,
+            "established_flows": d.established_flows,
             "resume_latency_us": {"p50": p50, "p99": p99},
         },
     })

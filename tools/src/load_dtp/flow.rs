@@ -24,6 +24,8 @@ use dtp_bench::latency::LatencyRecorder;
 use dtp_codec::{AgreementId, ErrorCode, FragmentId, FrameBuf, peek_frame_len};
 use dtp_engine::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig, SuspendedSession};
 
+use crate::load::Failures;
+
 #[cfg(test)]
 mod tests;
 
@@ -67,6 +69,8 @@ pub(crate) struct Stats {
     pub(crate) resume_latency: LatencyRecorder,
     /// Protocol errors, refused agreements, wrong answers, unexpected drops.
     pub(crate) errors: u64,
+    /// Why connections closed with an error code (CAP refused, …).
+    pub(crate) failures: Failures,
 }
 
 impl Stats {
@@ -78,6 +82,7 @@ impl Stats {
             latency: LatencyRecorder::new(),
             resume_latency: LatencyRecorder::new(),
             errors: 0,
+            failures: Failures::default(),
         }
     }
 }
@@ -96,6 +101,8 @@ pub(crate) struct FlowCounters {
     pub(crate) resumes: u64,
     /// Cuts made (`disconnect_every`).
     pub(crate) cuts: u64,
+    /// New sessions established (`Established { resumed: false }`).
+    pub(crate) sessions: u64,
 }
 
 /// What the driver must do after `poll_transmit`.
@@ -332,12 +339,17 @@ impl Flow {
 
     /// Drains the endpoint's events into the workload.
     fn process_events(&mut self, now: Instant, stats: &mut Stats) {
+        // The error that closes a connection comes just before its close.
+        let mut last_error: Option<(ErrorCode, String)> = None;
         loop {
             let Some(ep) = &mut self.ep else { return };
             let Some(event) = ep.poll_event() else { break };
             match event {
                 DtpEvent::Established { resumed, .. } => {
                     self.fresh_failures = 0;
+                    if !resumed {
+                        self.counters.sessions += 1;
+                    }
                     if resumed {
                         self.counters.resumes += 1;
                         if let Some(at) = self.cut_at.take() {
@@ -374,6 +386,14 @@ impl Flow {
                 DtpEvent::Error(e) => {
                     tracing::debug!(error = %e, "DTP error on a load connection");
                     stats.errors += 1;
+                    last_error = Some((e.code(), crate::load::status::reason(&e)));
+                }
+                DtpEvent::Closed { code } if code != ErrorCode::NORMAL => {
+                    let message = match &last_error {
+                        Some((c, m)) if *c == code => m.as_str(),
+                        _ => "the terminal closed the connection",
+                    };
+                    stats.failures.record(code, message);
                 }
                 DtpEvent::AgreementEnded { .. } => {
                     self.agreement = None;

@@ -70,7 +70,7 @@ use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
 use dtp_transports::{CloseReason, ConnId, DriverConfig, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::load::{LoadResult, LoadSpec, Phase, Tally};
+use crate::load::{LoadResult, LoadSpec, Phase, Share, Tally};
 use flow::{Flow, FlowConfig, FlowCounters, Stats};
 
 pub(crate) use cli::{DtpCliArgs, run_cli};
@@ -103,6 +103,8 @@ pub(crate) struct DtpCounters {
     pub(crate) cuts: u64,
     /// Flows that gave up (their session ended, or no connection).
     pub(crate) failed_flows: u64,
+    /// Flows that established a DTP session at least once.
+    pub(crate) established_flows: u64,
     /// From a cut to `Established { resumed: true }`.
     pub(crate) resume_latency: LatencyRecorder,
 }
@@ -117,6 +119,7 @@ impl DtpCounters {
             resumes: 0,
             cuts: 0,
             failed_flows: 0,
+            established_flows: 0,
             resume_latency: LatencyRecorder::new(),
         }
     }
@@ -129,6 +132,7 @@ impl DtpCounters {
         self.resumes += c.resumes;
         self.cuts += c.cuts;
         self.failed_flows += u64::from(failed);
+        self.established_flows += u64::from(c.sessions > 0);
     }
 
     fn merge(&mut self, o: &DtpCounters) {
@@ -139,6 +143,7 @@ impl DtpCounters {
         self.resumes += o.resumes;
         self.cuts += o.cuts;
         self.failed_flows += o.failed_flows;
+        self.established_flows += o.established_flows;
         self.resume_latency.merge(&o.resume_latency);
     }
 
@@ -156,6 +161,38 @@ pub(crate) struct DtpLoadResult {
     pub(crate) load: LoadResult,
     /// Sent, delivered, lost, duplicated, resumes.
     pub(crate) dtp: DtpCounters,
+}
+
+impl DtpLoadResult {
+    /// Whether the run worked: at least `min` of the connections
+    /// established a DTP session, of the fragments sent were delivered,
+    /// and something was measured; else why not (CAP and close codes by
+    /// name, or why connections failed).
+    pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
+        let (t, d) = (&self.load.tally, &self.dtp);
+        let connect =
+            (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+        let shares = [
+            Share {
+                what: "connections established a DTP session",
+                attempted: spec.connections as u64,
+                succeeded: d.established_flows,
+            },
+            Share {
+                what: "fragments sent were delivered",
+                attempted: d.sent,
+                succeeded: d.delivered,
+            },
+        ];
+        crate::load::status::check(&shares, min, &t.failures, connect)?;
+        if t.ops == 0 {
+            return Err(format!(
+                "no fragment was delivered in the measured window ({} errors)",
+                t.errors
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a shard shares with the run loop.
@@ -237,6 +274,7 @@ impl Client {
         delta.bytes += self.stats.bytes;
         delta.errors += self.stats.errors;
         delta.latency.merge(&self.stats.latency);
+        delta.failures.merge(&self.stats.failures);
         let mut dtp = DtpCounters::new();
         dtp.resume_latency.merge(&self.stats.resume_latency);
         if final_flush {
@@ -524,7 +562,7 @@ pub(crate) fn run(
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let times = (start, measure_from, end, drain_until);
-    let backend = measure(
+    let (backend, client_cpu_ns) = measure(
         engine,
         &shared,
         |s: &Shared| &s.tally,
@@ -548,6 +586,7 @@ pub(crate) fn run(
             elapsed: spec.duration,
             latency,
             backend,
+            client_cpu_ns,
         },
         dtp: counters,
     })
@@ -555,7 +594,9 @@ pub(crate) fn run(
 
 /// The measuring window of a DTP load run over its client shards' shared
 /// tallies (`tally_of` picks a shard's), then the engine's stop: the
-/// backend's name. `times` are start, measure-from, end and drain-until.
+/// backend's name and this process's CPU time over the window
+/// ([`LoadResult::client_cpu_ns`]). `times` are start, measure-from, end
+/// and drain-until.
 pub(super) fn measure<S>(
     engine: dtp_engine::EngineHandle,
     shared: &[Arc<Mutex<S>>],
@@ -563,7 +604,7 @@ pub(super) fn measure<S>(
     times: (Instant, Instant, Instant, Instant),
     progress: impl FnMut(f64, u64),
     phase: &mut impl FnMut(Phase),
-) -> Result<String, String> {
+) -> Result<(String, Option<u64>), String> {
     let (start, measure_from, end, drain_until) = times;
     let backend = engine.backend().kind.name().to_owned();
     let deadline = drain_until + Duration::from_secs(5);
@@ -575,14 +616,14 @@ pub(super) fn measure<S>(
                 Err(_) => (ops, done),
             })
     };
-    let edges = crate::load::run_window(start, measure_from, end, deadline, poll, progress, phase);
+    let window = crate::load::run_window(start, measure_from, end, deadline, poll, progress, phase);
     // Flows left mid-phase at the edges still report through `MeasureEnd`.
-    for (_, p) in edges.into_iter().rev() {
+    for (_, p) in window.missed.into_iter().rev() {
         phase(p);
     }
     engine.stop();
     engine
         .join()
         .map_err(|e| format!("load generator failed: {e}"))?;
-    Ok(backend)
+    Ok((backend, window.client_cpu_ns))
 }

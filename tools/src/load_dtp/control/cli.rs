@@ -22,22 +22,42 @@ use crate::load_dtp::cli::{read_public_key, read_text};
 /// command line).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct ControlCli {
-    /// With --dtp: load the terminal control plane (issue 5) instead of
-    /// sending fragments. `decisions`: each connection is a Fay with its
-    /// own credential (minted from --issuer-key) looping AuthRequest →
+    /// With --dtp: load the terminal control plane instead of sending
+    /// fragments. `decisions`: each connection is a Fay with its own
+    /// credential (minted from --issuer-key) looping AuthRequest →
     /// AuthResult → SessionRelease → SessionStateChanged. `handovers`:
     /// pairs of Fays take a shared resource from each other (its handover
     /// policy must let the requester win). Reports decisions (or handovers
     /// won) per second, latency from AuthRequest to AuthResult, and
     /// refusals by code. The terminal must know the resources (see
-    /// --resources) and trust the issuer.
+    /// --resources) and trust the issuer. `hold`: one Fay (--fay-key and
+    /// --credential, or a credential minted from --issuer-key for
+    /// --fay-id) opens a session on --resource, prints its id, keeps it
+    /// alive with heartbeats until Ctrl-C (or --duration), then releases
+    /// it: a session to try `dtp ctl` on.
     #[arg(
         long,
         value_name = "MODE",
         requires = "dtp",
-        conflicts_with_all = ["fay_key", "credential", "disconnect_every", "rate"]
+        conflicts_with_all = ["disconnect_every", "rate"]
     )]
     pub(crate) control: Option<String>,
+    /// With --control hold: the resource to hold a session on.
+    #[arg(long, value_name = "ID", requires = "control")]
+    pub(crate) resource: Option<String>,
+    /// With --control hold and --issuer-key: the Fay id of the minted
+    /// credential.
+    #[arg(
+        long,
+        value_name = "ID",
+        default_value = "hold-fay",
+        requires = "control"
+    )]
+    pub(crate) fay_id: String,
+    /// With --control hold: milliseconds between two heartbeats (keep it
+    /// below the terminal's heartbeat_interval_ms, at least 1000).
+    #[arg(long, value_name = "MS", default_value_t = 1000, requires = "control")]
+    pub(crate) heartbeat_ms: u64,
     /// With --control: the issuer's private key (`dtp cred issuer-key`)
     /// that signs one credential per Fay (Fay ids `MODE-fay-0`, …).
     #[arg(long, value_name = "FILE", requires = "control")]
@@ -66,24 +86,43 @@ pub(crate) struct ControlCli {
     pub(crate) access_mode: String,
 }
 
+/// What the DTP options of `dtp load` give the control modes.
+pub(crate) struct ControlArgs {
+    /// `--pin-terminal`.
+    pub(crate) pin_terminal: Option<String>,
+    /// `--json`.
+    pub(crate) json: Option<PathBuf>,
+    /// `--min-success`.
+    pub(crate) min_success: f64,
+    /// `--fay-key` and `--credential` (hold only).
+    pub(crate) fay_key: Option<PathBuf>,
+    pub(crate) credential: Option<PathBuf>,
+    /// `--duration` as given (hold: `None` holds until Ctrl-C).
+    pub(crate) hold_for: Option<std::time::Duration>,
+}
+
 /// `dtp load --dtp --control MODE`: checks the options, mints the Fays,
-/// runs, reports.
-pub(crate) fn run_cli(
-    spec: &LoadSpec,
-    a: ControlCli,
-    pin_terminal: Option<String>,
-    json: Option<PathBuf>,
-) -> Result<(), CliError> {
+/// runs, reports; `hold` holds one session instead.
+pub(crate) fn run_cli(spec: &LoadSpec, a: ControlCli, o: ControlArgs) -> Result<(), CliError> {
     let usage = |what: String| CliError::usage("BAD_ARGUMENT", what);
     let name = a.control.as_deref().unwrap_or_default();
-    let mode = ControlMode::from_name(name)
-        .ok_or_else(|| usage(format!("--control {name:?}: decisions or handovers")))?;
     let access = control_workload::access_mode(&a.access_mode).ok_or_else(|| {
         usage(format!(
             "--access-mode {:?}: read, write, execute or configure",
             a.access_mode
         ))
     })?;
+    if name == "hold" {
+        return run_hold(spec, &a, access, o);
+    }
+    let mode = ControlMode::from_name(name)
+        .ok_or_else(|| usage(format!("--control {name:?}: decisions, handovers or hold")))?;
+    if o.fay_key.is_some() || o.credential.is_some() || a.resource.is_some() {
+        return Err(usage(format!(
+            "--fay-key, --credential and --resource apply to --control hold; {name} mints a credential per Fay from --issuer-key"
+        )));
+    }
+    let (pin_terminal, json, min_success) = (o.pin_terminal, o.json, o.min_success);
     let Some(key_path) = &a.issuer_key else {
         return Err(usage(
             "--control needs --issuer-key FILE (dtp cred issuer-key): it signs each Fay's credential"
@@ -95,15 +134,7 @@ pub(crate) fn run_cli(
         plan.resources = n;
     }
     plan.check().map_err(usage)?;
-    let issuer = IssuerKeyPair::from_text(&read_text(key_path)?).map_err(|e| {
-        CliError::usage(
-            "BAD_KEY",
-            format_args!(
-                "{}: not an issuer private key ({e}); make one with `dtp cred issuer-key`",
-                key_path.display()
-            ),
-        )
-    })?;
+    let issuer = read_issuer(key_path)?;
     let pinned = match &pin_terminal {
         Some(arg) => Some(read_public_key(arg)?),
         None => {
@@ -141,7 +172,70 @@ pub(crate) fn run_cli(
         let v = json_report(&control, &result);
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
     }
-    Ok(())
+    result.verdict(spec, min_success).map_err(CliError::Io)
+}
+
+/// `--control hold`: the Fay from its files or minted, then [`hold::run`].
+fn run_hold(
+    spec: &LoadSpec,
+    a: &ControlCli,
+    access: dtp_codec::AccessMode,
+    o: ControlArgs,
+) -> Result<(), CliError> {
+    let usage = |what: &str| CliError::usage("BAD_ARGUMENT", what);
+    let Some(resource_id) = a.resource.clone() else {
+        return Err(usage(
+            "--control hold needs --resource ID: the resource to hold a session on",
+        ));
+    };
+    if !(1000..=60_000).contains(&a.heartbeat_ms) {
+        return Err(usage("--heartbeat-ms must be in 1000..=60000 (SPEC LIV-2)"));
+    }
+    if o.hold_for.is_some_and(|d| d.is_zero()) {
+        return Err(usage("--duration must be positive"));
+    }
+    let pinned = match &o.pin_terminal {
+        Some(arg) => Some(read_public_key(arg)?),
+        None => {
+            eprintln!("warning: no --pin-terminal: any terminal key is accepted");
+            None
+        }
+    };
+    let fay = match (&o.fay_key, &o.credential, &a.issuer_key) {
+        (Some(key), Some(cred), None) => crate::load_dtp::cli::fay_config_from(key, cred, pinned)?,
+        (None, None, Some(issuer)) => {
+            let issuer = read_issuer(issuer)?;
+            let m = control_workload::mint_fay(&issuer, &a.fay_id, &resource_id, access)
+                .map_err(CliError::Io)?;
+            crate::load_dtp::cli::fay_config(m.noise, m.credential, pinned)
+        }
+        _ => {
+            return Err(usage(
+                "--control hold needs either --fay-key FILE and --credential FILE, or --issuer-key FILE",
+            ));
+        }
+    };
+    super::hold::run(&super::hold::HoldSpec {
+        target: spec.target,
+        fay,
+        resource_id,
+        access,
+        heartbeat: std::time::Duration::from_millis(a.heartbeat_ms),
+        duration: o.hold_for,
+    })
+}
+
+/// The issuer's private key from its file.
+fn read_issuer(path: &std::path::Path) -> Result<IssuerKeyPair, CliError> {
+    IssuerKeyPair::from_text(&read_text(path)?).map_err(|e| {
+        CliError::usage(
+            "BAD_KEY",
+            format_args!(
+                "{}: not an issuer private key ({e}); make one with `dtp cred issuer-key`",
+                path.display()
+            ),
+        )
+    })
 }
 
 /// A code's name for the report (`E_RESOURCE_BUSY`, or its number).
@@ -247,6 +341,8 @@ pub(crate) fn json_report(c: &ControlSpec, r: &ControlLoadResult) -> serde_json:
         "errors": t.errors,
         "failed_connections": t.failed,
         "backlogged": t.backlogged,
+        "client_cpu_ns": r.load.client_cpu_ns,
+        "failures": s.failures.to_json(),
         "control": {
             "mode": c.plan.mode.name(),
             "fays": c.plan.fays,

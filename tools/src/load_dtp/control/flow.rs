@@ -246,11 +246,16 @@ impl ControlFlow {
 
     /// Drains the endpoint's events into the loop.
     fn process_events(&mut self, now: Instant, stats: &mut ControlStats) {
+        // The error that closes a connection comes just before its close.
+        let mut last_error: Option<(dtp_codec::ErrorCode, String)> = None;
         loop {
             let Some(ep) = &mut self.ep else { return };
             let Some(event) = ep.poll_event() else { break };
             match event {
-                DtpEvent::Established { .. } => self.fresh_failures = 0,
+                DtpEvent::Established { .. } => {
+                    self.fresh_failures = 0;
+                    stats.established += 1;
+                }
                 DtpEvent::Control(ControlMessage::AuthResult(r)) => {
                     self.on_auth_result(r, now, stats);
                 }
@@ -266,11 +271,19 @@ impl ControlFlow {
                 DtpEvent::Error(e) => {
                     tracing::debug!(error = %e, "DTP error on a control load connection");
                     stats.errors += 1;
+                    last_error = Some((e.code(), crate::load::status::reason(&e)));
                 }
                 DtpEvent::Closed { code } => {
                     // The terminal ended the session (CAP refused, a
                     // protocol error): this Fay is done.
-                    tracing::warn!(%code, fay = %self.setup.fay_id, "the terminal closed a control load connection");
+                    tracing::debug!(%code, fay = %self.setup.fay_id, "the terminal closed a control load connection");
+                    let message = match &last_error {
+                        Some((c, m)) if *c == code => m.as_str(),
+                        _ => "the terminal closed the connection",
+                    };
+                    if code != dtp_codec::ErrorCode::NORMAL {
+                        stats.failures.record(code, message);
+                    }
                     stats.errors += 1;
                     self.phase = Phase::Failed;
                 }
@@ -301,6 +314,7 @@ impl ControlFlow {
         }
         self.step = match r.outcome {
             AuthOutcome::Granted { session_id } => {
+                stats.granted += 1;
                 if std::mem::take(&mut self.lost_to_handover) && measuring {
                     stats.handovers += 1;
                     stats.handover_latency.record(latency);
@@ -310,6 +324,7 @@ impl ControlFlow {
             AuthOutcome::Refused { code, message } => {
                 tracing::debug!(%code, %message, "AuthRequest refused");
                 *stats.refused.entry(code.0).or_default() += 1;
+                stats.failures.record(code, &message);
                 Step::Idle
             }
         };

@@ -25,6 +25,9 @@
 //!   `terminated`, `handed_over`), i.e. a handover the Fay won; latency
 //!   from its AuthRequest to that grant. Refusals count by code over the
 //!   whole run, warm-up and drain included.
+//! - **`hold` is not a load.** One Fay, one session held open with
+//!   heartbeats until Ctrl-C ([`hold`]), for a person to drive with `dtp
+//!   ctl`; it shares only the options.
 //! - **Drain.** After the window no request is sent; a Fay releases what it
 //!   holds and closes once its loop is idle, or at the drain deadline
 //!   ([`DRAIN`]), after which a flow still busy counts as unfinished.
@@ -32,6 +35,7 @@
 pub(crate) mod cli;
 mod client;
 mod flow;
+mod hold;
 mod stats;
 
 use std::sync::{Arc, Mutex};
@@ -39,9 +43,9 @@ use std::time::{Duration, Instant};
 
 use dtp_bench::control_workload::{self, ControlPlan};
 use dtp_codec::AccessMode;
-use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig};
 use dtp_crypto::cred::IssuerKeyPair;
-use dtp_engine::dtp::{EndpointConfig, FayConfig};
+
+use crate::load_dtp::cli::fay_config;
 use dtp_engine::{Engine, EngineConfig};
 
 use crate::load::{LoadResult, LoadSpec, Phase, Tally};
@@ -86,19 +90,7 @@ impl ControlSpec {
                     &plan.resource_of(i),
                     access,
                 )?;
-                let fay = FayConfig {
-                    cap: InitiatorConfig {
-                        static_keypair: m.noise,
-                        credential: m.credential,
-                        algorithms: vec![
-                            dtp_codec::AeadAlgorithm::Aes256Gcm,
-                            dtp_codec::AeadAlgorithm::ChaCha20Poly1305,
-                        ],
-                        pinned_responder_key: pinned,
-                        handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-                    },
-                    endpoint: EndpointConfig::fay(),
-                };
+                let fay = fay_config(m.noise, m.credential, pinned);
                 Ok(FaySetup {
                     fay: Arc::new(fay),
                     fay_id: m.fay_id,
@@ -122,6 +114,32 @@ pub(crate) struct ControlLoadResult {
     pub(crate) failed_flows: u64,
     /// Flows still busy at the drain deadline.
     pub(crate) unfinished: u64,
+}
+
+impl ControlLoadResult {
+    /// Whether the run worked: at least `min` of the Fays established a
+    /// DTP session and of the AuthRequests answered (or timed out) were
+    /// granted; else why not (refusal and close codes by name with the
+    /// terminal's message, or why connections failed).
+    pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
+        let (t, s) = (&self.load.tally, &self.stats);
+        let fays = spec.connections as u64;
+        let connect =
+            (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+        let shares = [
+            crate::load::Share {
+                what: "Fays established a DTP session",
+                attempted: fays,
+                succeeded: s.established.min(fays),
+            },
+            crate::load::Share {
+                what: "AuthRequests were granted",
+                attempted: s.granted + s.refused_total() + s.timeouts,
+                succeeded: s.granted,
+            },
+        ];
+        crate::load::status::check(&shares, min, &s.failures, connect)
+    }
 }
 
 /// Runs `control` against `spec.target` for `spec`'s warm-up and duration
@@ -181,7 +199,7 @@ pub(crate) fn run(
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let times = (start, measure_from, end, drain_until);
-    let backend = super::measure(
+    let (backend, client_cpu_ns) = super::measure(
         engine,
         &shared,
         |s: &Shared| &s.tally,
@@ -208,6 +226,7 @@ pub(crate) fn run(
             elapsed: spec.duration,
             latency,
             backend,
+            client_cpu_ns,
         },
         stats,
         failed_flows,

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use dtp_bench::latency::LatencyRecorder;
 
+use crate::load::Failures;
+
 /// What the flows of a shard measured; the driver owns one and lends it
 /// to every input.
 #[derive(Clone, Debug)]
@@ -28,6 +30,12 @@ pub(crate) struct ControlStats {
     /// Protocol errors, unexpected answers, sessions ended by the
     /// terminal for a reason other than a handover, lost connections.
     pub(crate) errors: u64,
+    /// AuthRequests granted, over the whole run.
+    pub(crate) granted: u64,
+    /// Fays whose DTP session was established.
+    pub(crate) established: u64,
+    /// Refusals and connection closes by code, with the terminal's message.
+    pub(crate) failures: Failures,
 }
 
 impl ControlStats {
@@ -43,6 +51,9 @@ impl ControlStats {
             timeouts: 0,
             handover_failures: 0,
             errors: 0,
+            granted: 0,
+            established: 0,
+            failures: Failures::default(),
         }
     }
 
@@ -59,6 +70,9 @@ impl ControlStats {
         self.timeouts += o.timeouts;
         self.handover_failures += o.handover_failures;
         self.errors += o.errors;
+        self.granted += o.granted;
+        self.established += o.established;
+        self.failures.merge(&o.failures);
     }
 
     /// Refusals in all.
