@@ -670,9 +670,9 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
     }
     let l = &result.latency;
     println!(
-        "{} · {} connections · {:.1} s · backend {}",
+        "{} · {} · {:.1} s · backend {}",
         w.name(),
-        result.tally.connected,
+        crate::text::plural(result.tally.connected, "connection"),
         result.elapsed.as_secs_f64(),
         result.backend
     );
@@ -690,8 +690,10 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
     }
     if result.tally.errors + result.tally.failed + result.tally.backlogged > 0 {
         println!(
-            "problems    {} errors, {} failed connections, {} requests not sent when due",
-            result.tally.errors, result.tally.failed, result.tally.backlogged
+            "problems    {}, {}, {} not sent when due",
+            crate::text::plural(result.tally.errors, "error"),
+            crate::text::plural(result.tally.failed, "failed connection"),
+            crate::text::plural(result.tally.backlogged, "request")
         );
     }
     if let Some(path) = a.json {
@@ -917,8 +919,9 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
     println!("{}", load_rt::report(&spec, &result));
     if result.tally.missing > 0 || result.tally.conflicts > 0 {
         return Err(CliError::Io(format!(
-            "{} events missing, {} conflicts",
-            result.tally.missing, result.tally.conflicts
+            "{} missing, {}",
+            crate::text::plural(result.tally.missing, "event"),
+            crate::text::plural(result.tally.conflicts, "conflict")
         )));
     }
     Ok(())

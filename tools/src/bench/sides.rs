@@ -211,11 +211,10 @@ fn measure(
     load: impl FnOnce(&mut dyn FnMut(load::Phase)) -> Result<LoadResult, String>,
 ) -> Result<Figures, String> {
     let before = server.sample()?;
-    let mut edges: Vec<(Result<Sample, String>, Option<Sample>)> = Vec::new();
-    let result = load(&mut |_| edges.push((server.sample(), procstat::sample_self().ok())))?;
+    let mut edges: Vec<Result<Sample, String>> = Vec::new();
+    let result = load(&mut |_| edges.push(server.sample()))?;
     let mut edges = edges.into_iter();
-    let (Some((start, client_start)), Some((end, client_end))) = (edges.next(), edges.next())
-    else {
+    let (Some(start), Some(end)) = (edges.next(), edges.next()) else {
         return Err("the measured window did not complete".to_owned());
     };
     let (start, end) = (start?, end?);
@@ -238,10 +237,8 @@ fn measure(
         cpu.cpu_ns,
         &result.latency,
     );
-    if let (Some(a), Some(b)) = (client_start, client_end)
-        && let Ok(client) = procstat::delta(&a, &b)
-    {
-        figures = figures.with_client(client.cpu_ns, result.elapsed, cores);
+    if let Some(client) = result.client_cpu_ns {
+        figures = figures.with_client(client, result.elapsed, cores);
     }
     Ok(if workload == BenchWorkload::Plain(Workload::Idle) {
         figures.with_memory(Memory::from_rss(
@@ -357,6 +354,12 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
         BenchWorkload::Dtp(Workload::Stream) => vec![
             loopback()?,
             LimitFigure::new(
+                "sealed (AES-256-GCM, two cores raw)",
+                dtp_bench::sealed_limit::measure(window, congestion().as_deref())
+                    .map_err(|e| format!("sealed limit: {e}"))?
+                    .bytes_per_s,
+            ),
+            LimitFigure::new(
                 "aead (AES-256-GCM, one core)",
                 dtp_bench::aead_limit::measure(
                     AeadAlgorithm::Aes256Gcm,
@@ -389,11 +392,15 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
     Ok(())
 }
 
+/// The load generator's congestion control, for the limits.
+fn congestion() -> Option<String> {
+    crate::congestion_name(crate::LOAD_CONGESTION)
+}
+
 /// The loopback limit over `connections` connections with the load
 /// generator's congestion control.
 fn loopback_limit(window: Duration, connections: usize) -> Result<f64, String> {
-    let cc = crate::congestion_name(crate::LOAD_CONGESTION);
-    dtp_bench::loopback::measure_parallel(window, connections, cc.as_deref())
+    dtp_bench::loopback::measure_parallel(window, connections, congestion().as_deref())
         .map(|l| l.bytes_per_s)
         .map_err(|e| format!("loopback limit: {e}"))
 }

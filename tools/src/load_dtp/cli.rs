@@ -14,6 +14,7 @@ use dtp_engine::dtp::{EndpointConfig, FayConfig};
 use super::{DtpLoadResult, DtpSpec};
 use crate::cli_error::CliError;
 use crate::load::LoadSpec;
+use crate::text::plural;
 
 /// Largest key or credential file read (they are a few hundred bytes).
 const MAX_KEY_FILE: usize = 64 * 1024;
@@ -246,8 +247,8 @@ pub(crate) fn text_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> S
     let (t, l, d) = (&r.load.tally, &r.load.latency, &r.dtp);
     let (p50, p99) = d.resume_p50_p99_us();
     let mut s = format!(
-        "{workload} over DTP · {} connections · {:.1} s · backend {}\n",
-        t.connected,
+        "{workload} over DTP · {} · {:.1} s · backend {}\n",
+        plural(t.connected, "connection"),
         r.load.elapsed.as_secs_f64(),
         r.load.backend
     );
@@ -266,8 +267,10 @@ pub(crate) fn text_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> S
     );
     if let Some(n) = dtp.disconnect_every {
         s += &format!(
-            "resumes     {} (a cut every {n} fragments: {} cuts)  latency µs p50 {p50}  p99 {p99}\n",
-            d.resumes, d.cuts
+            "resumes     {} (a cut every {}: {})  latency µs p50 {p50}  p99 {p99}\n",
+            d.resumes,
+            plural(n, "fragment"),
+            plural(d.cuts, "cut")
         );
     }
     if let Some(cpus) = r.load.client_cpus() {
@@ -275,8 +278,10 @@ pub(crate) fn text_report(workload: &str, dtp: &DtpSpec, r: &DtpLoadResult) -> S
     }
     if t.errors + t.failed + d.failed_flows > 0 {
         s += &format!(
-            "problems    {} errors, {} failed connections, {} connections given up\n",
-            t.errors, t.failed, d.failed_flows
+            "problems    {}, {}, {} given up\n",
+            plural(t.errors, "error"),
+            plural(t.failed, "failed connection"),
+            plural(d.failed_flows, "connection")
         );
     }
     for line in t.failures.lines() {

@@ -209,8 +209,9 @@ pub(crate) fn run(
         let t = sum();
         if t.subscribed + t.failed >= spec.subscribers as u64 || Instant::now() > ramp_deadline {
             say(&format!(
-                "{} subscribers subscribed, {} failed",
-                t.subscribed, t.failed
+                "{} subscribed, {} failed",
+                crate::text::plural(t.subscribed, "subscriber"),
+                t.failed
             ));
             break;
         }

@@ -3,6 +3,7 @@
 //! forms depend on nothing but the run (no wall time), so the same seed
 //! prints the same bytes.
 
+use crate::text::plural;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -204,10 +205,10 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "dtp sim: {}, {} steps each, {} steps run, {} of virtual time",
+            "dtp sim: {}, {} each, {} run, {} of virtual time",
             self.seeds_text(),
-            self.opts.steps,
-            self.steps,
+            plural(self.opts.steps, "step"),
+            plural(self.steps, "step"),
             duration(self.virtual_ms)
         );
         let _ = writeln!(s, "events:");
@@ -229,8 +230,8 @@ impl Report {
         for seed in &self.stopped {
             let _ = writeln!(
                 s,
-                "seed {seed} stopped after {} violations",
-                super::MAX_VIOLATIONS_PER_SEED
+                "seed {seed} stopped after {}",
+                plural(super::MAX_VIOLATIONS_PER_SEED, "violation")
             );
         }
         let _ = writeln!(s, "violations: {}", self.violations.len());

@@ -17,6 +17,7 @@ use super::{ControlLoadResult, ControlSpec};
 use crate::cli_error::CliError;
 use crate::load::LoadSpec;
 use crate::load_dtp::cli::{read_public_key, read_text};
+use crate::text::plural;
 
 /// The options of the control mode of `dtp load` (flattened into its
 /// command line).
@@ -250,10 +251,10 @@ pub(crate) fn text_report(c: &ControlSpec, r: &ControlLoadResult) -> String {
     let (t, l, s) = (&r.load.tally, &r.load.latency, &r.stats);
     let secs = r.load.elapsed.as_secs_f64().max(1e-9);
     let mut out = format!(
-        "control {} over DTP · {} Fays on {} resources ({}) · {:.1} s · backend {}\n",
+        "control {} over DTP · {} on {} ({}) · {:.1} s · backend {}\n",
         c.plan.mode.name(),
-        t.connected,
-        c.plan.resources,
+        plural(t.connected, "Fay"),
+        plural(c.plan.resources, "resource"),
         c.access.name(),
         r.load.elapsed.as_secs_f64(),
         r.load.backend
@@ -304,8 +305,13 @@ pub(crate) fn text_report(c: &ControlSpec, r: &ControlLoadResult) -> String {
     out += "\n";
     if t.errors + t.failed + r.failed_flows + r.unfinished + s.handover_failures > 0 {
         out += &format!(
-            "problems    {} errors ({} timeouts), {} failed connections, {} Fays given up, {} unfinished, {} handovers failed\n",
-            s.errors, s.timeouts, t.failed, r.failed_flows, r.unfinished, s.handover_failures
+            "problems    {} ({}), {}, {} given up, {} unfinished, {} failed\n",
+            plural(s.errors, "error"),
+            plural(s.timeouts, "timeout"),
+            plural(t.failed, "failed connection"),
+            plural(r.failed_flows, "Fay"),
+            r.unfinished,
+            plural(s.handover_failures, "handover")
         );
     }
     out
