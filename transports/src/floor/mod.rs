@@ -80,6 +80,10 @@ pub struct FloorConfig {
     /// …for at most this many µs once one is there (kernel 6.12+; ignored
     /// elsewhere): fewer wake-ups per byte for that much added latency.
     pub stream_batch_wait_us: u32,
+    /// Pin thread `i` to core `i` (modulo the cores), as our gateway pins
+    /// its shards. Off by default: on this 2-core machine, shared with the
+    /// load generator, it changed nothing measurable (perf/peers.md).
+    pub pin: bool,
     /// Submission queue entries (the completion queue has four times as many).
     pub ring_entries: u32,
 }
@@ -102,6 +106,7 @@ impl FloorConfig {
             // Our driver's figures (`DriverConfig::batch`, `batch_wait_us`).
             stream_batch: 8,
             stream_batch_wait_us: 100,
+            pin: false,
             ring_entries: 1024,
         }
     }
@@ -234,6 +239,11 @@ impl Floor {
             let handle = thread::Builder::new()
                 .name(format!("floor-{i}"))
                 .spawn(move || {
+                    if config.pin {
+                        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+                        // Not fatal: an unpinned floor still serves.
+                        let _ = crate::pin_current_thread(i % cores);
+                    }
                     worker::run(socket, stop_read, &config, |r| {
                         let _ = ready_tx.send(r);
                     })
