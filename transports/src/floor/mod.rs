@@ -73,6 +73,17 @@ pub struct FloorConfig {
     pub out_chunks: u16,
     /// Receive buffers one connection may hold before its receive pauses.
     pub max_held: u16,
+    /// While streaming (32 KiB or more received in the last loop turn), a
+    /// wait holds out for this many completions (1: never; at most half
+    /// the receive buffers)…
+    pub stream_batch: u32,
+    /// …for at most this many µs once one is there (kernel 6.12+; ignored
+    /// elsewhere): fewer wake-ups per byte for that much added latency.
+    pub stream_batch_wait_us: u32,
+    /// Pin thread `i` to core `i` (modulo the cores), as our gateway pins
+    /// its shards. Off by default: on this 2-core machine, shared with the
+    /// load generator, it changed nothing measurable (perf/peers.md).
+    pub pin: bool,
     /// Submission queue entries (the completion queue has four times as many).
     pub ring_entries: u32,
 }
@@ -85,10 +96,17 @@ impl FloorConfig {
             workers,
             max_connections: 65_536,
             recv_buffer_len: 64 * 1024,
-            recv_buffers: 256,
+            // Few buffers, so the kernel's copy lands in memory still in
+            // the cache: 256 of them (16 MiB, cycled through in ring order)
+            // made `stream` cost about 15 % more per frame than 16.
+            recv_buffers: 16,
             out_chunk_len: 16 * 1024,
             out_chunks: 256,
             max_held: 8,
+            // Our driver's figures (`DriverConfig::batch`, `batch_wait_us`).
+            stream_batch: 8,
+            stream_batch_wait_us: 100,
+            pin: false,
             ring_entries: 1024,
         }
     }
@@ -221,6 +239,11 @@ impl Floor {
             let handle = thread::Builder::new()
                 .name(format!("floor-{i}"))
                 .spawn(move || {
+                    if config.pin {
+                        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+                        // Not fatal: an unpinned floor still serves.
+                        let _ = crate::pin_current_thread(i % cores);
+                    }
                     worker::run(socket, stop_read, &config, |r| {
                         let _ = ready_tx.send(r);
                     })

@@ -35,11 +35,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
 /// Bytes received in one turn from which the next wait holds out for a
 /// batch of completions.
 const STREAMING_BYTES: u64 = 32 * 1024;
-/// Completions such a wait holds out for…
-const BATCH: u32 = 8;
-/// …for at most this long once one is there (kernel 6.12+): fewer
-/// wake-ups per byte while streaming, as our own driver does.
-const BATCH_WAIT_US: u32 = 100;
 /// How long shutdown waits for the kernel to finish every operation.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
@@ -178,6 +173,7 @@ struct Worker<'m> {
     /// Completions a streaming wait holds out for (1: the kernel has no
     /// min-wait).
     batch: u32,
+    batch_wait_us: u32,
     stats: FloorStats,
 }
 
@@ -298,7 +294,7 @@ pub(super) fn run(
     let mut sq = Sq { submitter, queue };
     let count = usize::from(recv.count());
     let batch = if min_wait {
-        BATCH.min(u32::from(recv.count()) / 2).max(1)
+        config.stream_batch.min(u32::from(recv.count()) / 2).max(1)
     } else {
         1
     };
@@ -320,6 +316,7 @@ pub(super) fn run(
         stopping: false,
         turn_bytes: 0,
         batch,
+        batch_wait_us: config.stream_batch_wait_us,
         stats: FloorStats::default(),
     };
     let stop_ptr: *mut u64 = &mut **stop_word;
@@ -347,7 +344,7 @@ impl Worker<'_> {
             let entered = if self.batch > 1 && self.turn_bytes >= STREAMING_BYTES {
                 sq.submitter.submit_with_args(
                     self.batch as usize,
-                    &SubmitArgs::new().min_wait_usec(BATCH_WAIT_US),
+                    &SubmitArgs::new().min_wait_usec(self.batch_wait_us),
                 )
             } else {
                 sq.submitter.submit_and_wait(1)
