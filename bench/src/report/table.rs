@@ -129,7 +129,9 @@ fn limit(out: &mut impl fmt::Write, l: &Limit) -> fmt::Result {
     let others: Vec<String> = l
         .figures
         .iter()
-        .filter(|f| f.name != l.name || f.side.is_some())
+        // The binding figure is on the line above (as ours, for a
+        // per-side baseline).
+        .filter(|f| f.name != l.name || f.side.as_deref().is_some_and(|s| s != super::OURS))
         .map(|f| match &f.side {
             Some(s) => format!("{} ({s}) {}", f.name, rate(f.bytes_per_s)),
             None => format!("{} {}", f.name, rate(f.bytes_per_s)),
