@@ -178,6 +178,7 @@ pub(crate) fn many_idle_connections(addr: SocketAddr, n: usize) {
 /// its stats) must pass, for a `start()` in the calling test file.
 ///
 /// [`PeerHandle`]: dtp_bench::peer_tokio::PeerHandle
+#[allow(unused_macros, reason = "the floor's tests have no PeerHandle")]
 macro_rules! peer_handle_tests {
     () => {
         #[test]
@@ -250,4 +251,5 @@ macro_rules! peer_handle_tests {
         }
     };
 }
+#[allow(unused_imports, reason = "the floor's tests have no PeerHandle")]
 pub(crate) use peer_handle_tests;
