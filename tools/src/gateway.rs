@@ -39,7 +39,7 @@ impl Service for Gateway {
     }
 }
 
-/// The gateway's control plane until terminal sessions land (issue 5): it
+/// The gateway's control plane when no terminal is configured: it
 /// acknowledges heartbeats at once with the same session ids and sequence
 /// numbers (the ack half of SPEC LIV-2) and refuses every other control
 /// message with a close frame that says so.

@@ -28,7 +28,7 @@ pub(crate) const DEFAULT_FAYS: usize = 64;
 /// The options of the `control` workload (flattened into `dtp bench`'s).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct ControlBenchCli {
-    /// The control workload (issue 5; opt-in: `--workloads …,control`):
+    /// The control workload (the terminal control plane, ours only):
     /// Fays in each of its two runs — decisions (AuthRequest → AuthResult →
     /// SessionRelease, each Fay its own resource) and handovers (pairs
     /// sharing a resource under a priority script where the requester
