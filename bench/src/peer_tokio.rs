@@ -88,6 +88,29 @@ pub struct PeerStats {
     pub frames: AtomicU64,
 }
 
+impl PeerStats {
+    /// A connection ended with `outcome`: the frames it handled, or why it
+    /// ended early.
+    pub(crate) fn ended<E>(&self, outcome: &Result<u64, E>) {
+        self.closed.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Ok(frames) => self.frames.fetch_add(*frames, Ordering::Relaxed),
+            Err(_) => self.errors.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}
+
+/// An accept failed (EMFILE, ECONNABORTED, …): that connection is lost,
+/// the listener is not. Backs off a little when out of descriptors.
+pub(crate) async fn accept_failed(e: &io::Error) {
+    if e.raw_os_error() == Some(EMFILE) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// EMFILE ("too many open files") on Linux.
+const EMFILE: i32 = 24;
+
 /// Runs the peer until `shutdown` completes, on the calling thread (which
 /// runs the accept loop, as with `#[tokio::main]`). `on_bound` is called
 /// once with the bound address before the first accept.
@@ -122,12 +145,8 @@ where
                 accepted = listener.accept() => {
                     let sock = match accepted {
                         Ok((sock, _)) => sock,
-                        // EMFILE, ECONNABORTED, …: this connection is lost,
-                        // the listener is not. Back off a little on EMFILE.
                         Err(e) => {
-                            if e.raw_os_error() == Some(24) {
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
+                            accept_failed(&e).await;
                             continue;
                         }
                     };
@@ -136,11 +155,7 @@ where
                     let limits = config.limits;
                     tokio::spawn(async move {
                         let outcome = connection(sock, limits).await;
-                        stats.closed.fetch_add(1, Ordering::Relaxed);
-                        match outcome {
-                            Ok(frames) => stats.frames.fetch_add(frames, Ordering::Relaxed),
-                            Err(_) => stats.errors.fetch_add(1, Ordering::Relaxed),
-                        };
+                        stats.ended(&outcome);
                     });
                 }
             }
@@ -152,7 +167,7 @@ where
 
 /// Why a connection ended early.
 #[derive(Debug, thiserror::Error)]
-enum ConnError {
+pub(crate) enum ConnError {
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error(transparent)]

@@ -23,7 +23,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
-use std::time::Duration;
 
 use bytes::BytesMut;
 use dtp_codec::{Limits, peek_frame_len};
@@ -32,8 +31,10 @@ use tokio::sync::watch;
 use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::{TcpListener, TcpStream};
 
-use crate::peer_tokio::{PeerConfig, PeerHandle, PeerStats, READ_RESERVE};
-use crate::workload::{Responder, WorkloadError};
+use crate::peer_tokio::{
+    ConnError, PeerConfig, PeerHandle, PeerStats, READ_RESERVE, accept_failed,
+};
+use crate::workload::Responder;
 
 /// The peer's name in the report.
 pub const NAME: &str = "tokio-uring";
@@ -127,12 +128,8 @@ fn worker(
                 accepted = listener.accept() => {
                     let stream = match accepted {
                         Ok((stream, _)) => stream,
-                        // EMFILE, ECONNABORTED, …: this connection is lost,
-                        // the listener is not. Back off a little on EMFILE.
                         Err(e) => {
-                            if e.raw_os_error() == Some(24) {
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
+                            accept_failed(&e).await;
                             continue;
                         }
                     };
@@ -140,25 +137,12 @@ fn worker(
                     let stats = Arc::clone(&stats);
                     tokio_uring::spawn(async move {
                         let outcome = connection(stream, limits).await;
-                        stats.closed.fetch_add(1, Ordering::Relaxed);
-                        match outcome {
-                            Ok(frames) => stats.frames.fetch_add(frames, Ordering::Relaxed),
-                            Err(_) => stats.errors.fetch_add(1, Ordering::Relaxed),
-                        };
+                        stats.ended(&outcome);
                     });
                 }
             }
         }
     })
-}
-
-/// Why a connection ended early.
-#[derive(Debug, thiserror::Error)]
-enum ConnError {
-    #[error(transparent)]
-    Io(#[from] io::Error),
-    #[error(transparent)]
-    Protocol(#[from] WorkloadError),
 }
 
 /// One connection: read into the owned input buffer, answer the whole
