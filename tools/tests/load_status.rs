@@ -64,17 +64,17 @@ impl Drop for Gateway {
 }
 
 /// `dtp load` with `args` (short runs on one client shard unless told).
-fn load(target: SocketAddr, args: &[&str]) -> Output {
+fn load(target: SocketAddr, args: &[impl AsRef<str>]) -> Output {
     dtp()
         .args(["load", "--target", &target.to_string()])
         .args(["--duration", "0.5", "--warmup", "0"])
-        .args(args)
+        .args(args.iter().map(AsRef::as_ref))
         .output()
         .unwrap()
 }
 
 /// `dtp load --dtp` as `fay`, pinning `pin`.
-fn load_dtp(target: SocketAddr, fay: &FayFiles, pin: &Path, args: &[&str]) -> Output {
+fn load_dtp(target: SocketAddr, fay: &FayFiles, pin: &Path, args: &[impl AsRef<str>]) -> Output {
     let path = |p: &Path| p.display().to_string();
     let mut all = vec![
         "--dtp".to_owned(),
@@ -85,8 +85,7 @@ fn load_dtp(target: SocketAddr, fay: &FayFiles, pin: &Path, args: &[&str]) -> Ou
         "--pin-terminal".to_owned(),
         path(pin),
     ];
-    all.extend(args.iter().map(|a| (*a).to_owned()));
-    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    all.extend(args.iter().map(|a| a.as_ref().to_owned()));
     load(target, &all)
 }
 
@@ -131,19 +130,7 @@ fn plaintext_stream_runs_over_several_connections() {
     let dir = std::env::temp_dir().join(format!("dtp-load-status-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out_json = dir.join("stream.json");
-    let out = load(
-        gw.addr,
-        &[
-            "--workload",
-            "stream",
-            "--connections",
-            "4",
-            "--shards",
-            "2",
-            "--json",
-            &out_json.display().to_string(),
-        ],
-    );
+    let out = load(gw.addr, &stream_args(&out_json));
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json(&out_json);
     assert_eq!(v["connections"], 4, "{v:#}");
@@ -153,6 +140,23 @@ fn plaintext_stream_runs_over_several_connections() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("client cpu"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stream over four connections on two client threads, its JSON to `json`.
+fn stream_args(json: &std::path::Path) -> Vec<String> {
+    [
+        "--workload",
+        "stream",
+        "--connections",
+        "4",
+        "--shards",
+        "2",
+        "--json",
+    ]
+    .map(str::to_owned)
+    .into_iter()
+    .chain([json.display().to_string()])
+    .collect()
 }
 
 #[test]
@@ -175,16 +179,7 @@ fn dtp_stream_runs_over_several_connections() {
         gw.addr,
         &fay,
         &setup.dir.join("terminal.key.pub"),
-        &[
-            "--workload",
-            "stream",
-            "--connections",
-            "4",
-            "--shards",
-            "2",
-            "--json",
-            &out_json.display().to_string(),
-        ],
+        &stream_args(&out_json),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let v = json(&out_json);
