@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use dtp_codec::Limits;
-use dtp_transports::{BackendChoice, Driver, DriverConfig, Waker};
+use dtp_transports::{BackendChoice, Driver, DriverConfig, Endpoint, Transport, Waker};
 
 use crate::control::{self, ControlLink, ControlMetrics, ControlPlane, ShardLink};
 use crate::service::Service;
@@ -22,9 +22,11 @@ pub struct EngineConfig {
     pub shards: usize,
     /// Pin shard `i` to CPU `i`.
     pub pin: bool,
-    /// Addresses every shard listens on (SO_REUSEPORT spreads connections).
-    pub listen: Vec<SocketAddr>,
-    /// Each shard's IO driver.
+    /// Endpoints every shard listens on, shared between the shards (TCP:
+    /// SO_REUSEPORT spreads connections; Unix: one socket, accepted from by
+    /// each).
+    pub listen: Vec<Endpoint>,
+    /// Each shard's IO driver (for [`Engine::start`]'s socket transports).
     pub driver: DriverConfig,
     /// Frame ceilings.
     pub limits: Limits,
@@ -171,7 +173,7 @@ pub struct Engine;
 struct Started {
     waker: Waker,
     backend: BackendChoice,
-    addrs: Vec<SocketAddr>,
+    addrs: Vec<Endpoint>,
 }
 
 /// A running engine.
@@ -180,7 +182,7 @@ pub struct EngineHandle {
     stop: Arc<AtomicBool>,
     wakers: Vec<Waker>,
     threads: Vec<JoinHandle<io::Result<()>>>,
-    addrs: Vec<SocketAddr>,
+    addrs: Vec<Endpoint>,
     metrics: Vec<Arc<ShardMetrics>>,
     backend: BackendChoice,
 }
@@ -194,7 +196,7 @@ impl Engine {
         S: Service + 'static,
         F: Fn(usize) -> S + Send + Sync + 'static,
     {
-        Self::start_inner(config, factory, None)
+        Self::start_on(config, socket_transport, factory, None)
     }
 
     /// As [`Engine::start`], with a control thread running `plane`: every
@@ -209,18 +211,27 @@ impl Engine {
         S: Service + 'static,
         F: Fn(usize) -> S + Send + Sync + 'static,
     {
-        Self::start_inner(config, factory, Some(plane))
+        Self::start_on(config, socket_transport, factory, Some(plane))
     }
 
-    fn start_inner<S, F>(
+    /// As [`Engine::start`] (with a control thread when `plane` is given),
+    /// on the transport `transport` makes for each shard: on the shard's own
+    /// thread, from the engine's config and the shard's index, so the
+    /// transport need not be `Send` (an in-memory one of a test, a fault
+    /// injector around the socket transport).
+    pub fn start_on<T, M, S, F>(
         config: EngineConfig,
+        transport: M,
         factory: F,
         plane: Option<Box<dyn ControlPlane>>,
     ) -> io::Result<EngineHandle>
     where
+        T: Transport + 'static,
+        M: Fn(&EngineConfig, usize) -> io::Result<T> + Send + Sync + 'static,
         S: Service + 'static,
         F: Fn(usize) -> S + Send + Sync + 'static,
     {
+        let transport = Arc::new(transport);
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -265,7 +276,12 @@ impl Engine {
             cfg.listen = handle.addrs.clone();
             let metrics = Arc::new(ShardMetrics::default());
             let (tx, rx) = mpsc::channel();
-            let (f, s, m) = (factory.clone(), stop.clone(), metrics.clone());
+            let (f, s, m, t) = (
+                factory.clone(),
+                stop.clone(),
+                metrics.clone(),
+                transport.clone(),
+            );
             let mut link = None;
             let mut far_end = None;
             if let Some(control) = &control_thread {
@@ -282,7 +298,7 @@ impl Engine {
             }
             let thread = std::thread::Builder::new()
                 .name(format!("dtp-shard-{i}"))
-                .spawn(move || shard_main(i, cfg, f, s, m, link, tx))?;
+                .spawn(move || shard_main(i, cfg, &*t, f, s, m, link, tx))?;
             let started = match rx.recv() {
                 Ok(Ok(started)) => started,
                 Ok(Err(e)) => {
@@ -319,9 +335,20 @@ impl Engine {
     }
 }
 
-fn shard_main<S, F>(
+/// The socket transport of [`Engine::start`]: a [`Driver`] on the
+/// configured backend.
+fn socket_transport(config: &EngineConfig, _shard: usize) -> io::Result<Driver> {
+    Driver::new(config.driver.clone())
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a thread's entry: everything it owns"
+)]
+fn shard_main<T, M, S, F>(
     index: usize,
     config: EngineConfig,
+    transport: &M,
     factory: Arc<F>,
     stop: Arc<AtomicBool>,
     metrics: Arc<ShardMetrics>,
@@ -329,17 +356,20 @@ fn shard_main<S, F>(
     started: mpsc::Sender<io::Result<Started>>,
 ) -> io::Result<()>
 where
+    T: Transport + 'static,
+    M: Fn(&EngineConfig, usize) -> io::Result<T>,
     S: Service + 'static,
     F: Fn(usize) -> S,
 {
-    let setup = move || -> io::Result<(Shard<S>, Started)> {
+    let drain = config.drain;
+    let setup = move || -> io::Result<(Shard<T, S>, Started)> {
         if config.pin {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             if let Err(e) = dtp_transports::pin_current_thread(index % cores) {
                 tracing::warn!(shard = index, error = %e, "could not pin the shard to its core");
             }
         }
-        let driver = Driver::new(config.driver.clone())?;
+        let driver = transport(&config, index)?;
         let mut shard = Shard::new(
             driver,
             factory(index),
@@ -351,12 +381,12 @@ where
             shard.set_control(link);
         }
         let mut addrs = Vec::new();
-        for addr in &config.listen {
-            addrs.push(shard.listen(*addr)?);
+        for at in &config.listen {
+            addrs.push(shard.listen(at)?);
         }
         let started = Started {
-            waker: shard.driver().waker(),
-            backend: shard.driver().backend().clone(),
+            waker: shard.transport().waker(),
+            backend: shard.transport().backend().clone(),
             addrs,
         };
         Ok((shard, started))
@@ -365,7 +395,7 @@ where
         Ok((mut shard, info)) => {
             // The receiver waits for this message; if it is gone, start-up was abandoned.
             let _ = started.send(Ok(info));
-            shard.run(&stop, config.drain)
+            shard.run(&stop, drain)
         }
         Err(e) => {
             let msg = e.to_string();
@@ -376,9 +406,15 @@ where
 }
 
 impl EngineHandle {
-    /// The addresses the shards listen on (ports resolved).
-    pub fn local_addrs(&self) -> &[SocketAddr] {
+    /// The endpoints the shards listen on, in `EngineConfig::listen`
+    /// order (ports resolved).
+    pub fn local_addrs(&self) -> &[Endpoint] {
         &self.addrs
+    }
+
+    /// The TCP address of listener `i`, if it is a TCP one.
+    pub fn tcp_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.addrs.get(i).and_then(Endpoint::tcp)
     }
 
     /// The IO backend the shards use, and why.

@@ -1,11 +1,10 @@
 //! What runs on a shard: the application (or protocol) logic, sans-IO.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::BytesMut;
 use dtp_codec::{Body, ControlMessage, ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
-use dtp_transports::{CloseReason, ConnId, RecvBuf};
+use dtp_transports::{CloseReason, ConnId, Endpoint, RecvBuf};
 
 use crate::realtime::{RtDecision, RtRequest};
 
@@ -184,7 +183,7 @@ pub trait Connections<C> {
 /// What a service may do outside a connection's callbacks (from [`Service::tick`]).
 pub trait Ctl {
     /// Opens an outgoing connection; [`Service::open`] runs once it is up.
-    fn connect(&mut self, addr: SocketAddr) -> Result<ConnId, ErrorCode>;
+    fn connect(&mut self, to: &Endpoint) -> Result<ConnId, ErrorCode>;
     /// Queues a frame on `conn` (all-or-nothing; `BUFFER_FULL` under backpressure).
     fn send(&mut self, conn: ConnId, frame: &LogicalFrame) -> Result<(), ErrorCode>;
     /// Closes `conn` after its queued frames.

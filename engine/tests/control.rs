@@ -128,7 +128,7 @@ fn control_messages_round_trip_in_order_through_tiny_rings() {
         let engine =
             Engine::start_with_control(config(backend, 2), |_| NoFrames, Box::new(plane.clone()))
                 .unwrap();
-        let addr = engine.local_addrs()[0];
+        let addr = engine.tcp_addr(0).unwrap();
         let mut clients: Vec<TcpStream> =
             (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
         for c in &mut clients {
@@ -214,7 +214,7 @@ fn data_traffic_does_not_wake_the_control_thread() {
         let engine =
             Engine::start_with_control(config(backend, 64), |_| EchoData, Box::new(plane.clone()))
                 .unwrap();
-        let addr = engine.local_addrs()[0];
+        let addr = engine.tcp_addr(0).unwrap();
         let mut c = TcpStream::connect(addr).unwrap();
         c.set_nodelay(true).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();

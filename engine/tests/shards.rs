@@ -85,7 +85,7 @@ fn data(seq: u64, payload: &[u8]) -> LogicalFrame {
 fn frames_round_trip_through_every_shard_on_both_backends() {
     for backend in [BackendPreference::Epoll, BackendPreference::Uring] {
         let engine = Engine::start(config(backend, 2), |_| Echo).unwrap();
-        let addr = engine.local_addrs()[0];
+        let addr = engine.tcp_addr(0).unwrap();
         // Several connections, so SO_REUSEPORT spreads them over both shards.
         let mut clients: Vec<TcpStream> =
             (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
@@ -123,7 +123,7 @@ fn frames_round_trip_through_every_shard_on_both_backends() {
 fn malformed_input_gets_a_close_frame_with_its_code() {
     for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
         let engine = Engine::start(config(backend, 1), |_| Echo).unwrap();
-        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         let frames = read_frames(&mut c, 1);
@@ -145,7 +145,7 @@ fn a_reader_that_stops_reading_pauses_the_connection_not_the_memory() {
     for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
         let cfg = config(backend, 1);
         let engine = Engine::start(cfg, |_| Echo).unwrap();
-        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_write_timeout(Some(Duration::from_millis(500)))
             .unwrap();
         // Write echo requests without reading any answer: the server's send
@@ -177,7 +177,7 @@ fn a_reader_that_stops_reading_pauses_the_connection_not_the_memory() {
 #[test]
 fn stop_closes_connections_and_returns() {
     let engine = Engine::start(config(BackendPreference::Uring, 2), |_| Echo).unwrap();
-    let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+    let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let wire = data(1, b"x").to_bytes(&Limits::default()).unwrap();
     c.write_all(&wire).unwrap();
@@ -272,7 +272,7 @@ fn wire_frames_and_per_connection_timers() {
     ] {
         let lent_before = LENT_FRAMES.load(std::sync::atomic::Ordering::Relaxed);
         let engine = Engine::start(config(backend, 1), |_| WireFlipper).unwrap();
-        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut wire = BytesMut::new();
         for seq in 1..=50u64 {
@@ -340,7 +340,7 @@ fn a_batch_larger_than_the_send_budget_still_goes_out() {
         cfg.driver.max_send_queue = 256 * 1024;
         cfg.limits.max_frame_len = 64 * 1024;
         let engine = Engine::start(cfg, |_| Burst).unwrap();
-        let mut c = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+        let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         c.write_all(&data(0, b"go").to_bytes(&Limits::default()).unwrap())
             .unwrap();

@@ -84,12 +84,12 @@ impl Service for Mixed {
 }
 
 fn start(backend: BackendPreference) -> dtp_engine::EngineHandle {
-    let any = "127.0.0.1:0".parse().unwrap();
+    let any: dtp_transports::Endpoint = "127.0.0.1:0".parse().unwrap();
     Engine::start(
         EngineConfig {
             shards: 2,
             pin: false,
-            listen: vec![any, any],
+            listen: vec![any.clone(), any],
             driver: DriverConfig {
                 backend,
                 chunk_size: 16 * 1024,
@@ -126,7 +126,7 @@ fn stream_listener_gets_bytes_and_framed_listener_gets_frames() {
     both(|engine| {
         let addrs = engine.local_addrs();
         // One address per listener, in order; every shard listens on each.
-        let mut lines = TcpStream::connect(addrs[1]).unwrap();
+        let mut lines = TcpStream::connect(addrs[1].tcp().unwrap()).unwrap();
         lines
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
@@ -137,7 +137,7 @@ fn stream_listener_gets_bytes_and_framed_listener_gets_frames() {
         lines.write_all(b"ld\n").unwrap();
         assert_eq!(read_exactly(&mut lines, 12), b"HELLO\nWORLD\n");
 
-        let mut framed = TcpStream::connect(addrs[0]).unwrap();
+        let mut framed = TcpStream::connect(addrs[0].tcp().unwrap()).unwrap();
         framed
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
@@ -160,7 +160,7 @@ fn stream_listener_gets_bytes_and_framed_listener_gets_frames() {
 #[test]
 fn a_large_answer_is_sent_whole_and_a_refusal_closes_without_a_close_frame() {
     both(|engine| {
-        let addr = engine.local_addrs()[1];
+        let addr = engine.tcp_addr(1).unwrap();
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         // Larger than the send budget: goes out in pieces as room comes.

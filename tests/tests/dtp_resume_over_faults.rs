@@ -26,8 +26,7 @@ use dtp_engine::dtp::{
 };
 use dtp_engine::{Engine, EngineConfig};
 use dtp_transports::{
-    AdapterEvent, BackendPreference, ConnectionState, DriverConfig, Endpoint, FaultInjector,
-    FaultPlan, TcpAdapter, TransportAdapter,
+    BackendPreference, Driver, DriverConfig, Endpoint, Event, FaultInjector, FaultPlan, Transport,
 };
 
 /// Deterministic "random" bytes: unique per call, which is all the ids need.
@@ -142,7 +141,7 @@ fn configs() -> (FayConfig, TerminalConfig) {
 /// carrying the stream as far as it gets.
 struct Fay {
     config: FayConfig,
-    adapter: FaultInjector<TcpAdapter>,
+    adapter: FaultInjector<Driver>,
     target: Endpoint,
     suspended: Option<SuspendedSession>,
     next_fragment: u64,
@@ -186,11 +185,8 @@ impl Fay {
             let mut down = false;
             for e in events.drain(..) {
                 match e {
-                    AdapterEvent::Received { bytes, .. } => rx.extend_from_slice(&bytes),
-                    AdapterEvent::StateChanged {
-                        state: ConnectionState::Down(_),
-                        ..
-                    } => down = true,
+                    Event::Received { data, .. } => rx.extend_from_slice(&data),
+                    Event::Closed { .. } => down = true,
                     _ => {}
                 }
             }
@@ -283,7 +279,7 @@ fn stream_through_cuts(backend: BackendPreference, disconnects: u32) {
     )
     .unwrap();
     let mut adapter = FaultInjector::new(
-        TcpAdapter::new(DriverConfig {
+        Driver::new(DriverConfig {
             backend,
             ..DriverConfig::default()
         })
@@ -299,7 +295,7 @@ fn stream_through_cuts(backend: BackendPreference, disconnects: u32) {
     let mut fay = Fay {
         config: fay_config,
         adapter,
-        target: Endpoint::Tcp(engine.local_addrs()[0]),
+        target: engine.local_addrs()[0].clone(),
         suspended: None,
         next_fragment: 1,
         disconnects: 0,

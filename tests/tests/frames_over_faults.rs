@@ -14,10 +14,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{Body, DataFrame, FrameDecoder, Limits, LogicalFrame};
-use dtp_transports::{
-    AdapterEvent, ConnectionState, Endpoint, FaultInjector, FaultPlan, MemoryHub, Rechunk,
-    TransportAdapter,
-};
+use dtp_transports::{Endpoint, Event, FaultInjector, FaultPlan, MemoryHub, Rechunk, Transport};
 
 fn frame(seq: u64) -> LogicalFrame {
     // Sizes from 0 to ~3 KiB, so frames straddle every delivery boundary.
@@ -42,7 +39,7 @@ fn run(n: u64, plan: FaultPlan, seed: u64) -> (Vec<LogicalFrame>, bool, Vec<usiz
     let mut server = FaultInjector::with_plan(hub.transport(), seed, plan);
     let mut client = hub.transport();
     let ep: Endpoint = "mem://e2e".parse().unwrap();
-    server.listen(&ep).unwrap();
+    server.listen(&ep, false).unwrap();
     let conn = client.connect(&ep).unwrap();
     let mut wire = Vec::new();
     let mut ends = Vec::new(); // byte offset where each frame ends
@@ -66,16 +63,13 @@ fn run(n: u64, plan: FaultPlan, seed: u64) -> (Vec<LogicalFrame>, bool, Vec<usiz
         server.poll(&mut events, Some(Duration::ZERO)).unwrap();
         for e in events.drain(..) {
             match e {
-                AdapterEvent::Received { bytes, .. } => {
-                    buf.extend_from_slice(&bytes);
+                Event::Received { data, .. } => {
+                    buf.extend_from_slice(&data);
                     while let Some(f) = decoder.decode(&mut buf).unwrap() {
                         got.push(f);
                     }
                 }
-                AdapterEvent::StateChanged {
-                    state: ConnectionState::Down(_),
-                    ..
-                } => down = true,
+                Event::Closed { .. } => down = true,
                 _ => {}
             }
         }

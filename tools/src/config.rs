@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use dtp_codec::Limits;
 use dtp_engine::EngineConfig;
+use dtp_transports::Endpoint;
 use dtp_transports::{BackendPreference, DriverConfig};
 use serde::Deserialize;
 
@@ -82,8 +83,9 @@ pub(crate) struct EngineSection {
     pub(crate) shards: usize,
     /// Pin each shard to its core.
     pub(crate) pin: bool,
-    /// Addresses to listen on.
-    pub(crate) listen: Vec<SocketAddr>,
+    /// Endpoints to listen on: `HOST:PORT` or `tcp:HOST:PORT`, `unix:PATH`.
+    #[serde(with = "endpoints")]
+    pub(crate) listen: Vec<Endpoint>,
     /// Milliseconds a stopping gateway waits for connections to close.
     pub(crate) drain_ms: u64,
     /// Slots of each ring between a shard and the control thread.
@@ -95,7 +97,7 @@ impl Default for EngineSection {
         Self {
             shards: 0,
             pin: true,
-            listen: vec![SocketAddr::from(([127, 0, 0, 1], 7700))],
+            listen: vec![Endpoint::Tcp(SocketAddr::from(([127, 0, 0, 1], 7700)))],
             drain_ms: 5000,
             control_ring: 1024,
         }
@@ -333,6 +335,13 @@ impl Config {
         if let Some(terminal) = &mut self.terminal {
             terminal.resolve_paths(base);
         }
+        for at in &mut self.engine.listen {
+            if let Endpoint::Unix(path) = at
+                && path.is_relative()
+            {
+                *path = base.join(&*path);
+            }
+        }
     }
 
     /// The engine's settings, with every ceiling checked; errors name the key.
@@ -416,6 +425,27 @@ mod empty_is_none {
             return Ok(None);
         }
         text.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `[engine] listen` in TOML: a list of endpoint strings, TCP ones written
+/// as a bare `HOST:PORT` (what the defaults and older files say).
+mod endpoints {
+    use dtp_transports::Endpoint;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(list: &[Endpoint], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(list.iter().map(|e| match e {
+            Endpoint::Tcp(addr) => addr.to_string(),
+            other => other.to_string(),
+        }))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Endpoint>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| text.parse().map_err(serde::de::Error::custom))
+            .collect()
     }
 }
 

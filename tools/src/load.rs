@@ -9,7 +9,6 @@
 
 pub(crate) mod status;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,14 +18,14 @@ use dtp_bench::workload::{self, DATA_FIELDS_LEN, PINGPONG_STREAM_ID, StreamWindo
 use dtp_codec::{Body, DataFrame, HEADER_LEN};
 use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
-use dtp_transports::{CloseReason, ConnId, DriverConfig};
+use dtp_transports::{CloseReason, ConnId, DriverConfig, Endpoint};
 
 pub(crate) use status::{DEFAULT_MIN_SUCCESS, Failures, Share, connect_failure};
 
 /// What to run.
 #[derive(Clone, Debug)]
 pub(crate) struct LoadSpec {
-    pub(crate) target: SocketAddr,
+    pub(crate) target: Endpoint,
     pub(crate) workload: Workload,
     pub(crate) connections: usize,
     /// Measured time (after the warm-up).
@@ -132,7 +131,7 @@ impl LoadResult {
     /// else why not.
     pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
         let t = &self.tally;
-        let connect = (t.failed > 0).then(|| connect_failure(spec.target, t.last_errno));
+        let connect = (t.failed > 0).then(|| connect_failure(&spec.target, t.last_errno));
         let established = Share {
             what: "connections established",
             attempted: spec.connections as u64,
@@ -386,7 +385,7 @@ impl Service for Client {
         // Open connections in waves, so a large count does not flood the backlog.
         let wave = (self.share - self.launched).min(256);
         for _ in 0..wave {
-            match ctl.connect(self.spec.target) {
+            match ctl.connect(&self.spec.target) {
                 Ok(_) => self.launched += 1,
                 Err(_) => {
                     self.local.failed += 1;
@@ -524,7 +523,7 @@ pub(crate) fn run(
             total.merge(&t);
         }
     }
-    no_connection_is_an_error(&total, spec.target)?;
+    no_connection_is_an_error(&total, &spec.target)?;
     let latency = total.latency.summary();
     Ok(LoadResult {
         tally: total,
@@ -602,7 +601,7 @@ pub(crate) fn run_window(
 
 /// A run in which no connection could be made is an error that says why
 /// (`nothing listens on ADDR`).
-pub(crate) fn no_connection_is_an_error(total: &Tally, target: SocketAddr) -> Result<(), String> {
+pub(crate) fn no_connection_is_an_error(total: &Tally, target: &Endpoint) -> Result<(), String> {
     if total.connected == 0 {
         return Err(connect_failure(target, total.last_errno));
     }

@@ -244,11 +244,12 @@ struct ServeCli {
     /// TOML configuration file (default: embedded defaults).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Listen on this address instead of the configured ones. The realtime
-    /// front end then moves to the same IP on a free port (printed), unless
+    /// Listen on this endpoint instead of the configured ones: `HOST:PORT`
+    /// (TCP) or `unix:PATH`. With a TCP address the realtime front end
+    /// moves to the same IP on a free port (printed), unless
     /// --realtime-listen says where.
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<std::net::SocketAddr>,
+    #[arg(long, value_name = "ENDPOINT")]
+    listen: Option<dtp_transports::Endpoint>,
     /// The realtime front end's address (SSE, WebSocket realtime.v1,
     /// snapshots, publication; default 127.0.0.1:7780).
     #[arg(long, value_name = "ADDR")]
@@ -288,9 +289,10 @@ struct ServeCli {
 
 #[derive(Args)]
 struct LoadCli {
-    /// The gateway to load.
-    #[arg(long, default_value = "127.0.0.1:7700")]
-    target: std::net::SocketAddr,
+    /// The gateway to load: `HOST:PORT` (TCP) or `unix:PATH` (the realtime
+    /// modes and `--control hold` need TCP).
+    #[arg(long, default_value = "127.0.0.1:7700", value_name = "ENDPOINT")]
+    target: dtp_transports::Endpoint,
     /// pingpong, stream or connections.
     #[arg(long, default_value = "pingpong")]
     workload: String,
@@ -524,7 +526,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(a) => serve::run(serve::ServeArgs {
             config: a.config.as_deref(),
-            listen: a.listen,
+            listen: a.listen.clone(),
             realtime_listen: a.realtime_listen,
             no_realtime: a.no_realtime,
             echo: a.echo,
@@ -617,7 +619,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let spec = load::LoadSpec {
-        target: a.target,
+        target: a.target.clone(),
         workload: w,
         connections: a.connections,
         duration: std::time::Duration::from_secs_f64(duration),
@@ -899,8 +901,13 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         ));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Some(target) = a.target.tcp() else {
+        return Err(bad(
+            "the realtime load needs a TCP --target (HOST:PORT)".into()
+        ));
+    };
     let spec = load_rt::RtSpec {
-        target: a.target,
+        target,
         mode,
         subscribers: a.connections,
         stream: r.stream.clone(),

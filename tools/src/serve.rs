@@ -27,7 +27,7 @@ use crate::terminal_cfg::plane_parts;
 
 pub(crate) struct ServeArgs<'a> {
     pub(crate) config: Option<&'a Path>,
-    pub(crate) listen: Option<std::net::SocketAddr>,
+    pub(crate) listen: Option<dtp_transports::Endpoint>,
     pub(crate) realtime_listen: Option<std::net::SocketAddr>,
     pub(crate) no_realtime: bool,
     pub(crate) echo: bool,
@@ -119,11 +119,15 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         }
     ));
     let (dtp_addrs, realtime_addrs) = engine.local_addrs().split_at(dtp_listeners);
-    for addr in dtp_addrs {
-        // One line per address, for scripts (and `dtp bench`) to read.
-        say(&format!("listening {addr}"));
+    for at in dtp_addrs {
+        // One line per address, for scripts (and `dtp bench`) to read: TCP
+        // as HOST:PORT, others with their scheme (`unix:PATH`).
+        match at.tcp() {
+            Some(addr) => say(&format!("listening {addr}")),
+            None => say(&format!("listening {at}")),
+        }
     }
-    for addr in realtime_addrs {
+    for addr in realtime_addrs.iter().filter_map(|a| a.tcp()) {
         say(&format!(
             "realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)"
         ));
@@ -193,9 +197,11 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
 /// line's overrides.
 fn configure(args: &ServeArgs<'_>) -> Result<Config, CliError> {
     let mut config = Config::load(args.config).map_err(bad_config)?;
-    if let Some(addr) = args.listen {
-        config.engine.listen = vec![addr];
-        config.realtime.listen = SocketAddr::new(addr.ip(), 0);
+    if let Some(at) = &args.listen {
+        config.engine.listen = vec![at.clone()];
+        if let Some(addr) = at.tcp() {
+            config.realtime.listen = SocketAddr::new(addr.ip(), 0);
+        }
     }
     if let Some(addr) = args.realtime_listen {
         config.realtime.listen = addr;
@@ -254,10 +260,12 @@ fn claim_ports(
     engine: &EngineConfig,
     realtime: Option<&RealtimeParts>,
 ) -> Result<(Vec<Port>, Option<std::net::TcpListener>), CliError> {
+    // Unix sockets are checked by the shards as they bind (a live socket
+    // at the path is refused, a stale one replaced).
     let mut ports: Vec<Port> = engine
         .listen
         .iter()
-        .map(|a| ("engine.listen", *a))
+        .filter_map(|a| Some(("engine.listen", a.tcp()?)))
         .collect();
     ports.extend(realtime.map(|r| ("realtime.listen", r.listen)));
     let admin = config.admin.listen.map(|a| ("admin.listen", a));
@@ -304,8 +312,12 @@ fn refuse_shared_ports(
     engine: &EngineHandle,
     ports: &[(&str, SocketAddr)],
 ) -> Result<(), CliError> {
-    let bound = engine.local_addrs();
-    let foreign = match dtp_transports::foreign_listeners(bound) {
+    let bound: Vec<SocketAddr> = engine
+        .local_addrs()
+        .iter()
+        .filter_map(|a| a.tcp())
+        .collect();
+    let foreign = match dtp_transports::foreign_listeners(&bound) {
         Ok(f) => f,
         Err(e) => {
             tracing::debug!(error = %e, "cannot list the listening sockets; the port check before start-up stands");
@@ -380,7 +392,7 @@ where
         return Engine::start_with_control(config, make, control);
     };
     let split = config.listen.len();
-    config.listen.push(rt.listen);
+    config.listen.push(rt.listen.into());
     let plane = PairPlane::new(control, rt.plane);
     let (front, metrics) = (rt.config, rt.metrics);
     Engine::start_with_control(

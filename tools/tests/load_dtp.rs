@@ -52,7 +52,7 @@ impl Setup {
             move |_| DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default()),
         )
         .unwrap();
-        let addr = engine.local_addrs()[0];
+        let addr = engine.tcp_addr(0).unwrap();
         let dir = std::env::temp_dir().join(format!("dtp-load-dtp-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("fay.key"), keys.fay_noise.to_text()).unwrap();

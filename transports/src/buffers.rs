@@ -21,25 +21,24 @@ fn invalid(reason: &'static str) -> PoolError {
     PoolError::InvalidRequest { reason }
 }
 
+/// Receives up to this many bytes are copied out of their chunk rather
+/// than lent ([`Buffers::copy_out`]).
+pub(crate) const SMALL_RECEIVE: usize = 4096;
+
 /// The principal the driver acts as in its region.
 pub(crate) const DRIVER: Principal = Principal::new(0x4452_4956); // "DRIV"
 
 /// A received chunk: valid until handed back with [`crate::Driver::recycle`].
 #[derive(Debug, PartialEq, Eq)]
-pub struct RecvChunk {
+pub(crate) struct RecvChunk {
     pub(crate) bid: u16,
     pub(crate) len: u32,
 }
 
 impl RecvChunk {
     /// Bytes received.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len as usize
-    }
-
-    /// Whether no byte was received (never delivered by the driver).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
@@ -91,6 +90,15 @@ impl Buffers {
             recv,
             chunk_size,
         })
+    }
+
+    /// Whether a received chunk is better copied out than lent: small
+    /// reads (requests, acks) are cheaper copied, and the chunk goes
+    /// straight back to the kernel; so is everything while half the receive
+    /// chunks are lent out, as a receiver that keeps payloads (slices of
+    /// them) must not starve the connections of receive memory.
+    pub(crate) fn copy_out(&self, chunk: &RecvChunk, lent: usize) -> bool {
+        chunk.len() <= SMALL_RECEIVE || lent.saturating_mul(2) >= self.recv.len()
     }
 
     pub(crate) fn chunk_size(&self) -> u32 {
@@ -160,17 +168,6 @@ impl Buffers {
                     .ok()
             })
             .unwrap_or(&[])
-    }
-
-    /// The bytes of a received chunk as `Bytes` without a copy: the chunk
-    /// comes back through `returns` when the last `Bytes` is dropped.
-    pub(crate) fn lend_to_app(
-        &self,
-        chunk: &RecvChunk,
-        returns: &std::sync::Arc<crate::lent::Returns>,
-    ) -> bytes::Bytes {
-        let (ptr, len) = self.received(chunk);
-        crate::lent::lend(ptr, len, chunk.bid, returns, self.region.mapping_guard())
     }
 
     /// The bytes of a received chunk as a [`RecvBuf`](crate::RecvBuf) the
@@ -300,5 +297,29 @@ impl Buffers {
 
     pub(crate) fn region(&self) -> &Region {
         &self.region
+    }
+}
+
+/// What a backend does with its received chunks, the same on io_uring and
+/// epoll: hand them to the receiver copied out (and given back at once) or
+/// lent ([`Buffers::copy_out`]).
+pub(crate) trait RecvPool {
+    /// The backend's buffers and the return list of its lent chunks.
+    fn pool(&self) -> (&Buffers, &std::sync::Arc<crate::lent::Returns>);
+
+    /// Gives a received chunk back for the next receive.
+    fn recycle(&mut self, chunk: RecvChunk);
+
+    /// A received chunk as the receiver gets it.
+    fn deliver(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
+        let (bufs, returns) = self.pool();
+        if bufs.copy_out(&chunk, returns.lent()) {
+            let copy = bytes::BytesMut::from(bufs.data(&chunk));
+            self.recycle(chunk);
+            crate::RecvBuf::from(copy)
+        } else {
+            // The chunk is out: it is recycled when its id comes back.
+            bufs.lend_mut_to_app(&chunk, returns)
+        }
     }
 }

@@ -3,12 +3,12 @@
 //! buffer-owning API; the engine cannot tell them apart.
 
 use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::buffers::RecvChunk;
+use crate::endpoint::Endpoint;
 use crate::sendq::SendError;
 use crate::slots::SlotId;
+use crate::transport::{Event, Transport, TransportError};
 use crate::{epoll, uring};
 
 /// A connection of one driver (generational: stale ids are refused).
@@ -59,14 +59,17 @@ pub enum BackendKind {
     Uring,
     /// epoll, through mio.
     Epoll,
+    /// The in-memory transport (tests).
+    Memory,
 }
 
 impl BackendKind {
-    /// `io_uring` or `epoll`.
+    /// `io_uring`, `epoll` or `memory`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Uring => "io_uring",
             Self::Epoll => "epoll",
+            Self::Memory => "memory",
         }
     }
 }
@@ -203,46 +206,6 @@ pub enum CloseReason {
     ConnectFailed(i32),
 }
 
-/// What happened, as reported by [`Driver::poll`] (SPEC TRN-1/TRN-3: the
-/// receive and connection-state "callbacks" as polled events).
-#[derive(Debug)]
-pub enum Event {
-    /// A listener accepted a connection.
-    Accepted {
-        /// The listener.
-        listener: ListenerId,
-        /// The new connection.
-        conn: ConnId,
-    },
-    /// An outgoing connection is established.
-    Connected {
-        /// The connection.
-        conn: ConnId,
-    },
-    /// Bytes arrived; read them with [`Driver::recv_data`] and give the chunk
-    /// back with [`Driver::recycle`] promptly (it is the core's receive memory).
-    Received {
-        /// The connection.
-        conn: ConnId,
-        /// The bytes.
-        chunk: RecvChunk,
-    },
-    /// A producer refused with [`SendError::BufferFull`] may send again.
-    Writable {
-        /// The connection.
-        conn: ConnId,
-    },
-    /// The connection is closed and its id dead; nothing more will arrive.
-    Closed {
-        /// The connection.
-        conn: ConnId,
-        /// Why.
-        reason: CloseReason,
-    },
-    /// Another thread called [`Waker::wake`].
-    Woken,
-}
-
 /// Wakes a driver blocked in [`Driver::poll`] from another thread.
 #[derive(Clone)]
 pub struct Waker(pub(crate) WakerInner);
@@ -251,6 +214,9 @@ pub struct Waker(pub(crate) WakerInner);
 pub(crate) enum WakerInner {
     EventFd(std::sync::Arc<crate::waker::EventFd>),
     Mio(std::sync::Arc<mio::Waker>),
+    /// A flag the transport's next poll reads (the in-memory transport,
+    /// which never sleeps).
+    Flag(std::sync::Arc<std::sync::atomic::AtomicBool>),
 }
 
 impl Waker {
@@ -259,6 +225,10 @@ impl Waker {
         match &self.0 {
             WakerInner::EventFd(e) => e.wake(),
             WakerInner::Mio(w) => w.wake(),
+            WakerInner::Flag(f) => {
+                f.store(true, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }
         }
     }
 }
@@ -308,18 +278,6 @@ macro_rules! dispatch {
             Backend::Epoll($b) => $e,
         }
     };
-}
-
-/// Applies the per-connection socket options of `config` (TCP_NODELAY,
-/// TCP_CONGESTION) to a new connection. A socket that refuses one still
-/// works: latency or throughput suffer, nothing breaks.
-pub(crate) fn tune_socket(sock: socket2::SockRef<'_>, config: &DriverConfig) {
-    if config.nodelay {
-        let _ = sock.set_tcp_nodelay(true);
-    }
-    if let Some(cc) = &config.tcp_congestion {
-        let _ = sock.set_tcp_congestion(cc.as_bytes());
-    }
 }
 
 impl Driver {
@@ -408,279 +366,73 @@ impl Driver {
         Ok(Self { backend, choice })
     }
 
-    /// The backend in use and why.
-    pub fn backend(&self) -> &BackendChoice {
-        &self.choice
-    }
-
-    /// Listens on `addr` (with SO_REUSEPORT when `reuse_port`, so every core
-    /// can listen on the same port); returns the listener and its address.
-    pub fn listen(
-        &mut self,
-        addr: SocketAddr,
-        reuse_port: bool,
-    ) -> io::Result<(ListenerId, SocketAddr)> {
-        dispatch!(mut self, b => b.listen(addr, reuse_port))
-    }
-
-    /// Starts connecting to `addr`; [`Event::Connected`] or
-    /// [`Event::Closed`] with [`CloseReason::ConnectFailed`] follows.
-    pub fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
-        dispatch!(mut self, b => b.connect(addr))
-    }
-
-    /// SPEC TRN-2, TRN-5: queues `bytes` on `conn` without blocking and
-    /// without altering them; they go out on the next [`Driver::poll`].
-    /// All or nothing: a full queue is [`SendError::BufferFull`].
-    pub fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
-        dispatch!(mut self, b => b.send(conn, bytes))
-    }
-
-    /// Bytes queued on `conn` and not yet sent.
-    pub fn queued(&self, conn: ConnId) -> usize {
-        dispatch!(self, b => b.queued(conn))
-    }
-
-    /// Stops reading from `conn` (its producer is backpressured); bytes
-    /// already in flight may still arrive. The peer's TCP window fills up
-    /// and it slows down: nothing is lost and no memory grows.
-    pub fn pause_reading(&mut self, conn: ConnId) {
-        dispatch!(mut self, b => b.set_paused(conn, true))
-    }
-
-    /// Asks for an [`Event::Writable`] once `conn`'s send queue is at most
-    /// half full (as after a refused send), e.g. for a producer that held
-    /// back on its own.
-    pub fn want_writable(&mut self, conn: ConnId) {
-        dispatch!(mut self, b => b.want_writable(conn))
-    }
-
-    /// Starts reading from `conn` again after [`Driver::pause_reading`].
-    pub fn resume_reading(&mut self, conn: ConnId) {
-        dispatch!(mut self, b => b.set_paused(conn, false))
-    }
-
-    /// Closes `conn` once its queued bytes are sent; [`Event::Closed`] follows.
-    pub fn close(&mut self, conn: ConnId) {
-        dispatch!(mut self, b => b.close(conn))
-    }
-
-    /// The bytes of a received chunk.
-    pub fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
-        dispatch!(self, b => b.recv_data(chunk))
-    }
-
-    /// Gives a received chunk back to the kernel.
-    pub fn recycle(&mut self, chunk: RecvChunk) {
-        dispatch!(mut self, b => b.recycle(chunk))
-    }
-
-    /// The bytes of a received chunk as [`bytes::Bytes`], without a copy.
-    /// The chunk goes back to the kernel at the first poll after the last
-    /// `Bytes` sharing it is dropped (on any thread): hold them briefly, as
-    /// the core's receive memory is what they hold.
-    pub fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
-        dispatch!(mut self, b => b.recv_bytes(chunk))
-    }
-
-    /// Receive chunks lent out ([`Driver::recv_bytes`],
-    /// [`Driver::recv_buf`]) and not yet back: a receiver that holds on to
-    /// received bytes pins the pool's receive memory, and should copy
-    /// rather than lend as this nears `recv_buffers`.
+    /// Receive chunks lent out and not yet back (tests of the pool's
+    /// lending).
     pub fn lent_chunks(&self) -> usize {
         dispatch!(self, b => b.lent_chunks())
     }
+}
 
-    /// The receive buffers this driver was configured with.
-    pub fn recv_buffers(&self) -> usize {
-        dispatch!(self, b => usize::from(b.config.recv_buffers))
+/// SPEC TRN-1 … TRN-5 over sockets: the backend chosen at start-up, TCP and
+/// Unix stream sockets alike.
+impl Transport for Driver {
+    fn backend(&self) -> &BackendChoice {
+        &self.choice
     }
 
-    /// The bytes of a received chunk as a [`RecvBuf`](crate::RecvBuf),
-    /// without a copy, for a receiver that modifies them in place (decrypts)
-    /// before freezing them. The chunk goes back to the kernel as with
-    /// [`Driver::recv_bytes`], once every piece split off it is dropped.
-    pub fn recv_buf(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
-        dispatch!(mut self, b => b.recv_buf(chunk))
+    fn listen(
+        &mut self,
+        at: &Endpoint,
+        shared: bool,
+    ) -> Result<(ListenerId, Endpoint), TransportError> {
+        dispatch!(mut self, b => b.listen(at, shared))
     }
 
-    /// Submits what is queued, waits up to `timeout` (`None`: until something
-    /// happens) and appends what happened to `events`.
-    pub fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
+    fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
+        dispatch!(mut self, b => b.connect(to))
+    }
+
+    fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        dispatch!(mut self, b => b.send(conn, bytes))
+    }
+
+    fn send_shared(&mut self, conn: ConnId, bytes: &bytes::Bytes) -> Result<(), SendError> {
+        dispatch!(mut self, b => b.send_shared(conn, bytes))
+    }
+
+    fn queued(&self, conn: ConnId) -> usize {
+        dispatch!(self, b => b.queued(conn))
+    }
+
+    fn want_writable(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.want_writable(conn))
+    }
+
+    fn pause_reading(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.pause_reading(conn))
+    }
+
+    fn resume_reading(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => b.resume_reading(conn))
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        dispatch!(mut self, b => Transport::close(&mut **b, conn))
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
         dispatch!(mut self, b => b.poll(events, timeout))
     }
 
-    /// A handle other threads use to wake this driver.
-    pub fn waker(&self) -> Waker {
+    fn waker(&self) -> Waker {
         dispatch!(self, b => b.waker())
     }
 
-    /// Counters.
-    pub fn stats(&self) -> DriverStats {
+    fn stats(&self) -> DriverStats {
         dispatch!(self, b => b.stats())
     }
 
-    /// The driver's memory pool, for its accounting report (SPEC MEM-3).
-    pub fn region(&self) -> &dtp_pool::Region {
-        dispatch!(self, b => b.bufs().region())
-    }
-}
-
-/// A listening TCP socket on `addr` (close-on-exec, SO_REUSEADDR, and
-/// SO_REUSEPORT when asked, so every shard can listen on one port). Its
-/// errors name the address (`127.0.0.1:7700: Address already in use`).
-pub(crate) fn listener_socket(
-    addr: std::net::SocketAddr,
-    reuse_port: bool,
-) -> std::io::Result<socket2::Socket> {
-    let listen = || -> io::Result<socket2::Socket> {
-        let socket = bindable_socket(addr)?;
-        if reuse_port {
-            socket.set_reuse_port(true)?;
-        }
-        socket.bind(&addr.into())?;
-        socket.listen(4096)?;
-        Ok(socket)
-    };
-    listen().map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))
-}
-
-/// Whether `addr` is free for this process alone: binds a plain socket
-/// (SO_REUSEADDR as our listeners have, but no SO_REUSEPORT) and lets it
-/// go. A listener of another process on the port — even one with
-/// SO_REUSEPORT, which our shards' sockets would otherwise join, splitting
-/// the traffic between two gateways — makes the bind fail with
-/// `AddrInUse`. Port 0 always passes (the kernel picks a free port); call
-/// it before the shards listen, and [`foreign_listeners`] after.
-pub fn probe_listen(addr: SocketAddr) -> io::Result<()> {
-    if addr.port() == 0 {
-        return Ok(());
-    }
-    bindable_socket(addr)?.bind(&addr.into())
-}
-
-/// A TCP socket for `addr`'s family, close-on-exec, with SO_REUSEADDR (a
-/// port whose old connections linger in TIME_WAIT can be listened on).
-fn bindable_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM.cloexec(),
-        None,
-    )?;
-    socket.set_reuse_address(true)?;
-    Ok(socket)
-}
-
-/// The listening TCP sockets of other processes that share a port with one
-/// of `addrs` (same address family; same address, or either the wildcard):
-/// read from `/proc/net/tcp{,6}`, a socket counting as ours when one of
-/// this process's file descriptors is it. Run after every shard listens, it
-/// closes the gap [`probe_listen`] leaves: two gateways started at the
-/// same instant both find the other, and port 0. An error: `/proc` could
-/// not be read.
-pub fn foreign_listeners(addrs: &[SocketAddr]) -> io::Result<Vec<SocketAddr>> {
-    let mut ours = std::collections::HashSet::new();
-    for entry in std::fs::read_dir("/proc/self/fd")? {
-        let Ok(link) = std::fs::read_link(entry?.path()) else {
-            continue; // closed since the listing
-        };
-        let link = link.to_string_lossy();
-        if let Some(inode) = link
-            .strip_prefix("socket:[")
-            .and_then(|l| l.strip_suffix(']'))
-            .and_then(|i| i.parse::<u64>().ok())
-        {
-            ours.insert(inode);
-        }
-    }
-    let mut foreign = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = match std::fs::read_to_string(table) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // no IPv6
-            Err(e) => return Err(e),
-        };
-        for (local, inode) in text.lines().skip(1).filter_map(proc_net_listener) {
-            let shares = addrs.iter().any(|a| {
-                a.port() == local.port()
-                    && a.is_ipv4() == local.is_ipv4()
-                    && (a.ip() == local.ip()
-                        || a.ip().is_unspecified()
-                        || local.ip().is_unspecified())
-            });
-            if shares && !ours.contains(&inode) {
-                foreign.push(local);
-            }
-        }
-    }
-    Ok(foreign)
-}
-
-/// A line of `/proc/net/tcp{,6}` that is a listener: its local address and
-/// socket inode. Addresses are hex, in 32-bit words of host byte order.
-fn proc_net_listener(line: &str) -> Option<(SocketAddr, u64)> {
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
-    if *state != "0A" {
-        return None; // TCP_LISTEN
-    }
-    let (ip, port) = local.split_once(':')?;
-    let port = u16::from_str_radix(port, 16).ok()?;
-    let mut bytes = Vec::with_capacity(16);
-    for i in (0..ip.len()).step_by(8) {
-        let word = u32::from_str_radix(ip.get(i..i + 8)?, 16).ok()?;
-        bytes.extend_from_slice(&word.to_ne_bytes());
-    }
-    let ip: std::net::IpAddr = match bytes.len() {
-        4 => <[u8; 4]>::try_from(bytes).ok()?.into(),
-        16 => <[u8; 16]>::try_from(bytes).ok()?.into(),
-        _ => return None,
-    };
-    Some((SocketAddr::new(ip, port), inode.parse().ok()?))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests")]
-
-    use super::*;
-
-    #[test]
-    fn proc_net_lines_give_listeners_and_their_inodes() {
-        // As the kernel prints them on a little-endian machine.
-        let v4 = "   0: 0100007F:1E14 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0";
-        let v6 = "   1: 00000000000000000000000001000000:1E15 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0";
-        let established = v4.replace(" 0A ", " 01 ");
-        if cfg!(target_endian = "little") {
-            assert_eq!(
-                proc_net_listener(v4),
-                Some(("127.0.0.1:7700".parse().unwrap(), 4242))
-            );
-            assert_eq!(
-                proc_net_listener(v6),
-                Some(("[::1]:7701".parse().unwrap(), 77))
-            );
-        }
-        assert_eq!(proc_net_listener(&established), None);
-        assert_eq!(proc_net_listener("  sl  local_address rem_address"), None);
-    }
-
-    #[test]
-    fn a_port_shared_with_reuseport_is_refused_by_the_probe_but_ours_is_not_foreign() {
-        let held = listener_socket("127.0.0.1:0".parse().unwrap(), true).unwrap();
-        let addr = held.local_addr().unwrap().as_socket().unwrap();
-        // A second SO_REUSEPORT listener could join this port; the probe cannot.
-        assert!(listener_socket(addr, true).is_ok());
-        let e = probe_listen(addr).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
-        // Every listener on the port is this process's own.
-        assert_eq!(foreign_listeners(&[addr]).unwrap(), Vec::new());
-        drop(held);
-        // Bind errors name the address.
-        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = taken.local_addr().unwrap();
-        let e = listener_socket(addr, true).unwrap_err();
-        assert!(e.to_string().starts_with(&addr.to_string()), "{e}");
-        assert!(probe_listen(SocketAddr::new(addr.ip(), 0)).is_ok());
+    fn region(&self) -> Option<&dtp_pool::Region> {
+        dispatch!(self, b => b.region())
     }
 }

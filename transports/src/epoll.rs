@@ -5,20 +5,24 @@
 //! chunks, and a connection's bytes are written in one batch per poll.
 
 use std::io::{self, Read};
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Interest, Poll, Token};
+use socket2::Socket;
 
-use crate::buffers::{Buffers, RecvChunk};
+use crate::buffers::{Buffers, RecvChunk, RecvPool};
 use crate::driver::{
-    CloseReason, ConnId, DriverConfig, DriverStats, Event, ListenerId, Waker, WakerInner,
+    BackendChoice, BackendKind, CloseReason, ConnId, DriverConfig, DriverStats, ListenerId, Waker,
+    WakerInner,
 };
+use crate::endpoint::Endpoint;
 use crate::sendq::{GATHER_MAX, SendError, SendQueue};
 use crate::slots::Slots;
+use crate::socket::ListenSocket;
+use crate::transport::{Event, Transport, TransportError};
 
 const WAKE: Token = Token(usize::MAX);
 const LISTENER_BIT: u64 = 1 << 62;
@@ -27,7 +31,8 @@ const LISTENER_BIT: u64 = 1 << 62;
 const READS_PER_POLL: usize = 4;
 
 struct Conn {
-    stream: TcpStream,
+    /// A non-blocking TCP or Unix stream socket, registered by its fd.
+    stream: Socket,
     sendq: SendQueue,
     dirty: bool,
     /// Readable and not yet drained to WouldBlock.
@@ -39,14 +44,17 @@ struct Conn {
     paused: bool,
 }
 
-pub(crate) struct Epoll {
+/// SPEC TRN-1 … TRN-5 on epoll (through mio): TCP and Unix stream
+/// sockets, where io_uring cannot be set up.
+pub struct Epoll {
+    choice: BackendChoice,
     poll: Poll,
     mio_events: mio::Events,
     bufs: Buffers,
     /// Receive buffers lent and ready for a read.
     free: Vec<u16>,
     conns: Slots<Conn>,
-    listeners: Slots<TcpListener>,
+    listeners: Slots<ListenSocket>,
     dirty: Vec<ConnId>,
     /// Connections refused because the core's send chunks ran out.
     chunk_waiters: Vec<ConnId>,
@@ -64,7 +72,8 @@ pub(crate) struct Epoll {
 }
 
 impl Epoll {
-    pub(crate) fn new(config: &DriverConfig) -> io::Result<Self> {
+    /// An epoll instance set up from `config`.
+    pub fn new(config: &DriverConfig) -> io::Result<Self> {
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
         let mut bufs = Buffers::new(config.chunk_size, config.recv_buffers, config.send_chunks)
@@ -76,6 +85,10 @@ impl Epoll {
             free.push(bid);
         }
         Ok(Self {
+            choice: BackendChoice {
+                kind: BackendKind::Epoll,
+                reason: "configured".to_owned(),
+            },
             poll,
             mio_events: mio::Events::with_capacity(1024),
             bufs,
@@ -95,10 +108,6 @@ impl Epoll {
         })
     }
 
-    pub(crate) fn bufs(&self) -> &Buffers {
-        &self.bufs
-    }
-
     pub(crate) fn waker(&self) -> Waker {
         Waker(WakerInner::Mio(self.waker.clone()))
     }
@@ -112,29 +121,39 @@ impl Epoll {
 
     pub(crate) fn listen(
         &mut self,
-        addr: SocketAddr,
-        reuse_port: bool,
-    ) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = crate::driver::listener_socket(addr, reuse_port)?;
-        socket.set_nonblocking(true)?;
-        let listener = TcpListener::from_std(socket.into());
-        let local = listener.local_addr()?;
+        at: &Endpoint,
+        shared: bool,
+    ) -> Result<(ListenerId, Endpoint), TransportError> {
+        let (socket, bound) = crate::socket::listen(at, shared, "epoll")?;
+        let fd = socket.raw_fd();
+        // A shared Unix socket is non-blocking for every sharer: accepts
+        // that find nothing return WouldBlock instead of waiting.
+        socket2::SockRef::from(&BorrowedRaw(fd)).set_nonblocking(true)?;
         let id = self
             .listeners
-            .insert(listener)
+            .insert(socket)
             .map_err(|_| io::Error::other("too many listeners"))?;
-        if let Some(l) = self.listeners.get_mut(id) {
-            let token = Token((id.pack() | LISTENER_BIT) as usize);
-            if let Err(e) = self.poll.registry().register(l, token, Interest::READABLE) {
-                self.listeners.remove(id);
-                return Err(e);
-            }
+        let token = Token((id.pack() | LISTENER_BIT) as usize);
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut SourceFd(&fd), token, Interest::READABLE)
+        {
+            self.listeners.remove(id);
+            return Err(e.into());
         }
-        Ok((ListenerId(id), local))
+        Ok((ListenerId(id), bound))
     }
 
-    fn add_conn(&mut self, stream: TcpStream, connecting: bool) -> io::Result<Option<ConnId>> {
-        crate::driver::tune_socket(socket2::SockRef::from(&stream), &self.config);
+    fn add_conn(
+        &mut self,
+        stream: Socket,
+        tcp: bool,
+        connecting: bool,
+    ) -> io::Result<Option<ConnId>> {
+        if tcp {
+            crate::socket::tune_socket(socket2::SockRef::from(&stream), &self.config);
+        }
         let conn = Conn {
             stream,
             sendq: SendQueue::default(),
@@ -151,8 +170,9 @@ impl Epoll {
         };
         if let Some(c) = self.conns.get_mut(id) {
             let token = Token(id.pack() as usize);
+            let fd = c.stream.as_raw_fd();
             if let Err(e) = self.poll.registry().register(
-                &mut c.stream,
+                &mut SourceFd(&fd),
                 token,
                 Interest::READABLE | Interest::WRITABLE,
             ) {
@@ -163,11 +183,25 @@ impl Epoll {
         Ok(Some(ConnId(id)))
     }
 
-    pub(crate) fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
-        let stream = TcpStream::connect(addr)?;
+    pub(crate) fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
+        let (stream, addr) = crate::socket::connect_socket(to, true, "epoll")?;
+        let failed = match stream.connect(&addr) {
+            Ok(()) => None,
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => None,
+            // A Unix socket's backlog is full: the connect would block.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            Err(e) => Some(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+        };
+        let tcp = matches!(to, Endpoint::Tcp(_));
         let conn = self
-            .add_conn(stream, true)?
-            .ok_or_else(|| io::Error::other("connection table full"))?;
+            .add_conn(stream, tcp, true)?
+            .ok_or(TransportError::TooManyConnections)?;
+        if let Some(errno) = failed {
+            // Refused at once (a Unix path nobody listens on): reported as
+            // io_uring reports it, by the next poll (SPEC TRN-3).
+            self.finish(conn, CloseReason::ConnectFailed(errno));
+            return Ok(conn);
+        }
         let deadline = std::time::Instant::now() + self.config.connect_timeout;
         self.connect_deadlines.push((conn, deadline));
         Ok(conn)
@@ -193,6 +227,14 @@ impl Epoll {
             self.dirty.push(conn);
         }
         Ok(())
+    }
+
+    pub(crate) fn send_shared(
+        &mut self,
+        conn: ConnId,
+        bytes: &bytes::Bytes,
+    ) -> Result<(), SendError> {
+        self.send(conn, bytes)
     }
 
     pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
@@ -234,8 +276,10 @@ impl Epoll {
 
     /// Closes `conn` now; its Closed event goes out with the next poll.
     fn finish(&mut self, conn: ConnId, reason: CloseReason) {
-        if let Some(mut c) = self.conns.remove(conn.0) {
-            let _ = self.poll.registry().deregister(&mut c.stream);
+        if let Some(c) = self.conns.remove(conn.0) {
+            let fd = c.stream.as_raw_fd();
+            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            let mut c = c;
             c.sendq.clear(&mut self.bufs);
             self.pending.push(Event::Closed { conn, reason });
             self.wake_chunk_waiters();
@@ -256,18 +300,8 @@ impl Epoll {
         }
     }
 
-    pub(crate) fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
-        // The chunk is out: it is recycled when its id comes back.
-        self.bufs.lend_to_app(&chunk, &self.returns)
-    }
-
     pub(crate) fn lent_chunks(&self) -> usize {
         self.returns.lent()
-    }
-
-    pub(crate) fn recv_buf(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
-        // The chunk is out: it is recycled when its id comes back.
-        self.bufs.lend_mut_to_app(&chunk, &self.returns)
     }
 
     /// Gives the kernel back every chunk whose last `Bytes` was dropped.
@@ -278,23 +312,6 @@ impl Epoll {
             self.recycle(RecvChunk { bid, len: 0 });
         }
         self.returned = ids;
-    }
-
-    pub(crate) fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
-        self.bufs.data(chunk)
-    }
-
-    pub(crate) fn recycle(&mut self, chunk: RecvChunk) {
-        match self
-            .bufs
-            .reset(chunk)
-            .and_then(|bid| self.bufs.lend(bid).map(|_| bid))
-        {
-            Ok(bid) => self.free.push(bid),
-            Err(e) => {
-                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
-            }
-        }
     }
 
     pub(crate) fn poll(
@@ -386,9 +403,12 @@ impl Epoll {
             let Some(l) = self.listeners.get_mut(lid) else {
                 return Ok(());
             };
-            match l.accept() {
+            let tcp = l.is_tcp();
+            let accepted = socket2::SockRef::from(&BorrowedRaw(l.raw_fd())).accept();
+            match accepted {
                 Ok((stream, _)) => {
-                    if let Some(conn) = self.add_conn(stream, false)? {
+                    stream.set_nonblocking(true)?;
+                    if let Some(conn) = self.add_conn(stream, tcp, false)? {
                         self.pending.push(Event::Accepted {
                             listener: ListenerId(lid),
                             conn,
@@ -480,7 +500,7 @@ impl Epoll {
             // nothing else reads or writes these bytes meanwhile.
             let dst =
                 unsafe { std::slice::from_raw_parts_mut(span.as_mut_ptr(), span.len() as usize) };
-            match c.stream.read(dst) {
+            match (&c.stream).read(dst) {
                 Ok(0) => {
                     self.free.push(bid);
                     self.finish(conn, CloseReason::PeerClosed);
@@ -489,7 +509,8 @@ impl Epoll {
                 Ok(n) => match self.bufs.filled(bid, n as u32) {
                     Ok(chunk) => {
                         self.stats.bytes_in += n as u64;
-                        self.pending.push(Event::Received { conn, chunk });
+                        let data = self.deliver(chunk);
+                        self.pending.push(Event::Received { conn, data });
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "receive completion refused by the pool");
@@ -573,6 +594,42 @@ impl Epoll {
         self.dirty.clear();
     }
 }
+
+/// An fd borrowed for one socket2 call (a listener's, which its
+/// [`ListenSocket`] owns).
+struct BorrowedRaw(std::os::fd::RawFd);
+
+impl std::os::fd::AsFd for BorrowedRaw {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the fd belongs to a listener that outlives this value,
+        // which lives only for the call it is made for.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+impl RecvPool for Epoll {
+    fn pool(&self) -> (&Buffers, &Arc<crate::lent::Returns>) {
+        (&self.bufs, &self.returns)
+    }
+
+    fn recycle(&mut self, chunk: RecvChunk) {
+        match self
+            .bufs
+            .reset(chunk)
+            .and_then(|bid| self.bufs.lend(bid).map(|_| bid))
+        {
+            Ok(bid) => self.free.push(bid),
+            Err(e) => {
+                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
+            }
+        }
+    }
+}
+
+crate::forward::socket_transport!(
+    Epoll,
+    "SPEC TRN-1 … TRN-5: TCP and Unix stream sockets on epoll."
+);
 
 /// Sends the slices with one `sendmsg` (no SIGPIPE on a closed peer: the
 /// error comes back as EPIPE instead).

@@ -1,17 +1,17 @@
-//! A fault-injecting [`TransportAdapter`] wrapper for tests (STYLE.md: "a
+//! A fault-injecting [`Transport`] wrapper for tests (STYLE.md: "a
 //! fault-injecting wrapper (drop, cut at byte N, delay, reorder where the
 //! transport allows) that every protocol test can use").
 //!
-//! [`FaultInjector`] sits between a protocol under test and any adapter and,
+//! [`FaultInjector`] sits between a protocol under test and any transport and,
 //! per connection, following a [`FaultPlan`]:
 //!
 //! * **cut at byte N** ([`FaultPlan::cut_after_received`],
 //!   [`FaultPlan::cut_after_sent`]): the first N bytes of that direction get
 //!   through exactly, then the connection is cut. The wrapped connection is
 //!   closed, the side that holds the injector sees
-//!   `Down(Error(ECONNRESET))` after the last of those bytes, and anything
+//!   `Closed(Error(ECONNRESET))` after the last of those bytes, and anything
 //!   beyond byte N is discarded (and counted). When the cut is on the sending
-//!   side the peer receives exactly N bytes, then `Down(PeerClosed)`.
+//!   side the peer receives exactly N bytes, then `Closed(PeerClosed)`.
 //! * **drop** ([`FaultPlan::drop_within`]): a cut at a point drawn from the
 //!   injector's seeded generator: a direction and a byte in `0..=n`. The same
 //!   seed and the same sequence of connections give the same points.
@@ -32,12 +32,17 @@
 //! passes everything through unchanged.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::io;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use crate::adapter::{AdapterEvent, ConnectionState, Endpoint, TransportAdapter, TransportError};
-use crate::driver::{CloseReason, ConnId, ListenerId};
+use bytes::{Bytes, BytesMut};
+
+use crate::driver::{BackendChoice, CloseReason, ConnId, DriverStats, ListenerId, Waker};
+use crate::endpoint::Endpoint;
+use crate::lent::RecvBuf;
 use crate::sendq::SendError;
+use crate::transport::{Event, Transport, TransportError};
 
 /// How received bytes are re-cut into deliveries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +95,7 @@ pub struct FaultStats {
     pub drops: u64,
     /// Bytes discarded after a cut, both directions.
     pub bytes_discarded: u64,
-    /// Deliveries from the wrapped adapter.
+    /// Deliveries from the wrapped transport.
     pub deliveries_in: u64,
     /// Deliveries passed on (differs from `deliveries_in` when re-cut).
     pub deliveries_out: u64,
@@ -133,15 +138,15 @@ struct Conn {
     recv_limit: Option<(u64, Cause)>,
     send_limit: Option<(u64, Cause)>,
     /// Received bytes not yet delivered, with the poll they may go at.
-    held: VecDeque<(u64, Vec<u8>)>,
+    held: VecDeque<(u64, RecvBuf)>,
     manual_hold: bool,
     /// The connection was cut: the wrapped one is closing, its bytes are discarded.
     cut: bool,
-    /// `Down` to report once the held bytes are out.
+    /// `Closed` to report once the held bytes are out.
     down: Option<CloseReason>,
-    /// The user has been told `Down`: the id is dead to them.
+    /// The user has been told `Closed`: the id is dead to them.
     told_down: bool,
-    /// The wrapped adapter reported `Down`: its id is dead.
+    /// The wrapped transport reported `Closed`: its id is dead.
     inner_down: bool,
 }
 
@@ -206,10 +211,10 @@ fn reset() -> CloseReason {
     CloseReason::Error(libc::ECONNRESET)
 }
 
-/// A [`TransportAdapter`] that injects the faults of a [`FaultPlan`] into
-/// the connections of the adapter it wraps (see the module docs for what
+/// A [`Transport`] that injects the faults of a [`FaultPlan`] into the
+/// connections of the transport it wraps (see the module docs for what
 /// each fault does). Deterministic: the same seed, calls and wrapped events
-/// give the same faults. It is itself an adapter (SPEC TRN-1 … TRN-5; it
+/// give the same faults. It is itself a transport (SPEC TRN-1 … TRN-5; it
 /// never alters bytes, TRN-5), so protocol code cannot tell it is there.
 pub struct FaultInjector<A> {
     inner: A,
@@ -218,11 +223,11 @@ pub struct FaultInjector<A> {
     conns: BTreeMap<ConnId, Conn>,
     /// Polls so far: the injector's clock.
     polls: u64,
-    raw: Vec<AdapterEvent>,
+    raw: Vec<Event>,
     stats: FaultStats,
 }
 
-impl<A: TransportAdapter> FaultInjector<A> {
+impl<A: Transport> FaultInjector<A> {
     /// Wraps `inner` with no faults; `seed` fixes every random choice made
     /// once a plan asks for one.
     pub fn new(inner: A, seed: u64) -> Self {
@@ -247,7 +252,7 @@ impl<A: TransportAdapter> FaultInjector<A> {
         self.default_plan = plan;
     }
 
-    /// Replaces `id`'s plan, e.g. right after [`TransportAdapter::connect`];
+    /// Replaces `id`'s plan, e.g. right after [`Transport::connect`];
     /// byte limits already passed cut the connection at once.
     pub fn set_plan(&mut self, id: ConnId, plan: FaultPlan) {
         self.conn(id).set_plan(plan);
@@ -271,23 +276,23 @@ impl<A: TransportAdapter> FaultInjector<A> {
         self.stats
     }
 
-    /// How many times [`TransportAdapter::poll`] was called: the clock that
+    /// How many times [`Transport::poll`] was called: the clock that
     /// delays are measured in.
     pub fn polls(&self) -> u64 {
         self.polls
     }
 
-    /// The wrapped adapter.
+    /// The wrapped transport.
     pub fn inner(&self) -> &A {
         &self.inner
     }
 
-    /// The wrapped adapter, mutably (what is done through it bypasses the faults).
+    /// The wrapped transport, mutably (what is done through it bypasses the faults).
     pub fn inner_mut(&mut self) -> &mut A {
         &mut self.inner
     }
 
-    /// Unwraps the adapter.
+    /// Unwraps the transport.
     pub fn into_inner(self) -> A {
         self.inner
     }
@@ -322,7 +327,7 @@ impl<A: TransportAdapter> FaultInjector<A> {
     }
 
     /// Cuts `id`: the wrapped connection closes; the user hears
-    /// `Down(ECONNRESET)` after the bytes already let through.
+    /// `Closed(ECONNRESET)` after the bytes already let through.
     fn cut(&mut self, id: ConnId, cause: Cause) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
@@ -333,34 +338,25 @@ impl<A: TransportAdapter> FaultInjector<A> {
             Cause::Cut => self.stats.cuts += 1,
             Cause::Drop => self.stats.drops += 1,
         }
-        self.inner.disconnect(id);
+        self.inner.close(id);
     }
 
-    fn on_inner_event(&mut self, event: AdapterEvent, events: &mut Vec<AdapterEvent>) {
+    fn on_inner_event(&mut self, event: Event, events: &mut Vec<Event>) {
         match event {
-            AdapterEvent::Accepted { id, .. }
-            | AdapterEvent::StateChanged {
-                id,
-                state: ConnectionState::Connecting,
-            } => {
-                self.conn(id);
+            Event::Accepted { conn, .. } => {
+                self.conn(conn);
                 events.push(event);
+                self.cut_if_reached(conn);
             }
-            AdapterEvent::StateChanged {
-                id,
-                state: ConnectionState::Up,
-            } => {
-                if self.conn(id).cut {
-                    return; // cut before it was up: the user hears Down only
+            Event::Connected { conn } => {
+                if self.conn(conn).cut {
+                    return; // cut before it was up: the user hears Closed only
                 }
                 events.push(event);
-                self.cut_if_reached(id);
+                self.cut_if_reached(conn);
             }
-            AdapterEvent::StateChanged {
-                id,
-                state: ConnectionState::Down(reason),
-            } => {
-                let Some(c) = self.conns.get_mut(&id) else {
+            Event::Closed { conn, reason } => {
+                let Some(c) = self.conns.get_mut(&conn) else {
                     events.push(event);
                     return;
                 };
@@ -369,17 +365,18 @@ impl<A: TransportAdapter> FaultInjector<A> {
                     c.down = Some(reason);
                 }
             }
-            AdapterEvent::Received { id, bytes } => self.on_received(id, bytes, events),
-            AdapterEvent::Writable { id } => {
-                let c = self.conn(id);
+            Event::Received { conn, data } => self.on_received(conn, data, events),
+            Event::Writable { conn } => {
+                let c = self.conn(conn);
                 if !c.cut && !c.told_down {
                     events.push(event);
                 }
             }
+            Event::Woken => events.push(event),
         }
     }
 
-    fn on_received(&mut self, id: ConnId, mut bytes: Vec<u8>, events: &mut Vec<AdapterEvent>) {
+    fn on_received(&mut self, id: ConnId, mut bytes: RecvBuf, events: &mut Vec<Event>) {
         let polls = self.polls;
         self.conn(id);
         let Some(c) = self.conns.get_mut(&id) else {
@@ -395,7 +392,7 @@ impl<A: TransportAdapter> FaultInjector<A> {
             let room = n.saturating_sub(c.received);
             if len >= room {
                 // `room` ≤ `len` ≤ usize::MAX.
-                bytes.truncate(room as usize);
+                bytes = bytes.split_to(room as usize);
                 cut = Some((cause, len - room));
             }
         }
@@ -410,7 +407,10 @@ impl<A: TransportAdapter> FaultInjector<A> {
                 c.held.push_back((at, bytes));
             } else {
                 self.stats.deliveries_out += 1;
-                events.push(AdapterEvent::Received { id, bytes });
+                events.push(Event::Received {
+                    conn: id,
+                    data: bytes,
+                });
             }
         }
         if let Some((cause, discarded)) = cut {
@@ -419,11 +419,11 @@ impl<A: TransportAdapter> FaultInjector<A> {
         }
     }
 
-    /// Delivers what is due, re-cut as planned, and the `Down`s waiting
+    /// Delivers what is due, re-cut as planned, and the `Closed`s waiting
     /// behind it; forgets connections dead on both sides.
-    fn deliver_due(&mut self, events: &mut Vec<AdapterEvent>) {
+    fn deliver_due(&mut self, events: &mut Vec<Event>) {
         let polls = self.polls;
-        for (&id, c) in &mut self.conns {
+        for (&conn, c) in &mut self.conns {
             if !c.manual_hold {
                 let mut due = Vec::new();
                 while c.held.front().is_some_and(|(at, _)| *at <= polls) {
@@ -432,27 +432,31 @@ impl<A: TransportAdapter> FaultInjector<A> {
                     }
                 }
                 let before = events.len();
+                let concat = |due: Vec<RecvBuf>| {
+                    let mut all = BytesMut::with_capacity(due.iter().map(|b| b.len()).sum());
+                    for b in due {
+                        all.extend_from_slice(&b);
+                    }
+                    all
+                };
                 match c.plan.rechunk {
                     _ if due.is_empty() => {}
-                    None => events.extend(
-                        due.into_iter()
-                            .map(|bytes| AdapterEvent::Received { id, bytes }),
-                    ),
-                    Some(Rechunk::Coalesce) => events.push(AdapterEvent::Received {
-                        id,
-                        bytes: due.concat(),
+                    None => {
+                        events.extend(due.into_iter().map(|data| Event::Received { conn, data }))
+                    }
+                    Some(Rechunk::Coalesce) => events.push(Event::Received {
+                        conn,
+                        data: RecvBuf::from(concat(due)),
                     }),
                     Some(Rechunk::Random { max }) => {
-                        let all = due.concat();
-                        let mut rest = all.as_slice();
+                        let mut rest = concat(due);
                         while !rest.is_empty() {
                             let size = 1 + c.rng.below(max.get() as u64) as usize;
-                            let (now, later) = rest.split_at(size.min(rest.len()));
-                            events.push(AdapterEvent::Received {
-                                id,
-                                bytes: now.to_vec(),
+                            let now = rest.split_to(size.min(rest.len()));
+                            events.push(Event::Received {
+                                conn,
+                                data: RecvBuf::from(now),
                             });
-                            rest = later;
                         }
                     }
                 }
@@ -463,16 +467,13 @@ impl<A: TransportAdapter> FaultInjector<A> {
                 && let Some(reason) = c.down
             {
                 c.told_down = true;
-                events.push(AdapterEvent::StateChanged {
-                    id,
-                    state: ConnectionState::Down(reason),
-                });
+                events.push(Event::Closed { conn, reason });
             }
         }
         self.conns.retain(|_, c| !(c.told_down && c.inner_down));
     }
 
-    /// Something will be due without the wrapped adapter doing anything.
+    /// Something will be due without the wrapped transport doing anything.
     fn due_soon(&self) -> bool {
         self.conns
             .values()
@@ -480,20 +481,29 @@ impl<A: TransportAdapter> FaultInjector<A> {
     }
 }
 
-impl<A: TransportAdapter> TransportAdapter for FaultInjector<A> {
-    fn listen(&mut self, endpoint: &Endpoint) -> Result<(ListenerId, Endpoint), TransportError> {
-        self.inner.listen(endpoint)
+/// SPEC TRN-1 … TRN-5: any transport, with faults.
+impl<A: Transport> Transport for FaultInjector<A> {
+    fn backend(&self) -> &BackendChoice {
+        self.inner.backend()
     }
 
-    fn connect(&mut self, endpoint: &Endpoint) -> Result<ConnId, TransportError> {
-        let id = self.inner.connect(endpoint)?;
+    fn listen(
+        &mut self,
+        at: &Endpoint,
+        shared: bool,
+    ) -> Result<(ListenerId, Endpoint), TransportError> {
+        self.inner.listen(at, shared)
+    }
+
+    fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
+        let id = self.inner.connect(to)?;
         self.conn(id);
         Ok(id)
     }
 
-    /// Closes `id` as the wrapped adapter does; received bytes still held
+    /// Closes `id` as the wrapped transport does; received bytes still held
     /// are discarded, as a closed connection's are.
-    fn disconnect(&mut self, id: ConnId) {
+    fn close(&mut self, id: ConnId) {
         if let Some(c) = self.conns.get_mut(&id) {
             if c.cut || c.told_down {
                 return;
@@ -501,10 +511,10 @@ impl<A: TransportAdapter> TransportAdapter for FaultInjector<A> {
             c.held.clear();
             c.manual_hold = false;
         }
-        self.inner.disconnect(id);
+        self.inner.close(id);
     }
 
-    /// Sends as the wrapped adapter does; past a send-side cut point only
+    /// Sends as the wrapped transport does; past a send-side cut point only
     /// the bytes before it go out, `Ok` is returned (as a kernel accepts
     /// bytes that a reset then loses), and the connection is cut.
     fn send(&mut self, id: ConnId, bytes: &[u8]) -> Result<(), SendError> {
@@ -553,11 +563,23 @@ impl<A: TransportAdapter> TransportAdapter for FaultInjector<A> {
         self.inner.resume_reading(id);
     }
 
-    fn poll(
-        &mut self,
-        events: &mut Vec<AdapterEvent>,
-        timeout: Option<Duration>,
-    ) -> Result<(), TransportError> {
+    fn send_shared(&mut self, id: ConnId, bytes: &Bytes) -> Result<(), SendError> {
+        let limited = self
+            .conns
+            .get(&id)
+            .is_some_and(|c| c.send_limit.is_some() || c.cut || c.told_down);
+        if limited {
+            // Through the byte-counting path (a cut may fall inside).
+            return self.send(id, bytes);
+        }
+        self.inner.send_shared(id, bytes)?;
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.sent += bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
         self.polls += 1;
         let timeout = if self.due_soon() {
             Some(Duration::ZERO)
@@ -572,6 +594,18 @@ impl<A: TransportAdapter> TransportAdapter for FaultInjector<A> {
         self.raw = raw;
         self.deliver_due(events);
         polled
+    }
+
+    fn waker(&self) -> Waker {
+        self.inner.waker()
+    }
+
+    fn stats(&self) -> DriverStats {
+        self.inner.stats()
+    }
+
+    fn region(&self) -> Option<&dtp_pool::Region> {
+        self.inner.region()
     }
 }
 

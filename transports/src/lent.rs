@@ -1,5 +1,5 @@
-//! Receive chunks lent to the application without a copy: as [`Bytes`], or
-//! as a [`RecvBuf`] it may modify in place (decrypt) before freezing.
+//! Receive chunks lent to the application without a copy, as a [`RecvBuf`]
+//! it may modify in place (decrypt) before freezing it into [`Bytes`].
 //!
 //! A chunk handed out this way is neither read nor written by the driver,
 //! nor lent to the kernel, until every `Bytes` and `RecvBuf` that shares it
@@ -43,7 +43,6 @@ impl Returns {
 /// The owner behind a lent chunk's `Bytes`.
 struct LentChunk {
     ptr: *mut u8,
-    len: usize,
     bid: u16,
     returns: Arc<Returns>,
     _mapping: MappingGuard,
@@ -51,23 +50,13 @@ struct LentChunk {
 
 // SAFETY: the driver neither reads nor writes the bytes behind `ptr`, nor
 // lends the chunk to the kernel, until `bid` is returned by `Drop`, and the
-// mapping is held by `_mapping`. Reads through a whole-chunk owner, and
-// writes through a `RecvBuf`, which owns a range no other handle covers
-// (see `RecvBuf`), are therefore sound from any thread.
+// mapping is held by `_mapping`. Reads and writes through a `RecvBuf`,
+// which owns a range no other handle covers (see `RecvBuf`), and reads of
+// a frozen range are therefore sound from any thread.
 unsafe impl Send for LentChunk {}
-// SAFETY: as above; `&LentChunk` itself only hands out shared reads of
-// ranges no `RecvBuf` owns.
+// SAFETY: as above; `&LentChunk` itself hands out nothing: only the
+// `RecvBuf` or frozen range holding it reaches the bytes.
 unsafe impl Sync for LentChunk {}
-
-impl AsRef<[u8]> for LentChunk {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `ptr..ptr+len` lies in one chunk of the mapping kept alive
-        // by `_mapping`, holds bytes the kernel wrote and the pool published as
-        // valid before the chunk was lent, and nobody writes it while this
-        // owner lives (see the Send impl).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
 
 impl Drop for LentChunk {
     fn drop(&mut self) {
@@ -77,32 +66,11 @@ impl Drop for LentChunk {
     }
 }
 
-/// Wraps `len` valid bytes at `ptr` of chunk `bid` as `Bytes`.
-///
-/// The caller (the driver) guarantees what [`LentChunk`]'s impls rely on:
-/// the bytes are initialised and stay untouched until `bid` comes back
-/// through `returns`.
-pub(crate) fn lend(
-    ptr: *mut u8,
-    len: usize,
-    bid: u16,
-    returns: &Arc<Returns>,
-    mapping: MappingGuard,
-) -> Bytes {
-    returns.lent.fetch_add(1, Ordering::Relaxed);
-    Bytes::from_owner(LentChunk {
-        ptr,
-        len,
-        bid,
-        returns: returns.clone(),
-        _mapping: mapping,
-    })
-}
-
 /// Wraps `len` valid bytes at `ptr` of chunk `bid` as a [`RecvBuf`] the
 /// receiver may modify. `ptr` must carry write permission for the chunk
-/// (derived from the pool's raw region, not from a shared slice), besides
-/// what [`lend`] requires.
+/// (derived from the pool's raw region, not from a shared slice); the
+/// bytes are initialised and stay untouched by the driver until `bid`
+/// comes back through `returns` (what [`LentChunk`]'s impls rely on).
 pub(crate) fn lend_mut(
     ptr: *mut u8,
     len: usize,
@@ -114,7 +82,6 @@ pub(crate) fn lend_mut(
     RecvBuf(Repr::Lent {
         chunk: Arc::new(LentChunk {
             ptr,
-            len,
             bid,
             returns: returns.clone(),
             _mapping: mapping,

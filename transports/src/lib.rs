@@ -3,49 +3,58 @@
 //! This crate is the only part of DTP that touches the operating system's
 //! IO interfaces. It owns:
 //!
-//! * the [`Driver`]: one per core thread, with two backends behind one
-//!   buffer-owning API — **io_uring** (multishot accept and receive into a
-//!   provided buffer ring made of the core's pool chunks, batched
-//!   submission, cancellation that waits for the cancelled operation's own
-//!   completion) and **epoll** through mio, chosen automatically when
-//!   io_uring cannot be set up or forced with `DTP_IO_BACKEND=epoll`;
-//! * bounded per-connection send queues in pool chunks: a full queue is
-//!   [`SendError::BufferFull`], never growth (SPEC TRN-2, MEM-8);
-//! * the uniform [`TransportAdapter`] interface (SPEC TRN-1 … TRN-5) with a
-//!   TCP adapter over the driver, an in-memory transport for deterministic
-//!   tests, and a [`FaultInjector`] that cuts, drops, delays and re-chunks.
+//! * the [`Transport`] trait (SPEC TRN-1 … TRN-5, the seed's
+//!   Transport_Adapter): listen and connect by [`Endpoint`], receive into
+//!   buffers the transport lends ([`RecvBuf`]), non-blocking sends of owned
+//!   or shared bytes into a bounded queue, connection-state [`Event`]s. The
+//!   runtime, the clients and the tests all drive transports through it;
+//! * the socket transports, TCP and Unix stream sockets alike, on two
+//!   backends: [`Uring`] (multishot accept and receive into a provided
+//!   buffer ring made of the core's pool chunks, batched submission,
+//!   cancellation that waits for the cancelled operation's own completion)
+//!   and [`Epoll`] through mio; [`Driver`] picks one at start-up
+//!   (`DTP_IO_BACKEND=epoll` forces the fallback). Sends are bounded per
+//!   connection in pool chunks: a full queue is [`SendError::BufferFull`],
+//!   never growth (SPEC TRN-2, MEM-8);
+//! * the in-memory transport ([`MemoryHub`], [`MemoryTransport`]) for
+//!   deterministic tests, and the [`FaultInjector`] that wraps any
+//!   transport to cut, drop, delay and re-chunk;
+//! * the raw io_uring [`floor`] server the benchmarks measure against.
 //!
-//! It never interprets the bytes it moves (SPEC TRN-5).
+//! A transport never interprets the bytes it moves (SPEC TRN-5). Where a
+//! new transport goes: a module here implementing [`Transport`], a variant
+//! of [`Endpoint`], and nothing else.
 
-mod adapter;
 mod buffers;
 mod driver;
+mod endpoint;
 mod epoll;
 mod fault;
 pub mod floor;
+mod forward;
 mod lent;
 mod mem;
 mod sendq;
 mod slots;
-mod tcp;
+mod socket;
+mod transport;
 mod uring;
 mod waker;
 
-pub use adapter::{
-    AdapterEvent, Callbacks, ConnectionState, Endpoint, ParseEndpointError, TransportAdapter,
-    TransportError,
-};
-pub use buffers::RecvChunk;
 pub use driver::{
     BackendChoice, BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig,
-    DriverStats, Event, ListenerId, Waker, foreign_listeners, probe_listen,
+    DriverStats, ListenerId, Waker,
 };
+pub use endpoint::{Endpoint, ParseEndpointError};
+pub use epoll::Epoll;
 pub use fault::{FaultInjector, FaultPlan, FaultStats, Rechunk};
 pub use lent::RecvBuf;
 pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
 pub use sendq::SendError;
 pub use slots::SlotId;
-pub use tcp::TcpAdapter;
+pub use socket::{foreign_listeners, probe_listen};
+pub use transport::{Callbacks, ConnectionState, Event, Transport, TransportError};
+pub use uring::Uring;
 
 /// Pins the calling thread to CPU `cpu` (thread-per-core shards).
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {

@@ -15,13 +15,22 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::adapter::{AdapterEvent, ConnectionState, Endpoint, TransportAdapter, TransportError};
-use crate::driver::{CloseReason, ConnId, ListenerId};
+use bytes::BytesMut;
+
+use crate::driver::{
+    BackendChoice, BackendKind, CloseReason, ConnId, DriverStats, ListenerId, Waker, WakerInner,
+};
+use crate::endpoint::Endpoint;
+use crate::lent::RecvBuf;
 use crate::sendq::SendError;
 use crate::slots::Slots;
+use crate::transport::{Event, Transport, TransportError};
 
 /// Settings of one [`MemoryTransport`]; every count is a hard ceiling.
 #[derive(Clone, Debug)]
@@ -29,7 +38,7 @@ pub struct MemoryConfig {
     /// Most bytes this side may have sent and the peer not yet received
     /// (backpressure beyond that: [`SendError::BufferFull`], SPEC TRN-2).
     pub queue_capacity: usize,
-    /// Largest [`AdapterEvent::Received`] (a stream is delivered in pieces
+    /// Largest [`Event::Received`] (a stream is delivered in pieces
     /// of at most this many bytes, as a driver delivers chunks).
     pub max_delivery: usize,
     /// Most connections (outgoing and accepted) at once.
@@ -73,24 +82,34 @@ impl MemoryHub {
             conns: Slots::with_capacity(config.max_connections),
             listeners: Slots::with_capacity(usize::MAX),
             inbox: VecDeque::new(),
+            stats: DriverStats::default(),
             config,
         }));
         MemoryTransport {
             hub: Rc::clone(&self.hub),
             node: hub.nodes.len() - 1,
+            woken: Arc::new(AtomicBool::new(false)),
+            choice: BackendChoice {
+                kind: BackendKind::Memory,
+                reason: "in-memory transport".to_owned(),
+            },
         }
     }
 }
 
-/// SPEC TRN-1 … TRN-5 in memory: a [`TransportAdapter`] whose connections
-/// are byte queues to other transports of the same [`MemoryHub`].
+/// SPEC TRN-1 … TRN-5 in memory: a [`Transport`] whose connections are
+/// byte queues to other transports of the same [`MemoryHub`].
 ///
-/// [`TransportAdapter::poll`] never waits: with no other thread, nothing
-/// could arrive while it did. Refused connections report
-/// `Down(ConnectFailed(ECONNREFUSED))`, as TCP does.
+/// [`Transport::poll`] never waits: with no other thread, nothing could
+/// arrive while it did. Refused connections report
+/// `Closed(ConnectFailed(ECONNREFUSED))`, as TCP does. A name has one
+/// listener (`shared` listens are not joined).
 pub struct MemoryTransport {
     hub: Rc<RefCell<Hub>>,
     node: usize,
+    /// Set by the waker; the next poll reports [`Event::Woken`].
+    woken: Arc<AtomicBool>,
+    choice: BackendChoice,
 }
 
 #[derive(Default)]
@@ -109,7 +128,8 @@ struct Node {
     /// Listener names, by listener id.
     listeners: Slots<String>,
     /// Events owed to this transport, delivered by its next poll.
-    inbox: VecDeque<AdapterEvent>,
+    inbox: VecDeque<Event>,
+    stats: DriverStats,
 }
 
 /// One side of a connection.
@@ -132,7 +152,7 @@ struct Direction {
     capacity: usize,
     /// The writer closed: the reader gets the rest, then `Down(PeerClosed)`.
     fin: bool,
-    /// The writer was refused and waits for an [`AdapterEvent::Writable`].
+    /// The writer was refused and waits for an [`Event::Writable`].
     wants_writable: bool,
 }
 
@@ -147,15 +167,8 @@ impl Direction {
     }
 }
 
-fn down(id: ConnId, reason: CloseReason) -> AdapterEvent {
-    AdapterEvent::StateChanged {
-        id,
-        state: ConnectionState::Down(reason),
-    }
-}
-
-fn state(id: ConnId, state: ConnectionState) -> AdapterEvent {
-    AdapterEvent::StateChanged { id, state }
+fn down(conn: ConnId, reason: CloseReason) -> Event {
+    Event::Closed { conn, reason }
 }
 
 impl Hub {
@@ -191,7 +204,6 @@ impl Hub {
                 })
                 .map_err(|_| TransportError::TooManyConnections)?,
         );
-        n.inbox.push_back(state(id, ConnectionState::Connecting));
         let accepted = self.listeners.get(name).copied().and_then(|(lnode, lid)| {
             let l = self.nodes.get_mut(lnode)?.as_mut()?;
             let end = End {
@@ -200,11 +212,10 @@ impl Hub {
                 paused: false,
             };
             let aid = ConnId(l.conns.insert(end).ok()?);
-            l.inbox.push_back(AdapterEvent::Accepted {
+            l.inbox.push_back(Event::Accepted {
                 listener: lid,
-                id: aid,
+                conn: aid,
             });
-            l.inbox.push_back(state(aid, ConnectionState::Up));
             Some((lnode, aid, l.config.queue_capacity))
         });
         let Some(n) = self.node(node) else {
@@ -212,7 +223,7 @@ impl Hub {
         };
         match accepted {
             Some((lnode, aid, lcapacity)) => {
-                n.inbox.push_back(state(id, ConnectionState::Up));
+                n.inbox.push_back(Event::Connected { conn: id });
                 self.next_pipe += 1;
                 self.pipes.insert(
                     key,
@@ -278,6 +289,7 @@ impl Hub {
             return Err(SendError::BufferFull);
         }
         dir.bytes.extend(bytes);
+        n_stats_out(&mut self.nodes, node, bytes.len());
         Ok(())
     }
 
@@ -293,7 +305,7 @@ impl Hub {
         };
         if dir.bytes.len() <= dir.capacity / 2 {
             if let Some(n) = self.node(node) {
-                n.inbox.push_back(AdapterEvent::Writable { id });
+                n.inbox.push_back(Event::Writable { conn: id });
             }
         } else {
             dir.wants_writable = true;
@@ -308,7 +320,7 @@ impl Hub {
 
     /// Delivers to `node`: owed events first, then, connection by connection
     /// in id order, the bytes waiting for it and the peer's close.
-    fn poll(&mut self, node: usize, events: &mut Vec<AdapterEvent>) {
+    fn poll(&mut self, node: usize, events: &mut Vec<Event>) {
         let Self { nodes, pipes, .. } = self;
         let Some(Some(n)) = nodes.get_mut(node) else {
             return;
@@ -331,8 +343,17 @@ impl Hub {
             let dir = &mut pipe.dirs[1 - side];
             while !dir.bytes.is_empty() {
                 let take = dir.bytes.len().min(max);
-                let bytes: Vec<u8> = dir.bytes.drain(..take).collect();
-                events.push(AdapterEvent::Received { id, bytes });
+                let mut data = BytesMut::with_capacity(take);
+                let (a, b) = dir.bytes.as_slices();
+                let from_a = take.min(a.len());
+                data.extend_from_slice(&a[..from_a]);
+                data.extend_from_slice(&b[..take - from_a]);
+                dir.bytes.drain(..take);
+                n.stats.bytes_in += take as u64;
+                events.push(Event::Received {
+                    conn: id,
+                    data: RecvBuf::from(data),
+                });
             }
             if dir.wants_writable {
                 dir.wants_writable = false;
@@ -354,7 +375,7 @@ impl Hub {
         // The queues just drained are empty: every refused writer has room.
         for (wnode, wid) in writable {
             if let Some(Some(w)) = nodes.get_mut(wnode) {
-                w.inbox.push_back(AdapterEvent::Writable { id: wid });
+                w.inbox.push_back(Event::Writable { conn: wid });
             }
         }
     }
@@ -375,31 +396,46 @@ impl Hub {
     }
 }
 
+/// Adds `n` bytes sent to `node`'s counters.
+fn n_stats_out(nodes: &mut [Option<Node>], node: usize, n: usize) {
+    if let Some(Some(node)) = nodes.get_mut(node) {
+        node.stats.bytes_out += n as u64;
+    }
+}
+
 impl MemoryTransport {
     fn name(endpoint: &Endpoint) -> Result<&str, TransportError> {
         match endpoint {
             Endpoint::Memory(name) => Ok(name),
             other => Err(TransportError::UnsupportedEndpoint {
-                adapter: "memory",
+                transport: "memory",
                 endpoint: other.clone(),
             }),
         }
     }
 }
 
-impl TransportAdapter for MemoryTransport {
-    fn listen(&mut self, endpoint: &Endpoint) -> Result<(ListenerId, Endpoint), TransportError> {
-        let name = Self::name(endpoint)?;
-        let listener = self.hub.borrow_mut().listen(self.node, name)?;
-        Ok((listener, endpoint.clone()))
+impl Transport for MemoryTransport {
+    fn backend(&self) -> &BackendChoice {
+        &self.choice
     }
 
-    fn connect(&mut self, endpoint: &Endpoint) -> Result<ConnId, TransportError> {
-        let name = Self::name(endpoint)?;
+    fn listen(
+        &mut self,
+        at: &Endpoint,
+        _shared: bool,
+    ) -> Result<(ListenerId, Endpoint), TransportError> {
+        let name = Self::name(at)?;
+        let listener = self.hub.borrow_mut().listen(self.node, name)?;
+        Ok((listener, at.clone()))
+    }
+
+    fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
+        let name = Self::name(to)?;
         self.hub.borrow_mut().connect(self.node, name)
     }
 
-    fn disconnect(&mut self, id: ConnId) {
+    fn close(&mut self, id: ConnId) {
         self.hub.borrow_mut().close(self.node, id, true);
     }
 
@@ -426,13 +462,25 @@ impl TransportAdapter for MemoryTransport {
         self.hub.borrow_mut().set_paused(self.node, id, false);
     }
 
-    fn poll(
-        &mut self,
-        events: &mut Vec<AdapterEvent>,
-        _timeout: Option<Duration>,
-    ) -> Result<(), TransportError> {
+    fn poll(&mut self, events: &mut Vec<Event>, _timeout: Option<Duration>) -> io::Result<()> {
+        if self.woken.swap(false, Ordering::Acquire) {
+            events.push(Event::Woken);
+        }
         self.hub.borrow_mut().poll(self.node, events);
         Ok(())
+    }
+
+    fn waker(&self) -> Waker {
+        Waker(WakerInner::Flag(self.woken.clone()))
+    }
+
+    fn stats(&self) -> DriverStats {
+        let mut hub = self.hub.borrow_mut();
+        hub.node(self.node)
+            .map_or_else(DriverStats::default, |n| DriverStats {
+                connections: n.conns.len(),
+                ..n.stats
+            })
     }
 }
 
@@ -444,48 +492,54 @@ impl Drop for MemoryTransport {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
     use super::*;
 
     fn mem(name: &str) -> Endpoint {
         Endpoint::Memory(name.to_owned())
     }
 
+    /// The events, with received bytes as plain vectors.
+    fn seen(events: &mut Vec<Event>) -> Vec<String> {
+        events
+            .drain(..)
+            .map(|e| match e {
+                Event::Received { conn, data } => {
+                    format!("{} got {:?}", conn.as_u64(), String::from_utf8_lossy(&data))
+                }
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
     #[test]
     fn a_connection_carries_bytes_both_ways_in_order() {
         let hub = MemoryHub::new();
         let (mut a, mut b) = (hub.transport(), hub.transport());
-        b.listen(&mem("b")).unwrap();
+        b.listen(&mem("b"), false).unwrap();
         let id = a.connect(&mem("b")).unwrap();
         a.send(id, b"hello").unwrap();
         let mut events = Vec::new();
         b.poll(&mut events, None).unwrap();
-        let AdapterEvent::Accepted { id: bid, .. } = events[0] else {
+        let Event::Accepted { conn: bid, .. } = events[0] else {
             panic!("{events:?}")
         };
         assert_eq!(
-            events[1..],
-            [
-                state(bid, ConnectionState::Up),
-                AdapterEvent::Received {
-                    id: bid,
-                    bytes: b"hello".to_vec()
-                }
-            ]
+            seen(&mut events)[1..],
+            [format!("{} got \"hello\"", bid.as_u64())]
         );
         b.send(bid, b"world").unwrap();
-        events.clear();
         a.poll(&mut events, None).unwrap();
         assert_eq!(
-            events,
+            seen(&mut events),
             [
-                state(id, ConnectionState::Connecting),
-                state(id, ConnectionState::Up),
-                AdapterEvent::Received {
-                    id,
-                    bytes: b"world".to_vec()
-                }
+                format!("{:?}", Event::Connected { conn: id }),
+                format!("{} got \"world\"", id.as_u64())
             ]
         );
+        assert_eq!(a.stats().bytes_out, 5);
+        assert_eq!(a.stats().bytes_in, 5);
     }
 
     #[test]
@@ -493,13 +547,31 @@ mod tests {
         let hub = MemoryHub::new();
         let mut a = hub.transport();
         let mut b = hub.transport();
-        b.listen(&mem("b")).unwrap();
+        b.listen(&mem("b"), false).unwrap();
         let id = a.connect(&mem("b")).unwrap();
         drop(b);
         let mut events = Vec::new();
         a.poll(&mut events, None).unwrap();
-        assert_eq!(events.last(), Some(&down(id, CloseReason::PeerClosed)));
+        assert!(
+            matches!(events.last(), Some(Event::Closed { conn, reason: CloseReason::PeerClosed }) if *conn == id),
+            "{events:?}"
+        );
         let mut c = hub.transport();
-        c.listen(&mem("b")).unwrap();
+        c.listen(&mem("b"), false).unwrap();
+    }
+
+    #[test]
+    fn a_wake_makes_the_next_poll_report_woken() {
+        let hub = MemoryHub::new();
+        let mut a = hub.transport();
+        let waker = a.waker();
+        std::thread::spawn(move || waker.wake().unwrap())
+            .join()
+            .unwrap();
+        let mut events = Vec::new();
+        a.poll(&mut events, None).unwrap();
+        assert!(matches!(events[..], [Event::Woken]), "{events:?}");
+        a.poll(&mut events, None).unwrap();
+        assert_eq!(events.len(), 1);
     }
 }

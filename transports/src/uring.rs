@@ -6,7 +6,6 @@
 
 use std::alloc::{self, Layout};
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -15,14 +14,18 @@ use std::time::Duration;
 
 use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
-use socket2::{Domain, SockAddr, Socket, Type};
+use socket2::SockAddr;
 
-use crate::buffers::{Buffers, RecvChunk};
+use crate::buffers::{Buffers, RecvChunk, RecvPool};
 use crate::driver::{
-    CloseReason, ConnId, DriverConfig, DriverStats, Event, ListenerId, Waker, WakerInner,
+    BackendChoice, BackendKind, CloseReason, ConnId, DriverConfig, DriverStats, ListenerId, Waker,
+    WakerInner,
 };
+use crate::endpoint::Endpoint;
 use crate::sendq::{GATHER_MAX, SendError, SendQueue};
 use crate::slots::{SlotId, Slots};
+use crate::socket::ListenSocket;
+use crate::transport::{Event, Transport, TransportError};
 use crate::waker::EventFd;
 
 /// Bytes received in one poll from which the next wait holds out for a
@@ -125,7 +128,7 @@ impl Drop for BufRing {
 }
 
 struct Listener {
-    socket: Socket,
+    socket: ListenSocket,
     armed: bool,
 }
 
@@ -156,7 +159,10 @@ struct Conn {
     connect_timeout: Option<Box<Timespec>>,
 }
 
-pub(crate) struct Uring {
+/// SPEC TRN-1 … TRN-5 on io_uring: TCP and Unix stream sockets driven by
+/// one ring per core (see the module docs).
+pub struct Uring {
+    choice: BackendChoice,
     ring: Option<IoUring>,
     buf_ring: BufRing,
     bufs: Buffers,
@@ -190,7 +196,9 @@ fn sys(res: i32) -> i32 {
 }
 
 impl Uring {
-    pub(crate) fn new(config: &DriverConfig) -> io::Result<Self> {
+    /// A ring set up from `config` (its receive buffers lent to the kernel
+    /// at once); fails where io_uring cannot be set up.
+    pub fn new(config: &DriverConfig) -> io::Result<Self> {
         let ring = build_ring(config.ring_entries)?;
         let bufs = Buffers::new(config.chunk_size, config.recv_buffers, config.send_chunks)
             .map_err(|e| io::Error::new(io::ErrorKind::OutOfMemory, e.to_string()))?;
@@ -211,6 +219,10 @@ impl Uring {
             1
         };
         let mut this = Self {
+            choice: BackendChoice {
+                kind: BackendKind::Uring,
+                reason: "configured".to_owned(),
+            },
             batch,
             streaming: false,
             ring: Some(ring),
@@ -242,10 +254,6 @@ impl Uring {
         this.buf_ring = buf_ring;
         this.arm_waker()?;
         Ok(this)
-    }
-
-    pub(crate) fn bufs(&self) -> &Buffers {
-        &self.bufs
     }
 
     fn ring(&mut self) -> io::Result<&mut IoUring> {
@@ -294,14 +302,10 @@ impl Uring {
 
     pub(crate) fn listen(
         &mut self,
-        addr: SocketAddr,
-        reuse_port: bool,
-    ) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = crate::driver::listener_socket(addr, reuse_port)?;
-        let local = socket
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("listener has no socket address"))?;
+        at: &Endpoint,
+        shared: bool,
+    ) -> Result<(ListenerId, Endpoint), TransportError> {
+        let (socket, bound) = crate::socket::listen(at, shared, "io_uring")?;
         let id = self
             .listeners
             .insert(Listener {
@@ -310,14 +314,14 @@ impl Uring {
             })
             .map_err(|_| io::Error::other("too many listeners"))?;
         self.arm_accept(id)?;
-        Ok((ListenerId(id), local))
+        Ok((ListenerId(id), bound))
     }
 
     fn arm_accept(&mut self, id: SlotId) -> io::Result<()> {
         let Some(l) = self.listeners.get_mut(id) else {
             return Ok(());
         };
-        let fd = l.socket.as_raw_fd();
+        let fd = l.socket.raw_fd();
         l.armed = true;
         let e = opcode::AcceptMulti::new(Fd(fd))
             .flags(libc::SOCK_CLOEXEC)
@@ -326,8 +330,15 @@ impl Uring {
         self.push(e)
     }
 
-    fn new_conn(&mut self, fd: OwnedFd, connecting: Option<Box<SockAddr>>) -> Option<ConnId> {
-        crate::driver::tune_socket(socket2::SockRef::from(&fd), &self.config);
+    fn new_conn(
+        &mut self,
+        fd: OwnedFd,
+        tcp: bool,
+        connecting: Option<Box<SockAddr>>,
+    ) -> Option<ConnId> {
+        if tcp {
+            crate::socket::tune_socket(socket2::SockRef::from(&fd), &self.config);
+        }
         let conn = Conn {
             fd,
             ops: 0,
@@ -352,15 +363,16 @@ impl Uring {
         }
     }
 
-    pub(crate) fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
-        let sa = Box::new(SockAddr::from(addr));
+    pub(crate) fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
+        let (socket, sa) = crate::socket::connect_socket(to, false, "io_uring")?;
+        let sa = Box::new(sa);
         let fd: OwnedFd = socket.into();
         let raw = fd.as_raw_fd();
         let (ptr, len) = (sa.as_ptr(), sa.len());
+        let tcp = matches!(to, Endpoint::Tcp(_));
         let id = self
-            .new_conn(fd, Some(sa))
-            .ok_or_else(|| io::Error::other("connection table full"))?;
+            .new_conn(fd, tcp, Some(sa))
+            .ok_or(TransportError::TooManyConnections)?;
         // The connect and its linked timeout must go in one submission.
         let ring = self.ring()?;
         let free = {
@@ -425,6 +437,14 @@ impl Uring {
             self.dirty.push(conn);
         }
         Ok(())
+    }
+
+    pub(crate) fn send_shared(
+        &mut self,
+        conn: ConnId,
+        bytes: &bytes::Bytes,
+    ) -> Result<(), SendError> {
+        self.send(conn, bytes)
     }
 
     pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
@@ -531,18 +551,8 @@ impl Uring {
         }
     }
 
-    pub(crate) fn recv_bytes(&mut self, chunk: RecvChunk) -> bytes::Bytes {
-        // The chunk is out: it is recycled when its id comes back.
-        self.bufs.lend_to_app(&chunk, &self.returns)
-    }
-
     pub(crate) fn lent_chunks(&self) -> usize {
         self.returns.lent()
-    }
-
-    pub(crate) fn recv_buf(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
-        // The chunk is out: it is recycled when its id comes back.
-        self.bufs.lend_mut_to_app(&chunk, &self.returns)
     }
 
     /// Gives the kernel back every chunk whose last `Bytes` was dropped.
@@ -553,25 +563,6 @@ impl Uring {
             self.recycle(RecvChunk { bid, len: 0 });
         }
         self.returned = ids;
-    }
-
-    pub(crate) fn recv_data(&self, chunk: &RecvChunk) -> &[u8] {
-        self.bufs.data(chunk)
-    }
-
-    pub(crate) fn recycle(&mut self, chunk: RecvChunk) {
-        match self
-            .bufs
-            .reset(chunk)
-            .and_then(|bid| self.bufs.lend(bid).map(|span| (bid, span)))
-        {
-            Ok((bid, span)) => self
-                .buf_ring
-                .push(span.as_mut_ptr() as u64, span.len(), bid),
-            Err(e) => {
-                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
-            }
-        }
     }
 
     /// Starts the next send on every connection with queued bytes.
@@ -815,7 +806,8 @@ impl Uring {
         if res >= 0 {
             // SAFETY: a non-negative accept result is a new fd we own.
             let fd = unsafe { OwnedFd::from_raw_fd(res) };
-            if let Some(conn) = self.new_conn(fd, None) {
+            let tcp = self.listeners.get(lid).is_none_or(|l| l.socket.is_tcp());
+            if let Some(conn) = self.new_conn(fd, tcp, None) {
                 self.arm_recv(conn)?;
                 events.push(Event::Accepted {
                     listener: ListenerId(lid),
@@ -866,7 +858,8 @@ impl Uring {
         match (res, chunk) {
             (n, Some(chunk)) if n > 0 && !closing => {
                 self.stats.bytes_in += n as u64;
-                events.push(Event::Received { conn, chunk });
+                let data = self.deliver(chunk);
+                events.push(Event::Received { conn, data });
             }
             (n, Some(chunk)) => {
                 self.recycle(chunk);
@@ -978,6 +971,32 @@ impl Uring {
         Ok(())
     }
 }
+
+impl RecvPool for Uring {
+    fn pool(&self) -> (&Buffers, &Arc<crate::lent::Returns>) {
+        (&self.bufs, &self.returns)
+    }
+
+    fn recycle(&mut self, chunk: RecvChunk) {
+        match self
+            .bufs
+            .reset(chunk)
+            .and_then(|bid| self.bufs.lend(bid).map(|span| (bid, span)))
+        {
+            Ok((bid, span)) => self
+                .buf_ring
+                .push(span.as_mut_ptr() as u64, span.len(), bid),
+            Err(e) => {
+                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
+            }
+        }
+    }
+}
+
+crate::forward::socket_transport!(
+    Uring,
+    "SPEC TRN-1 … TRN-5: TCP and Unix stream sockets on io_uring."
+);
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
     // SINGLE_ISSUER + DEFER_TASKRUN: completions are processed only in our

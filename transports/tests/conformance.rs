@@ -1,8 +1,8 @@
-//! The Transport_Adapter conformance suite (SPEC TRN-1 … TRN-5): one set of
-//! tests run against every adapter — TCP on io_uring, TCP on epoll, the
-//! in-memory transport, and each of them inside a `FaultInjector` with its
-//! faults off — and fault tests proving that what the injector promises is
-//! what a protocol under test sees.
+//! The transport conformance suite (SPEC TRN-1 … TRN-5): one set of tests
+//! run against every transport — TCP and Unix sockets on io_uring and on
+//! epoll, the in-memory transport, and each of them inside a
+//! `FaultInjector` with its faults off — and fault tests proving that what
+//! the injector promises is what a protocol under test sees.
 //!
 //! Nothing here sleeps to synchronise: tests poll until the event they wait
 //! for, with a generous deadline that fails loudly (a hang is a failure, not
@@ -20,8 +20,8 @@ use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 use dtp_transports::{
-    AdapterEvent, Callbacks, CloseReason, ConnId, ConnectionState, Endpoint, FaultInjector,
-    FaultPlan, Rechunk, SendError, TransportAdapter, TransportError,
+    Callbacks, CloseReason, ConnId, ConnectionState, Endpoint, Event, FaultInjector, FaultPlan,
+    Rechunk, SendError, Transport, TransportError,
 };
 
 use support::{
@@ -31,8 +31,8 @@ use support::{
 
 mod support;
 
-/// Runs `$test(base, wrapped)` for every adapter, one `#[test]` each.
-macro_rules! for_every_adapter {
+/// Runs `$test(base, wrapped)` for every transport, one `#[test]` each.
+macro_rules! for_every_transport {
     ($($test:ident),* $(,)?) => {$(
         mod $test {
             #[test]
@@ -40,18 +40,24 @@ macro_rules! for_every_adapter {
             #[test]
             fn tcp_epoll() { super::$test(super::Base::TcpEpoll, false) }
             #[test]
+            fn unix_uring() { super::$test(super::Base::UnixUring, false) }
+            #[test]
+            fn unix_epoll() { super::$test(super::Base::UnixEpoll, false) }
+            #[test]
             fn memory() { super::$test(super::Base::Memory, false) }
             #[test]
             fn faults_off_tcp_uring() { super::$test(super::Base::TcpUring, true) }
             #[test]
             fn faults_off_tcp_epoll() { super::$test(super::Base::TcpEpoll, true) }
             #[test]
+            fn faults_off_unix_uring() { super::$test(super::Base::UnixUring, true) }
+            #[test]
             fn faults_off_memory() { super::$test(super::Base::Memory, true) }
         }
     )*};
 }
 
-/// Runs `$test(base)` for every base adapter, one `#[test]` each.
+/// Runs `$test(base)` for every base transport, one `#[test]` each.
 macro_rules! for_every_base {
     ($($test:ident),* $(,)?) => {$(
         mod $test {
@@ -60,12 +66,16 @@ macro_rules! for_every_base {
             #[test]
             fn tcp_epoll() { super::$test(super::Base::TcpEpoll) }
             #[test]
+            fn unix_uring() { super::$test(super::Base::UnixUring) }
+            #[test]
+            fn unix_epoll() { super::$test(super::Base::UnixEpoll) }
+            #[test]
             fn memory() { super::$test(super::Base::Memory) }
         }
     )*};
 }
 
-for_every_adapter!(
+for_every_transport!(
     trn5_random_payloads_round_trip_unaltered_and_in_order,
     trn2_a_full_queue_is_buffer_full_until_room_returns,
     trn2_paused_reading_backpressures_the_sender_and_loses_nothing,
@@ -75,7 +85,7 @@ for_every_adapter!(
     trn3_refused_connect_is_reported_as_down,
     trn1_ids_are_generational_and_stale_ids_are_refused,
     trn1_callbacks_hand_events_to_the_spec_handlers,
-    trn4_an_adapter_refuses_other_transports_endpoints,
+    trn4_a_transport_refuses_other_transports_endpoints,
 );
 
 for_every_base!(
@@ -124,7 +134,7 @@ fn trn5_random_payloads_round_trip_unaltered_and_in_order(base: Base, wrapped: b
 
 fn trn2_a_full_queue_is_buffer_full_until_room_returns(base: Base, wrapped: bool) {
     let mut net = net(base, wrapped);
-    let id = net.client.connect(&net.listen_at.clone()).unwrap();
+    let id = net.client_connect(&net.listen_at.clone());
     // Without polling nothing leaves: the queue takes QUEUE bytes, all or
     // nothing, and refuses the rest at once instead of blocking.
     let block = vec![0xab; BLOCK];
@@ -197,7 +207,7 @@ fn trn3_peer_close_is_reported_after_the_last_bytes(base: Base, wrapped: bool) {
     let mut net = net(base, wrapped);
     let (id, server_id) = net.connect();
     net.client.send(id, b"last words").unwrap();
-    net.client.disconnect(id);
+    net.client.close(id);
     assert!(matches!(
         net.client.send(id, b"more"),
         Err(SendError::Closed | SendError::UnknownConnection)
@@ -225,8 +235,8 @@ fn trn3_local_disconnect_is_reported_to_both_sides(base: Base, wrapped: bool) {
     let mut net = net(base, wrapped);
     let (id, server_id) = net.connect();
     net.server.send(server_id, b"bye").unwrap();
-    net.server.disconnect(server_id);
-    net.server.disconnect(server_id); // twice is harmless
+    net.server.close(server_id);
+    net.server.close(server_id); // twice is harmless
     net.until("both sides down", |n| {
         n.seen[CLIENT].is_down(id) && n.seen[SERVER].is_down(server_id)
     });
@@ -246,7 +256,7 @@ fn trn3_local_disconnect_is_reported_to_both_sides(base: Base, wrapped: bool) {
 
 fn trn3_refused_connect_is_reported_as_down(base: Base, wrapped: bool) {
     let mut net = net(base, wrapped);
-    let id = net.client.connect(&net.nowhere.clone()).unwrap();
+    let id = net.client_connect(&net.nowhere.clone());
     net.until("the refusal", |n| n.seen[CLIENT].is_down(id));
     assert_eq!(
         net.seen[CLIENT].states[&id],
@@ -261,7 +271,7 @@ fn trn3_refused_connect_is_reported_as_down(base: Base, wrapped: bool) {
 fn trn1_ids_are_generational_and_stale_ids_are_refused(base: Base, wrapped: bool) {
     let mut net = net(base, wrapped);
     let (old, _) = net.connect();
-    net.client.disconnect(old);
+    net.client.close(old);
     net.until("the old connection down", |n| n.seen[CLIENT].is_down(old));
     let (new, server_new) = net.connect();
     assert_ne!(new, old, "{base:?}: a dead id was issued again");
@@ -269,7 +279,7 @@ fn trn1_ids_are_generational_and_stale_ids_are_refused(base: Base, wrapped: bool
         net.client.send(old, b"x"),
         Err(SendError::UnknownConnection)
     );
-    net.client.disconnect(old); // a stale id must not reach the new connection
+    net.client.close(old); // a stale id must not reach the new connection
     net.client.send(new, b"still here").unwrap();
     net.until("the new connection's bytes", |n| {
         n.seen[SERVER].got(server_new).len() == 10
@@ -290,7 +300,7 @@ fn trn1_callbacks_hand_events_to_the_spec_handlers(base: Base, wrapped: bool) {
     client
         .on_connection_state_change(|id, state| states.borrow_mut().push((id, state)))
         .on_receive(|_, bytes| received.borrow_mut().extend_from_slice(bytes));
-    let id = client.adapter().connect(&listen_at).unwrap();
+    let id = client.connect(&listen_at).unwrap();
     let mut events = Vec::new();
     let mut greeted = false;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -301,16 +311,12 @@ fn trn1_callbacks_hand_events_to_the_spec_handlers(base: Base, wrapped: bool) {
             .poll(&mut events, Some(Duration::from_millis(1)))
             .unwrap();
         for e in events.drain(..) {
-            match e {
-                AdapterEvent::StateChanged {
-                    id: s,
-                    state: ConnectionState::Up,
-                } if !greeted => {
-                    server.send(s, b"hello").unwrap();
-                    server.disconnect(s);
-                    greeted = true;
-                }
-                _ => {}
+            if let Event::Accepted { conn: s, .. } = e
+                && !greeted
+            {
+                server.send(s, b"hello").unwrap();
+                server.close(s);
+                greeted = true;
             }
         }
     }
@@ -325,7 +331,7 @@ fn trn1_callbacks_hand_events_to_the_spec_handlers(base: Base, wrapped: bool) {
     );
 }
 
-fn trn4_an_adapter_refuses_other_transports_endpoints(base: Base, wrapped: bool) {
+fn trn4_a_transport_refuses_other_transports_endpoints(base: Base, wrapped: bool) {
     let mut net = net(base, wrapped);
     let foreign = match base {
         Base::Memory => Endpoint::Tcp("127.0.0.1:1".parse().unwrap()),
@@ -336,15 +342,14 @@ fn trn4_an_adapter_refuses_other_transports_endpoints(base: Base, wrapped: bool)
         Err(TransportError::UnsupportedEndpoint { .. })
     ));
     assert!(matches!(
-        net.server.listen(&foreign),
+        net.server.listen(&foreign, false),
         Err(TransportError::UnsupportedEndpoint { .. })
     ));
-    if base == Base::Memory {
-        assert!(matches!(
-            net.server.listen(&net.listen_at.clone()),
-            Err(TransportError::AddressInUse(_))
-        ));
-    }
+    // A name, path or port taken (unless shared, SPEC TRN-4's listeners).
+    assert!(matches!(
+        net.server.listen(&net.listen_at.clone(), false),
+        Err(TransportError::AddressInUse(_))
+    ));
 }
 
 fn fault_cut_after_received_byte_n_delivers_exactly_n_bytes_then_down(base: Base) {
@@ -558,12 +563,9 @@ fn fault_delay_holds_bytes_for_exactly_k_polls() {
         assert!(net.server.polls() < arrival + 10, "never delivered");
     }
     assert_eq!(net.server.polls(), arrival + 3);
-    assert_eq!(
-        events,
-        [AdapterEvent::Received {
-            id: server_id,
-            bytes: b"late".to_vec()
-        }]
+    assert!(
+        matches!(&events[..], [Event::Received { conn, data }] if *conn == server_id && &data[..] == b"late"),
+        "{events:?}"
     );
     assert_eq!(net.server.stats().delayed, 1);
 }
@@ -576,7 +578,7 @@ fn fault_hold_keeps_bytes_and_close_until_release() {
     let (id, server_id) = net.connect();
     net.server.hold(server_id);
     net.client.send(id, b"held").unwrap();
-    net.client.disconnect(id);
+    net.client.close(id);
     for _ in 0..10 {
         net.step();
     }

@@ -10,11 +10,11 @@
 )]
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use dtp_transports::{
-    BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig, Event, SendError,
+    BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig, Endpoint, Event,
+    SendError, Transport,
 };
 
 fn config(backend: BackendPreference) -> DriverConfig {
@@ -62,8 +62,9 @@ fn pump(a: &mut Driver, b: &mut Driver, mut on: impl FnMut(u8, &mut Driver, Even
     }
 }
 
-fn listen(d: &mut Driver) -> SocketAddr {
-    d.listen("127.0.0.1:0".parse().unwrap(), false).unwrap().1
+fn listen(d: &mut Driver) -> Endpoint {
+    let any = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
+    d.listen(&any, false).unwrap().1
 }
 
 #[test]
@@ -72,7 +73,7 @@ fn trn5_echo_delivers_every_byte_unaltered_in_order() {
         let mut server = driver(config(backend));
         let mut client = driver(config(backend));
         let addr = listen(&mut server);
-        let conn = client.connect(addr).unwrap();
+        let conn = client.connect(&addr).unwrap();
         // 2 MiB of a pattern that shows reordering or corruption, sent in
         // pieces of varied sizes, some larger than a chunk.
         let payload: Vec<u8> = (0..2 * 1024 * 1024u32)
@@ -85,14 +86,11 @@ fn trn5_echo_delivers_every_byte_unaltered_in_order() {
             .cycle();
         pump(&mut server, &mut client, |side, d, e| {
             match (side, e) {
-                (0, Event::Received { conn, chunk }) => {
-                    let data = d.recv_data(&chunk).to_vec();
-                    d.recycle(chunk);
+                (0, Event::Received { conn, data }) => {
                     d.send(conn, &data).unwrap();
                 }
-                (1, Event::Received { chunk, .. }) => {
-                    got.extend_from_slice(d.recv_data(&chunk));
-                    d.recycle(chunk);
+                (1, Event::Received { data, .. }) => {
+                    got.extend_from_slice(&data[..]);
                 }
                 _ => {}
             }
@@ -124,7 +122,7 @@ fn trn2_a_full_send_queue_is_backpressure_then_writable() {
             ..config(backend)
         });
         let addr = listen(&mut server);
-        let conn = client.connect(addr).unwrap();
+        let conn = client.connect(&addr).unwrap();
         let block = vec![0xab; 16 * 1024];
         // Without polling nothing leaves: the fifth block does not fit.
         for _ in 0..4 {
@@ -134,11 +132,10 @@ fn trn2_a_full_send_queue_is_backpressure_then_writable() {
         assert_eq!(client.queued(conn), 64 * 1024);
         let mut received = 0;
         let mut writable = false;
-        pump(&mut server, &mut client, |side, d, e| {
+        pump(&mut server, &mut client, |side, _, e| {
             match (side, e) {
-                (0, Event::Received { chunk, .. }) => {
-                    received += chunk.len();
-                    d.recycle(chunk);
+                (0, Event::Received { data, .. }) => {
+                    received += data.len();
                 }
                 (1, Event::Writable { conn: c }) => {
                     assert_eq!(c, conn);
@@ -158,7 +155,7 @@ fn trn3_close_is_reported_to_both_sides_and_ids_die() {
         let mut server = driver(config(backend));
         let mut client = driver(config(backend));
         let addr = listen(&mut server);
-        let conn = client.connect(addr).unwrap();
+        let conn = client.connect(&addr).unwrap();
         let mut server_conn = None;
         let mut connected = false;
         pump(&mut server, &mut client, |side, _, e| {
@@ -176,11 +173,10 @@ fn trn3_close_is_reported_to_both_sides_and_ids_die() {
             Err(SendError::Closed | SendError::UnknownConnection)
         ));
         let (mut client_closed, mut server_closed, mut got) = (false, false, Vec::new());
-        pump(&mut server, &mut client, |side, d, e| {
+        pump(&mut server, &mut client, |side, _, e| {
             match (side, e) {
-                (0, Event::Received { chunk, .. }) => {
-                    got.extend_from_slice(d.recv_data(&chunk));
-                    d.recycle(chunk);
+                (0, Event::Received { data, .. }) => {
+                    got.extend_from_slice(&data[..]);
                 }
                 (0, Event::Closed { conn: c, reason }) => {
                     assert_eq!(Some(c), server_conn);
@@ -216,7 +212,7 @@ fn trn3_refused_connect_is_reported() {
         drop(probe); // nothing listens there any more
         let mut client = driver(config(backend));
         let mut other = driver(config(backend));
-        let conn = client.connect(addr).unwrap();
+        let conn = client.connect(&addr).unwrap();
         pump(&mut other, &mut client, |side, _, e| match (side, e) {
             (
                 1,
@@ -274,7 +270,7 @@ fn many_senders_share_few_receive_buffers_without_loss() {
             ..config(backend)
         });
         let addr = listen(&mut server);
-        let conns: Vec<ConnId> = (0..32).map(|_| client.connect(addr).unwrap()).collect();
+        let conns: Vec<ConnId> = (0..32).map(|_| client.connect(&addr).unwrap()).collect();
         let per_conn = 100_000usize;
         for (i, c) in conns.iter().enumerate() {
             let data: Vec<u8> = (0..per_conn).map(|j| (i + j) as u8).collect();
@@ -282,13 +278,10 @@ fn many_senders_share_few_receive_buffers_without_loss() {
         }
         let mut got: HashMap<ConnId, Vec<u8>> = HashMap::new();
         let mut total = 0;
-        pump(&mut server, &mut client, |side, d, e| {
-            if let (0, Event::Received { conn, chunk }) = (side, e) {
-                total += chunk.len();
-                got.entry(conn)
-                    .or_default()
-                    .extend_from_slice(d.recv_data(&chunk));
-                d.recycle(chunk);
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (0, Event::Received { conn, data }) = (side, e) {
+                total += data.len();
+                got.entry(conn).or_default().extend_from_slice(&data[..]);
             }
             total == 32 * per_conn
         });
@@ -311,9 +304,9 @@ fn idle_connections_hold_no_buffers() {
         let mut server = driver(config(backend));
         let mut client = driver(config(backend));
         let addr = listen(&mut server);
-        let before = server.region().report();
+        let before = server.region().unwrap().report();
         for _ in 0..200 {
-            client.connect(addr).unwrap();
+            client.connect(&addr).unwrap();
         }
         let mut accepted = 0;
         pump(&mut server, &mut client, |side, _, e| {
@@ -322,7 +315,7 @@ fn idle_connections_hold_no_buffers() {
             }
             accepted == 200
         });
-        let after = server.region().report();
+        let after = server.region().unwrap().report();
         assert_eq!(server.stats().connections, 200);
         assert_eq!(after.live_data, before.live_data, "{backend:?}");
         assert_eq!(after.chunks_used, before.chunks_used, "{backend:?}");
@@ -350,7 +343,7 @@ fn paused_reading_backpressures_the_sender_and_loses_nothing() {
         let mut server = driver(config(backend));
         let mut client = driver(config(backend));
         let addr = listen(&mut server);
-        let conn = client.connect(addr).unwrap();
+        let conn = client.connect(&addr).unwrap();
         let mut server_conn = None;
         pump(&mut server, &mut client, |side, d, e| {
             if let (0, Event::Accepted { conn, .. }) = (side, e) {
@@ -378,9 +371,8 @@ fn paused_reading_backpressures_the_sender_and_loses_nothing() {
             for d in [&mut client, &mut server] {
                 d.poll(&mut events, Some(Duration::from_millis(1))).unwrap();
                 for e in events.drain(..) {
-                    if let Event::Received { chunk, .. } = e {
-                        received += chunk.len(); // taken before the pause landed
-                        d.recycle(chunk);
+                    if let Event::Received { data, .. } = e {
+                        received += data.len(); // taken before the pause landed
                     }
                 }
             }
@@ -390,11 +382,10 @@ fn paused_reading_backpressures_the_sender_and_loses_nothing() {
             "{backend:?}: refused after only {sent} bytes"
         );
         server.resume_reading(server_conn.unwrap());
-        pump(&mut server, &mut client, |side, d, e| {
-            if let (0, Event::Received { chunk, .. }) = (side, e) {
-                assert!(d.recv_data(&chunk).iter().all(|b| *b == 7));
-                received += chunk.len();
-                d.recycle(chunk);
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (0, Event::Received { data, .. }) = (side, e) {
+                assert!(&data[..].iter().all(|b| *b == 7));
+                received += data.len();
             }
             received == sent
         });
@@ -411,13 +402,12 @@ fn send_zc_delivers_every_byte_unaltered_and_frees_chunks_after_the_notification
         ..config(BackendPreference::Uring)
     });
     let addr = listen(&mut server);
-    let conn = client.connect(addr).unwrap();
+    let conn = client.connect(&addr).unwrap();
     let payload: Vec<u8> = (0..1024 * 1024u32).map(|i| (i * 31 % 251) as u8).collect();
     let (mut sent, mut got) = (0usize, Vec::new());
     pump(&mut server, &mut client, |side, d, e| {
-        if let (0, Event::Received { chunk, .. }) = (side, e) {
-            got.extend_from_slice(d.recv_data(&chunk));
-            d.recycle(chunk);
+        if let (0, Event::Received { data, .. }) = (side, e) {
+            got.extend_from_slice(&data[..]);
         }
         if side == 1 {
             while sent < payload.len() {
@@ -434,7 +424,7 @@ fn send_zc_delivers_every_byte_unaltered_and_frees_chunks_after_the_notification
     assert!(got == payload);
     assert!(client.stats().zc_sends > 0);
     // Everything was sent and notified: no send chunk is still held.
-    let before = client.region().report().chunks_used;
+    let before = client.region().unwrap().report().chunks_used;
     let mut events = Vec::new();
     for _ in 0..10 {
         client
@@ -442,7 +432,7 @@ fn send_zc_delivers_every_byte_unaltered_and_frees_chunks_after_the_notification
             .unwrap();
     }
     assert_eq!(client.queued(conn), 0);
-    assert!(client.region().report().chunks_used <= before);
+    assert!(client.region().unwrap().report().chunks_used <= before);
 }
 
 /// A server with only four receive buffers and a client that has sent it
@@ -459,7 +449,7 @@ fn four_buffer_transfer(backend: BackendPreference) -> (Driver, Driver, Vec<u8>)
         ..config(backend)
     });
     let addr = listen(&mut server);
-    let conn = client.connect(addr).unwrap();
+    let conn = client.connect(&addr).unwrap();
     let payload: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
     client.send(conn, &payload).unwrap();
     (server, client, payload)
@@ -493,9 +483,9 @@ fn received_chunks_lent_as_bytes_come_back_when_dropped_on_any_thread() {
         let mut got = Vec::new();
         let (tx, keeper) = keeper(1);
         let mut last = None;
-        pump(&mut server, &mut client, |side, d, e| {
-            if let (0, Event::Received { chunk, .. }) = (side, e) {
-                let b = d.recv_bytes(chunk);
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (0, Event::Received { data, .. }) = (side, e) {
+                let b = dtp_codec::FrameBuf::freeze(data);
                 got.extend_from_slice(&b);
                 tx.send(b.clone()).unwrap();
                 last = Some(b);
@@ -525,9 +515,9 @@ fn received_chunks_lent_mutably_are_modified_in_place_and_come_back() {
         let mut got = Vec::new();
         let mut lent = 0usize;
         let (tx, keeper) = keeper(2);
-        pump(&mut server, &mut client, |side, d, e| {
-            if let (0, Event::Received { chunk, .. }) = (side, e) {
-                let mut buf = d.recv_buf(chunk);
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (0, Event::Received { data, .. }) = (side, e) {
+                let mut buf = data;
                 lent += usize::from(buf.is_lent());
                 let before = buf.as_ptr();
                 // "Decrypt": flip every byte in place, then split in two.
@@ -581,7 +571,7 @@ fn a_connect_that_hangs_fails_with_etimedout_after_the_timeout() {
         };
         let mut client = driver(cfg);
         let mut other = driver(config(backend));
-        let conn = client.connect(addr).unwrap();
+        let conn = client.connect(&Endpoint::Tcp(addr)).unwrap();
         pump(&mut other, &mut client, |side, _, e| match (side, e) {
             (1, Event::Closed { conn: c, reason }) => {
                 assert_eq!(c, conn);

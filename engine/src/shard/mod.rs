@@ -3,7 +3,6 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -13,7 +12,7 @@ use dtp_codec::{
     Body, DecodeError, ErrorCode, FrameBuf, FrameDecoder, Limits, LogicalFrame, decode_frame,
     peek_frame_len,
 };
-use dtp_transports::{ConnId, Driver, Event, RecvBuf, SendError};
+use dtp_transports::{ConnId, Endpoint, Event, RecvBuf, SendError, Transport};
 
 use crate::control::{Decision, Request, ShardLink};
 
@@ -24,10 +23,6 @@ use crate::runtime::ShardMetrics;
 use crate::service::{Ctl, InputMode, Origin, Outbox, Service};
 pub use state::Conns;
 use state::{Core, Slot, Table};
-
-/// Receives up to this many bytes are copied out of their chunk rather
-/// than lent (see `Event::Received` in `handle`).
-const SMALL_RECEIVE: usize = 4096;
 
 /// How soon a shard with requests waiting for the control ring looks again.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
@@ -41,16 +36,17 @@ enum Input {
     Frame(LogicalFrame),
 }
 
-/// A core shard: owns a driver, a service and the connections between them.
-pub struct Shard<S: Service> {
+/// A core shard: owns a transport, a service and the connections between
+/// them.
+pub struct Shard<T: Transport, S: Service> {
     service: S,
-    core: Core<S::Conn>,
+    core: Core<T, S::Conn>,
 }
 
-impl<S: Service> Shard<S> {
+impl<T: Transport, S: Service> Shard<T, S> {
     /// A shard over `driver` running `service`.
     pub fn new(
-        driver: Driver,
+        driver: T,
         service: S,
         limits: Limits,
         max_send_queue: usize,
@@ -86,17 +82,18 @@ impl<S: Service> Shard<S> {
         self.core.control = Some(link);
     }
 
-    /// Listens on `addr` (before running); connections it accepts are
-    /// opened with [`Origin::Accepted`] naming the listener by the order of
-    /// these calls. Returns the address (port resolved).
-    pub fn listen(&mut self, addr: SocketAddr) -> io::Result<SocketAddr> {
-        let (id, local) = self.core.driver.listen(addr, true)?;
+    /// Listens on `at` (before running), sharing it with every shard of
+    /// the process that listens there; connections it accepts are opened
+    /// with [`Origin::Accepted`] naming the listener by the order of these
+    /// calls. Returns the endpoint bound (port resolved).
+    pub fn listen(&mut self, at: &Endpoint) -> io::Result<Endpoint> {
+        let (id, local) = self.core.driver.listen(at, true)?;
         self.core.listeners.push(id);
         Ok(local)
     }
 
-    /// The shard's driver (to listen or connect before running).
-    pub fn driver(&mut self) -> &mut Driver {
+    /// The shard's transport (to listen or connect before running).
+    pub fn transport(&mut self) -> &mut T {
         &mut self.core.driver
     }
 
@@ -262,32 +259,14 @@ impl<S: Service> Shard<S> {
                 }
             }
             Event::Connected { conn } => self.open(conn, Origin::Connected),
-            Event::Received { conn, chunk } => {
+            Event::Received { conn, mut data } => {
+                // Dropping `data` gives a lent chunk back to the transport.
                 let Some(slot) = self.core.conns.get_mut(conn) else {
-                    self.core.driver.recycle(chunk);
                     return;
                 };
                 if slot.closing {
-                    self.core.driver.recycle(chunk);
                     return;
                 }
-                // The chunk itself, lent: frames wholly inside it are
-                // decoded (or decrypted) in place, without a copy.
-                let lent = self.core.driver.lent_chunks();
-                let mut data = if chunk.len() <= SMALL_RECEIVE
-                    || lent.saturating_mul(2) >= self.core.driver.recv_buffers()
-                {
-                    // Small reads (requests, acks) are cheaper copied than
-                    // lent: the chunk goes straight back to the kernel. So
-                    // is everything while half the receive chunks are out:
-                    // an application that keeps payloads (slices of them)
-                    // must not starve the connection of receive memory.
-                    let copy = BytesMut::from(self.core.driver.recv_data(&chunk));
-                    self.core.driver.recycle(chunk);
-                    RecvBuf::from(copy)
-                } else {
-                    self.core.driver.recv_buf(chunk)
-                };
                 if slot.paused {
                     slot.rx.extend_from_slice(&data);
                     return;
@@ -593,17 +572,20 @@ impl<S: Service> Shard<S> {
     }
 }
 
-/// [`Ctl`] over a shard's driver, for [`Service::tick`].
-struct ShardCtl<'a> {
-    driver: &'a mut Driver,
+/// [`Ctl`] over a shard's transport, for [`Service::tick`].
+struct ShardCtl<'a, T> {
+    driver: &'a mut T,
     limits: &'a Limits,
     out: &'a mut BytesMut,
     stopping: bool,
 }
 
-impl Ctl for ShardCtl<'_> {
-    fn connect(&mut self, addr: SocketAddr) -> Result<ConnId, ErrorCode> {
-        self.driver.connect(addr).map_err(|_| ErrorCode::INTERNAL)
+impl<T: Transport> Ctl for ShardCtl<'_, T> {
+    fn connect(&mut self, to: &Endpoint) -> Result<ConnId, ErrorCode> {
+        self.driver.connect(to).map_err(|e| {
+            tracing::debug!(%to, error = %e, "connect refused by the transport");
+            ErrorCode::INTERNAL
+        })
     }
 
     fn send(&mut self, conn: ConnId, frame: &LogicalFrame) -> Result<(), ErrorCode> {

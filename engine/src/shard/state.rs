@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
-use dtp_transports::{ConnId, Driver, Event, ListenerId};
+use dtp_transports::{ConnId, Event, ListenerId, Transport};
 
 use crate::control::{Decision, Request, ShardLink};
 use crate::runtime::ShardMetrics;
@@ -76,8 +76,8 @@ impl<C> Table<C> {
 const SEND_PIECE: usize = 256 * 1024;
 
 /// Everything of a shard but its service.
-pub(super) struct Core<C> {
-    pub(super) driver: Driver,
+pub(super) struct Core<T, C> {
+    pub(super) driver: T,
     pub(super) conns: Table<C>,
     pub(super) decoder: FrameDecoder,
     pub(super) limits: Limits,
@@ -103,7 +103,7 @@ pub(super) struct Core<C> {
     pub(super) listeners: Vec<ListenerId>,
 }
 
-impl<C> Core<C> {
+impl<T: Transport, C> Core<T, C> {
     /// Tells the control thread; what its ring cannot take waits in order.
     pub(super) fn tell_control(&mut self, r: Request) {
         let Some(link) = &mut self.control else {
@@ -124,10 +124,11 @@ impl<C> Core<C> {
         m.bytes_in.store(s.bytes_in, Ordering::Relaxed);
         m.bytes_out.store(s.bytes_out, Ordering::Relaxed);
         m.polls.store(s.enters, Ordering::Relaxed);
-        let r = self.driver.region().report();
-        m.pool_bytes_used.store(r.chunks_used, Ordering::Relaxed);
-        m.pool_bytes_high_water
-            .fetch_max(r.chunks_used, Ordering::Relaxed);
+        if let Some(region) = self.driver.region() {
+            let used = region.report().chunks_used;
+            m.pool_bytes_used.store(used, Ordering::Relaxed);
+            m.pool_bytes_high_water.fetch_max(used, Ordering::Relaxed);
+        }
     }
 
     /// Carries out what a service callback asked for besides frames: its
@@ -315,17 +316,17 @@ impl<C> Core<C> {
 /// The shard's connections, for a service handling a decision addressed to
 /// the whole shard rather than one connection (e.g. an event to fan out to
 /// every subscriber on this core).
-pub struct Conns<'a, C> {
-    pub(super) core: &'a mut Core<C>,
+pub struct Conns<'a, T, C> {
+    pub(super) core: &'a mut Core<T, C>,
 }
 
-impl<C> crate::service::Connections<C> for Conns<'_, C> {
+impl<T: Transport, C> crate::service::Connections<C> for Conns<'_, T, C> {
     fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_>)) -> bool {
         self.with(conn, f).is_some()
     }
 }
 
-impl<C> Conns<'_, C> {
+impl<T: Transport, C> Conns<'_, T, C> {
     /// Runs `f` on `conn`'s state with an outbox, then carries out what it
     /// queued or asked for, as after any callback. `None` (and `f` not run)
     /// if the connection is gone or closing.

@@ -3,12 +3,12 @@
 
 use std::sync::atomic::Ordering;
 
-use dtp_transports::{ConnId, RecvBuf};
+use dtp_transports::{ConnId, RecvBuf, Transport};
 
 use super::Shard;
 use crate::service::{Outbox, Service};
 
-impl<S: Service> Shard<S> {
+impl<T: Transport, S: Service> Shard<T, S> {
     /// Hands `data` (after any input held back by a pause) to the service.
     /// Reading pauses while the connection's send queue is at half its
     /// budget or more, until the driver reports it writable; an error of

@@ -177,7 +177,7 @@ fn a_fay_gets_a_session_beats_and_releases_over_tcp() {
     )
     .unwrap();
 
-    let sock = TcpStream::connect(engine.local_addrs()[0]).unwrap();
+    let sock = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .unwrap();
     let ep = DtpEndpoint::fay(&fay_config, Instant::now(), &mut fill).unwrap();

@@ -115,7 +115,7 @@ pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
         Box::new(plane),
     )
     .unwrap();
-    let addr = engine.local_addrs()[0];
+    let addr = engine.tcp_addr(0).unwrap();
     Server {
         engine,
         addr,

@@ -134,7 +134,7 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         Some(*r.keys.terminal_noise.public()),
     )?;
     let load = LoadSpec {
-        target: server.addr,
+        target: server.addr.into(),
         // Not used by the control mode.
         workload: Workload::Pingpong,
         connections: r.fays,

@@ -420,7 +420,10 @@ fn probe_backend(pref: &str) -> String {
         ..DriverConfig::default()
     };
     match dtp_transports::Driver::new(config) {
-        Ok(d) => d.backend().kind.name().to_owned(),
+        Ok(d) => dtp_transports::Transport::backend(&d)
+            .kind
+            .name()
+            .to_owned(),
         Err(e) => format!("unavailable ({e})"),
     }
 }

@@ -154,7 +154,7 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
     let w = bw.base();
     let server = Server::start(side, &server_args(ctx, bw, side)?, "listening ")?;
     let spec = LoadSpec {
-        target: server.addr,
+        target: server.addr.into(),
         workload: w,
         connections: match w {
             Workload::Pingpong => plan.pingpong_connections,

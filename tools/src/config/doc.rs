@@ -20,7 +20,7 @@ const DOCS: &[(&str, &str)] = &[
     ("engine.pin", "Pin each shard to its core."),
     (
         "engine.listen",
-        "Addresses the gateway listens on (every shard on each, SO_REUSEPORT); a port another process holds is refused.",
+        "Endpoints the gateway listens on, every shard on each: `HOST:PORT` (TCP, SO_REUSEPORT; a port another process holds is refused) or `unix:PATH` (a Unix stream socket; a stale socket file is replaced, a live one refused; relative paths from the file's folder).",
     ),
     (
         "engine.drain_ms",

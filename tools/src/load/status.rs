@@ -8,7 +8,6 @@
 //! fill them (`super`, `crate::load_dtp`), the exit status (the CLI's).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
 use dtp_codec::ErrorCode;
 
@@ -130,9 +129,17 @@ pub(crate) fn hint(code: ErrorCode) -> Option<&'static str> {
 
 /// Why connections could not be made, worded for the user: `nothing
 /// listens on ADDR` for a refused connect.
-pub(crate) fn connect_failure(target: SocketAddr, errno: i32) -> String {
+pub(crate) fn connect_failure(target: &dtp_transports::Endpoint, errno: i32) -> String {
     let e = std::io::Error::from_raw_os_error(errno);
+    // TCP targets as they were given (`127.0.0.1:7700`), others with their scheme.
+    let target = match target {
+        dtp_transports::Endpoint::Tcp(addr) => addr.to_string(),
+        other => other.to_string(),
+    };
     match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("nothing listens on {target} (no such socket)")
+        }
         std::io::ErrorKind::ConnectionRefused => {
             format!("nothing listens on {target} (no connection could be made: refused)")
         }
@@ -244,7 +251,12 @@ mod tests {
 
     #[test]
     fn a_refused_connect_says_nothing_listens() {
-        let addr: SocketAddr = "127.0.0.1:7700".parse().unwrap();
-        assert!(connect_failure(addr, 111).starts_with("nothing listens on 127.0.0.1:7700 ("));
+        let addr = "127.0.0.1:7700".parse().unwrap();
+        assert!(connect_failure(&addr, 111).starts_with("nothing listens on 127.0.0.1:7700 ("));
+        let path = "unix:/run/nowhere.sock".parse().unwrap();
+        assert_eq!(
+            connect_failure(&path, 2), // ENOENT
+            "nothing listens on unix:/run/nowhere.sock (no such socket)"
+        );
     }
 }

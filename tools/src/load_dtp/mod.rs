@@ -171,7 +171,7 @@ impl DtpLoadResult {
     pub(crate) fn verdict(&self, spec: &LoadSpec, min: f64) -> Result<(), String> {
         let (t, d) = (&self.load.tally, &self.dtp);
         let connect =
-            (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+            (t.failed > 0).then(|| crate::load::connect_failure(&spec.target, t.last_errno));
         let shares = [
             Share {
                 what: "connections established a DTP session",
@@ -204,7 +204,7 @@ struct Shared {
 /// The client service of one shard: one flow per logical connection.
 struct Client {
     fay: Arc<FayConfig>,
-    target: std::net::SocketAddr,
+    target: dtp_transports::Endpoint,
     template: FlowConfig,
     share: usize,
     flows: Vec<Flow>,
@@ -417,7 +417,7 @@ impl Service for Client {
                 if !flow.wants_connection() {
                     continue;
                 }
-                match ctl.connect(self.target) {
+                match ctl.connect(&self.target) {
                     Ok(conn) => {
                         flow.connecting();
                         self.connecting.insert(conn, idx);
@@ -533,7 +533,7 @@ pub(crate) fn run(
         end,
     };
     let fay = Arc::new(dtp.fay.clone());
-    let (target, connections) = (spec.target, spec.connections);
+    let (target, connections) = (spec.target.clone(), spec.connections);
     let config = EngineConfig {
         shards,
         pin: false,
@@ -545,7 +545,7 @@ pub(crate) fn run(
     };
     let engine = Engine::start(config, move |i| Client {
         fay: fay.clone(),
-        target,
+        target: target.clone(),
         template: template.clone(),
         share: connections / shards + usize::from(i < connections % shards),
         flows: Vec::new(),
@@ -578,7 +578,7 @@ pub(crate) fn run(
             counters.merge(&s.dtp);
         }
     }
-    crate::load::no_connection_is_an_error(&tally, spec.target)?;
+    crate::load::no_connection_is_an_error(&tally, &spec.target)?;
     let latency: LatencySummary = tally.latency.summary();
     Ok(DtpLoadResult {
         load: LoadResult {

@@ -465,7 +465,7 @@ impl Service for Subs {
 
     fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
         while self.opened < self.share && self.pending < CONNECT_BATCH && !ctl.stopping() {
-            match ctl.connect(self.target) {
+            match ctl.connect(&self.target.into()) {
                 Ok(_) => {
                     self.opened += 1;
                     self.pending += 1;

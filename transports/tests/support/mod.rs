@@ -1,17 +1,16 @@
-//! The conformance suite's harness: the adapters under test, a server and
-//! a client polled in turn, and a record of what each side saw, checked
-//! against the event order every adapter promises.
+//! The conformance suite's harness: the transports under test, a server
+//! and a client polled in turn, and a record of what each side saw, checked
+//! against the event order every transport promises.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use dtp_transports::{
-    AdapterEvent, BackendPreference, ConnId, ConnectionState, DriverConfig, Endpoint,
-    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, SendError, TcpAdapter,
-    TransportAdapter,
+    BackendPreference, ConnId, ConnectionState, Driver, DriverConfig, Endpoint, Event,
+    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, SendError, Transport,
 };
 
-/// Every adapter's send queue holds this much (so TRN-2 reads the same on all).
+/// Every transport's send queue holds this much (so TRN-2 reads the same on all).
 pub(crate) const QUEUE: usize = 64 * 1024;
 pub(crate) const BLOCK: usize = 16 * 1024;
 pub(crate) const SERVER: usize = 0;
@@ -49,13 +48,34 @@ impl Rng {
 pub(crate) enum Base {
     TcpUring,
     TcpEpoll,
+    UnixUring,
+    UnixEpoll,
     Memory,
 }
 
-/// An adapter chosen at run time.
-pub(crate) type Boxed = Box<dyn TransportAdapter>;
+impl Base {
+    fn backend(self) -> BackendPreference {
+        match self {
+            Self::TcpUring | Self::UnixUring => BackendPreference::Uring,
+            _ => BackendPreference::Epoll,
+        }
+    }
+}
 
-/// A server and a client adapter of one kind, the endpoint the server
+/// A transport chosen at run time.
+pub(crate) type Boxed = Box<dyn Transport>;
+
+/// A fresh Unix socket path (in the system's temporary directory, unique
+/// to this process and call). Listeners remove theirs; the stale files made
+/// for refused connects stay, a few bytes each.
+pub(crate) fn unix_path(what: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("dtp-conf-{}-{n}-{what}.sock", std::process::id()))
+}
+
+/// A server and a client transport of one kind, the endpoint the server
 /// listens on, and one where nothing listens.
 pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
     let tcp = |backend| {
@@ -67,15 +87,22 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
             max_send_queue: QUEUE,
             ..DriverConfig::default()
         };
-        Box::new(TcpAdapter::new(config).unwrap()) as Boxed
+        Box::new(Driver::new(config).unwrap()) as Boxed
     };
     match base {
+        Base::UnixUring | Base::UnixEpoll => {
+            let backend = base.backend();
+            let listen = Endpoint::Unix(unix_path("server"));
+            // A socket file nobody listens on (left by a socket that is
+            // gone): connects to it are refused, as to a closed TCP port.
+            let path = unix_path("nowhere");
+            let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
+            drop(stale);
+            let nowhere = Endpoint::Unix(path);
+            (tcp(backend), tcp(backend), listen, nowhere)
+        }
         Base::TcpUring | Base::TcpEpoll => {
-            let backend = if base == Base::TcpUring {
-                BackendPreference::Uring
-            } else {
-                BackendPreference::Epoll
-            };
+            let backend = base.backend();
             // A port that was free a moment ago and has nobody listening now.
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let nowhere = Endpoint::Tcp(probe.local_addr().unwrap());
@@ -101,7 +128,7 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
 }
 
 /// What one side has seen, checked as it arrives against the event order
-/// every adapter promises (TRN-3: `Down` is final, bytes come while `Up`).
+/// every transport promises (TRN-3: `Down` is final, bytes come while `Up`).
 #[derive(Default)]
 pub(crate) struct Seen {
     pub(crate) accepted: Vec<(ListenerId, ConnId)>,
@@ -112,53 +139,56 @@ pub(crate) struct Seen {
 }
 
 impl Seen {
-    pub(crate) fn record(&mut self, side: &str, event: AdapterEvent) {
+    /// An outgoing connection was started (its first state).
+    pub(crate) fn connecting(&mut self, id: ConnId) {
+        let states = self.states.entry(id).or_default();
+        assert!(states.is_empty(), "{id:?} connecting after {states:?}");
+        states.push(ConnectionState::Connecting);
+    }
+
+    pub(crate) fn record(&mut self, side: &str, event: Event) {
+        if let Event::Accepted { listener, conn } = event {
+            assert!(
+                !self.states.contains_key(&conn),
+                "{side}: {conn:?} accepted after other events for it"
+            );
+            self.accepted.push((listener, conn));
+        }
+        if let Some((id, state)) = event.state() {
+            let accepted = self.accepted.iter().any(|(_, a)| *a == id);
+            let states = self.states.entry(id).or_default();
+            if state == ConnectionState::Up {
+                assert!(
+                    states.is_empty() && accepted
+                        || states.as_slice() == [ConnectionState::Connecting],
+                    "{side}: {id:?} up after {states:?}"
+                );
+            }
+            assert!(
+                !matches!(states.last(), Some(ConnectionState::Down(_))),
+                "{side}: {state:?} for {id:?} after Down"
+            );
+            states.push(state);
+        }
         match event {
-            AdapterEvent::Accepted { listener, id } => {
-                assert!(
-                    !self.states.contains_key(&id),
-                    "{side}: {id:?} accepted after other events for it"
-                );
-                self.accepted.push((listener, id));
-            }
-            AdapterEvent::StateChanged { id, state } => {
-                let accepted = self.accepted.iter().any(|(_, a)| *a == id);
-                let states = self.states.entry(id).or_default();
-                match state {
-                    ConnectionState::Connecting => assert!(
-                        states.is_empty() && !accepted,
-                        "{side}: {id:?} connecting after {states:?}"
-                    ),
-                    ConnectionState::Up => assert!(
-                        states.is_empty() && accepted
-                            || states.as_slice() == [ConnectionState::Connecting],
-                        "{side}: {id:?} up after {states:?}"
-                    ),
-                    ConnectionState::Down(_) => {}
-                }
-                assert!(
-                    !matches!(states.last(), Some(ConnectionState::Down(_))),
-                    "{side}: {state:?} for {id:?} after Down"
-                );
-                states.push(state);
-            }
-            AdapterEvent::Received { id, bytes } => {
+            Event::Received { conn: id, data } => {
                 assert_eq!(
                     self.state(id),
                     Some(ConnectionState::Up),
                     "{side}: bytes for {id:?} while not up"
                 );
-                assert!(!bytes.is_empty(), "{side}: an empty delivery");
+                assert!(!data.is_empty(), "{side}: an empty delivery");
                 self.deliveries += 1;
-                self.bytes.entry(id).or_default().extend_from_slice(&bytes);
+                self.bytes.entry(id).or_default().extend_from_slice(&data);
             }
-            AdapterEvent::Writable { id } => {
+            Event::Writable { conn: id } => {
                 assert!(
                     !matches!(self.state(id), Some(ConnectionState::Down(_))),
                     "{side}: Writable for {id:?} after Down"
                 );
                 self.writable += 1;
             }
+            _ => {}
         }
     }
 
@@ -183,12 +213,12 @@ pub(crate) struct Net<S, C> {
     pub(crate) listen_at: Endpoint,
     pub(crate) nowhere: Endpoint,
     pub(crate) seen: [Seen; 2],
-    pub(crate) events: Vec<AdapterEvent>,
+    pub(crate) events: Vec<Event>,
 }
 
-impl<S: TransportAdapter, C: TransportAdapter> Net<S, C> {
+impl<S: Transport, C: Transport> Net<S, C> {
     pub(crate) fn new(mut server: S, client: C, listen: &Endpoint, nowhere: Endpoint) -> Self {
-        let (listener, listen_at) = server.listen(listen).unwrap();
+        let (listener, listen_at) = server.listen(listen, false).unwrap();
         Self {
             server,
             client,
@@ -224,7 +254,7 @@ impl<S: TransportAdapter, C: TransportAdapter> Net<S, C> {
     /// Connects the client; returns its id and the server's, once both are up.
     pub(crate) fn connect(&mut self) -> (ConnId, ConnId) {
         let known = self.seen[SERVER].accepted.len();
-        let id = self.client.connect(&self.listen_at.clone()).unwrap();
+        let id = self.client_connect(&self.listen_at.clone());
         // "Was up", not "is up": a fault may cut a connection at once.
         let up = |seen: &Seen, id| {
             seen.states
@@ -239,6 +269,13 @@ impl<S: TransportAdapter, C: TransportAdapter> Net<S, C> {
                     .is_some_and(|(_, a)| up(&n.seen[SERVER], *a))
         });
         (id, self.seen[SERVER].accepted[known].1)
+    }
+
+    /// Starts a client connection to `to`, recording it as connecting.
+    pub(crate) fn client_connect(&mut self, to: &Endpoint) -> ConnId {
+        let id = self.client.connect(to).unwrap();
+        self.seen[CLIENT].connecting(id);
+        id
     }
 }
 
@@ -267,12 +304,7 @@ pub(crate) fn fault_net(base: Base, server: FaultPlan, client: FaultPlan) -> Net
 
 /// Sends as much of `out` as the queue takes, in all-or-nothing pieces of
 /// at most `piece` bytes; returns how much went.
-pub(crate) fn send_some(
-    a: &mut impl TransportAdapter,
-    id: ConnId,
-    out: &[u8],
-    piece: usize,
-) -> usize {
+pub(crate) fn send_some(a: &mut impl Transport, id: ConnId, out: &[u8], piece: usize) -> usize {
     let mut sent = 0;
     while sent < out.len() {
         let n = piece.min(out.len() - sent);

@@ -369,7 +369,6 @@ impl Service for RealtimeFront {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
-    use std::net::SocketAddr;
 
     use dtp_codec::Limits;
 
@@ -380,7 +379,7 @@ mod tests {
     struct Stopping;
 
     impl Ctl for Stopping {
-        fn connect(&mut self, _: SocketAddr) -> Result<ConnId, ErrorCode> {
+        fn connect(&mut self, _: &dtp_transports::Endpoint) -> Result<ConnId, ErrorCode> {
             Err(ErrorCode::INTERNAL)
         }
         fn send(&mut self, _: ConnId, _: &LogicalFrame) -> Result<(), ErrorCode> {

@@ -216,8 +216,11 @@ fn run_hold(
             ));
         }
     };
+    let Some(target) = spec.target.tcp() else {
+        return Err(usage("--control hold needs a TCP --target (HOST:PORT)"));
+    };
     super::hold::run(&super::hold::HoldSpec {
-        target: spec.target,
+        target,
         fay,
         resource_id,
         access,

@@ -31,7 +31,7 @@ pub(super) struct Shared {
 
 /// The client service of one shard: one flow per Fay of its share.
 pub(super) struct ControlClient {
-    target: std::net::SocketAddr,
+    target: dtp_transports::Endpoint,
     template: ControlFlowConfig,
     /// The Fays of this shard not yet started, last first.
     pending: Vec<FaySetup>,
@@ -67,7 +67,7 @@ impl ControlClient {
     /// A shard's client: `pending` are its Fays, started last first;
     /// it reports to `shared` and gives up waiting at `drain_until`.
     pub(super) fn new(
-        target: std::net::SocketAddr,
+        target: dtp_transports::Endpoint,
         template: ControlFlowConfig,
         pending: Vec<FaySetup>,
         shared: Arc<Mutex<Shared>>,
@@ -278,7 +278,7 @@ impl Service for ControlClient {
                     continue;
                 }
                 flow.connecting();
-                match ctl.connect(self.target) {
+                match ctl.connect(&self.target) {
                     Ok(conn) => {
                         self.connecting.insert(conn, idx);
                     }

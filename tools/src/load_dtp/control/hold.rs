@@ -163,8 +163,12 @@ pub(crate) fn run(spec: &HoldSpec) -> Result<(), CliError> {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| CliError::Io(format!("signals: {e}")))?;
     }
-    let sock = TcpStream::connect(spec.target)
-        .map_err(|e| CliError::Io(connect_failure(spec.target, e.raw_os_error().unwrap_or(0))))?;
+    let sock = TcpStream::connect(spec.target).map_err(|e| {
+        CliError::Io(connect_failure(
+            &spec.target.into(),
+            e.raw_os_error().unwrap_or(0),
+        ))
+    })?;
     sock.set_read_timeout(Some(TICK))
         .and_then(|()| sock.set_nodelay(true))
         .map_err(|e| CliError::Io(format!("socket: {e}")))?;

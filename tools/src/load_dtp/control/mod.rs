@@ -125,7 +125,7 @@ impl ControlLoadResult {
         let (t, s) = (&self.load.tally, &self.stats);
         let fays = spec.connections as u64;
         let connect =
-            (t.failed > 0).then(|| crate::load::connect_failure(spec.target, t.last_errno));
+            (t.failed > 0).then(|| crate::load::connect_failure(&spec.target, t.last_errno));
         let shares = [
             crate::load::Share {
                 what: "Fays established a DTP session",
@@ -177,7 +177,7 @@ pub(crate) fn run(
         measure_from,
         end,
     };
-    let target = spec.target;
+    let target = spec.target.clone();
     let config = EngineConfig {
         shards,
         pin: false,
@@ -189,7 +189,7 @@ pub(crate) fn run(
     };
     let engine = Engine::start(config, move |i| {
         ControlClient::new(
-            target,
+            target.clone(),
             template.clone(),
             shares.get(i).cloned().unwrap_or_default(),
             factory_shared[i].clone(),
@@ -218,7 +218,7 @@ pub(crate) fn run(
             unfinished += s.unfinished;
         }
     }
-    crate::load::no_connection_is_an_error(&tally, spec.target)?;
+    crate::load::no_connection_is_an_error(&tally, &spec.target)?;
     let latency = tally.latency.summary();
     Ok(ControlLoadResult {
         load: LoadResult {

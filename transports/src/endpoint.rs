@@ -1,0 +1,186 @@
+//! Where a connection goes or a listener listens (SPEC TRN-1's `endpoint`):
+//! one address type for every transport, written `SCHEME:ADDRESS`.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// SPEC TRN-1/TRN-4: an address of one transport. Each transport speaks some
+/// kinds and refuses the others with
+/// [`TransportError::UnsupportedEndpoint`](crate::TransportError).
+///
+/// Written `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` by [`fmt::Display`] and
+/// read back by [`FromStr`], which also takes the URL-like `tcp://…` forms
+/// and a bare `HOST:PORT` (TCP). More kinds (QUIC, WebSocket,
+/// RTSP-interleaved, BLE) join as their transports do, hence
+/// `non_exhaustive`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Endpoint {
+    /// A TCP address; port 0 in a listen picks a free port.
+    Tcp(SocketAddr),
+    /// A Unix-domain stream socket at this path.
+    Unix(PathBuf),
+    /// A name on a [`MemoryHub`](crate::MemoryHub).
+    Memory(String),
+}
+
+impl Endpoint {
+    /// The scheme of this kind of endpoint (`tcp`, `unix`, `mem`).
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Self::Tcp(_) => "tcp",
+            Self::Unix(_) => "unix",
+            Self::Memory(_) => "mem",
+        }
+    }
+
+    /// The TCP address, if this is one.
+    pub fn tcp(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Tcp(a) => Some(*a),
+            _ => None,
+        }
+    }
+}
+
+impl From<SocketAddr> for Endpoint {
+    fn from(addr: SocketAddr) -> Self {
+        Self::Tcp(addr)
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tcp(addr) => write!(f, "tcp:{addr}"),
+            Self::Unix(path) => write!(f, "unix:{}", path.display()),
+            Self::Memory(name) => write!(f, "mem:{name}"),
+        }
+    }
+}
+
+/// An endpoint string that could not be read; [`fmt::Display`] says why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseEndpointError {
+    input: String,
+    why: &'static str,
+}
+
+impl fmt::Display for ParseEndpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "endpoint {:?}: {}", self.input, self.why)
+    }
+}
+
+impl std::error::Error for ParseEndpointError {}
+
+/// `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT`.
+fn socket_addr(s: &str) -> Option<SocketAddr> {
+    if let Ok(a) = s.parse() {
+        return Some(a);
+    }
+    let port = s.strip_prefix("localhost:")?.parse().ok()?;
+    Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+}
+
+/// The longest path a Unix socket address holds (`sun_path` less its NUL).
+const UNIX_PATH_MAX: usize = 107;
+
+impl FromStr for Endpoint {
+    type Err = ParseEndpointError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let error = |why| ParseEndpointError {
+            input: s.to_owned(),
+            why,
+        };
+        let Some((scheme, rest)) = s.split_once(':') else {
+            return Err(error(
+                "expected tcp:HOST:PORT, unix:PATH, mem:NAME or HOST:PORT",
+            ));
+        };
+        let rest = rest.strip_prefix("//").unwrap_or(rest);
+        match scheme {
+            "tcp" => socket_addr(rest)
+                .map(Self::Tcp)
+                .ok_or_else(|| error("expected tcp:IP:PORT (or localhost:PORT)")),
+            "unix" if rest.is_empty() => Err(error("a unix: endpoint needs a path")),
+            "unix" if rest.len() > UNIX_PATH_MAX => Err(error(
+                "a Unix socket path holds at most 107 bytes: use a shorter one",
+            )),
+            "unix" if rest.contains('\0') => Err(error("a Unix socket path cannot hold NUL")),
+            "unix" => Ok(Self::Unix(PathBuf::from(rest))),
+            "mem" if rest.is_empty() => Err(error("a mem: endpoint needs a name")),
+            "mem" => Ok(Self::Memory(rest.to_owned())),
+            _ => socket_addr(s).map(Self::Tcp).ok_or_else(|| {
+                error("unknown scheme: expected tcp:HOST:PORT, unix:PATH, mem:NAME or HOST:PORT")
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn endpoints_read_back_what_they_print() {
+        for text in [
+            "tcp:127.0.0.1:7000",
+            "tcp:[::1]:80",
+            "unix:/run/dtp.sock",
+            "unix:relative.sock",
+            "mem:gateway",
+        ] {
+            let e: Endpoint = text.parse().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(e.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn other_spellings_are_read_too() {
+        let tcp = Endpoint::Tcp("127.0.0.1:7000".parse().unwrap());
+        for text in [
+            "127.0.0.1:7000",
+            "tcp://127.0.0.1:7000",
+            "tcp:localhost:7000",
+        ] {
+            assert_eq!(text.parse::<Endpoint>().unwrap(), tcp, "{text}");
+        }
+        assert_eq!(
+            "unix:///tmp/a".parse::<Endpoint>().unwrap(),
+            Endpoint::Unix("/tmp/a".into())
+        );
+        assert_eq!(
+            "mem://g".parse::<Endpoint>().unwrap(),
+            Endpoint::Memory("g".into())
+        );
+    }
+
+    #[test]
+    fn bad_endpoints_are_refused_with_a_reason() {
+        for bad in [
+            "nowhere",
+            "tcp:nowhere",
+            "tcp:1.2.3.4",
+            "mem:",
+            "unix:",
+            "ble:x",
+            "localhost",
+        ] {
+            let e = bad.parse::<Endpoint>().unwrap_err();
+            assert!(e.to_string().starts_with("endpoint "), "{e}");
+        }
+        let long = format!("unix:/{}", "a".repeat(200));
+        assert!(
+            long.parse::<Endpoint>()
+                .unwrap_err()
+                .to_string()
+                .contains("107")
+        );
+    }
+}

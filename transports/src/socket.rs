@@ -1,0 +1,380 @@
+//! The sockets behind the fd transports (io_uring and epoll alike): making
+//! listeners and outgoing sockets for an [`Endpoint`], sharing one Unix
+//! listener between the cores of a process, and the checks that keep two
+//! gateways off one port.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use socket2::{Domain, SockAddr, Socket, Type};
+
+use crate::driver::DriverConfig;
+use crate::endpoint::Endpoint;
+use crate::transport::TransportError;
+
+/// A listening socket of one backend: a TCP socket of its own (sharing the
+/// port with SO_REUSEPORT), or a share of the process's one Unix socket at
+/// a path.
+pub(crate) enum ListenSocket {
+    Tcp(Socket),
+    Unix(Arc<UnixListenSocket>),
+}
+
+impl ListenSocket {
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        match self {
+            Self::Tcp(s) => s.as_raw_fd(),
+            Self::Unix(u) => u.socket.as_raw_fd(),
+        }
+    }
+
+    /// Whether accepted connections are TCP (and get its socket options).
+    pub(crate) fn is_tcp(&self) -> bool {
+        matches!(self, Self::Tcp(_))
+    }
+}
+
+/// A listening Unix socket; the last share to go removes its path.
+pub(crate) struct UnixListenSocket {
+    socket: Socket,
+    path: PathBuf,
+}
+
+impl Drop for UnixListenSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The Unix listeners of this process that `shared` listens may join, by
+/// path (weak: the listeners own them).
+static SHARED_UNIX: Mutex<Vec<(PathBuf, Weak<UnixListenSocket>)>> = Mutex::new(Vec::new());
+
+/// A listening socket for `at`, and the endpoint it is bound to. TCP with
+/// `shared` sets SO_REUSEPORT, so that every core's transport listens on
+/// the port; Unix with `shared` joins the socket another transport of this
+/// process made for the same path, if any. A Unix path left behind by a
+/// process that is gone (nobody accepts on it) is replaced.
+pub(crate) fn listen(
+    at: &Endpoint,
+    shared: bool,
+    transport: &'static str,
+) -> Result<(ListenSocket, Endpoint), TransportError> {
+    match at {
+        Endpoint::Tcp(addr) => {
+            let socket = listener_socket(*addr, shared).map_err(|e| {
+                if e.kind() == io::ErrorKind::AddrInUse {
+                    TransportError::AddressInUse(at.clone())
+                } else {
+                    TransportError::Io(e)
+                }
+            })?;
+            let local = socket
+                .local_addr()?
+                .as_socket()
+                .ok_or_else(|| io::Error::other("listener has no socket address"))?;
+            Ok((ListenSocket::Tcp(socket), Endpoint::Tcp(local)))
+        }
+        Endpoint::Unix(path) => {
+            let mut registry = SHARED_UNIX.lock().unwrap_or_else(|e| e.into_inner());
+            registry.retain(|(_, w)| w.strong_count() > 0);
+            if shared
+                && let Some(existing) = registry
+                    .iter()
+                    .find(|(p, _)| p == path)
+                    .and_then(|(_, w)| w.upgrade())
+            {
+                return Ok((ListenSocket::Unix(existing), at.clone()));
+            }
+            let socket = unix_listener(path).map_err(|e| {
+                if e.kind() == io::ErrorKind::AddrInUse {
+                    TransportError::AddressInUse(at.clone())
+                } else {
+                    TransportError::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+                }
+            })?;
+            let shared_socket = Arc::new(UnixListenSocket {
+                socket,
+                path: path.clone(),
+            });
+            if shared {
+                registry.push((path.clone(), Arc::downgrade(&shared_socket)));
+            }
+            Ok((ListenSocket::Unix(shared_socket), at.clone()))
+        }
+        other => Err(TransportError::UnsupportedEndpoint {
+            transport,
+            endpoint: other.clone(),
+        }),
+    }
+}
+
+/// A listening Unix stream socket at `path` (close-on-exec). A socket file
+/// already there that nobody accepts on (its process is gone) is removed
+/// first; one that is alive is `AddrInUse`.
+fn unix_listener(path: &Path) -> io::Result<Socket> {
+    let addr = SockAddr::unix(path)?;
+    let bind = || -> io::Result<Socket> {
+        let socket = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+        socket.bind(&addr)?;
+        socket.listen(4096)?;
+        Ok(socket)
+    };
+    match bind() {
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+            let probe = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+            let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket()
+            });
+            if is_socket
+                && probe
+                    .connect(&addr)
+                    .is_err_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED))
+            {
+                std::fs::remove_file(path)?;
+                bind()
+            } else {
+                Err(e)
+            }
+        }
+        other => other,
+    }
+}
+
+/// An outgoing stream socket for `to` and its address, non-blocking when
+/// asked (epoll) and close-on-exec.
+pub(crate) fn connect_socket(
+    to: &Endpoint,
+    nonblocking: bool,
+    transport: &'static str,
+) -> Result<(Socket, SockAddr), TransportError> {
+    let (domain, addr) = match to {
+        Endpoint::Tcp(a) => (Domain::for_address(*a), SockAddr::from(*a)),
+        Endpoint::Unix(p) => (Domain::UNIX, SockAddr::unix(p)?),
+        other => {
+            return Err(TransportError::UnsupportedEndpoint {
+                transport,
+                endpoint: other.clone(),
+            });
+        }
+    };
+    let ty = if nonblocking {
+        Type::STREAM.cloexec().nonblocking()
+    } else {
+        Type::STREAM.cloexec()
+    };
+    Ok((Socket::new(domain, ty, None)?, addr))
+}
+
+/// Applies the per-connection socket options of `config` (TCP_NODELAY,
+/// TCP_CONGESTION) to a new TCP connection. A socket that refuses one still
+/// works: latency or throughput suffer, nothing breaks.
+pub(crate) fn tune_socket(sock: socket2::SockRef<'_>, config: &DriverConfig) {
+    if config.nodelay {
+        let _ = sock.set_tcp_nodelay(true);
+    }
+    if let Some(cc) = &config.tcp_congestion {
+        let _ = sock.set_tcp_congestion(cc.as_bytes());
+    }
+}
+
+/// A listening TCP socket on `addr` (close-on-exec, SO_REUSEADDR, and
+/// SO_REUSEPORT when asked, so every shard can listen on one port). Its
+/// errors name the address (`127.0.0.1:7700: Address already in use`).
+pub(crate) fn listener_socket(
+    addr: std::net::SocketAddr,
+    reuse_port: bool,
+) -> std::io::Result<socket2::Socket> {
+    let listen = || -> io::Result<socket2::Socket> {
+        let socket = bindable_socket(addr)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(4096)?;
+        Ok(socket)
+    };
+    listen().map_err(|e| io::Error::new(e.kind(), format!("{addr}: {e}")))
+}
+
+/// Whether `addr` is free for this process alone: binds a plain socket
+/// (SO_REUSEADDR as our listeners have, but no SO_REUSEPORT) and lets it
+/// go. A listener of another process on the port — even one with
+/// SO_REUSEPORT, which our shards' sockets would otherwise join, splitting
+/// the traffic between two gateways — makes the bind fail with
+/// `AddrInUse`. Port 0 always passes (the kernel picks a free port); call
+/// it before the shards listen, and [`foreign_listeners`] after.
+pub fn probe_listen(addr: SocketAddr) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    bindable_socket(addr)?.bind(&addr.into())
+}
+
+/// A TCP socket for `addr`'s family, close-on-exec, with SO_REUSEADDR (a
+/// port whose old connections linger in TIME_WAIT can be listened on).
+fn bindable_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM.cloexec(),
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    Ok(socket)
+}
+
+/// The listening TCP sockets of other processes that share a port with one
+/// of `addrs` (same address family; same address, or either the wildcard):
+/// read from `/proc/net/tcp{,6}`, a socket counting as ours when one of
+/// this process's file descriptors is it. Run after every shard listens, it
+/// closes the gap [`probe_listen`] leaves: two gateways started at the
+/// same instant both find the other, and port 0. An error: `/proc` could
+/// not be read.
+pub fn foreign_listeners(addrs: &[SocketAddr]) -> io::Result<Vec<SocketAddr>> {
+    let mut ours = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let Ok(link) = std::fs::read_link(entry?.path()) else {
+            continue; // closed since the listing
+        };
+        let link = link.to_string_lossy();
+        if let Some(inode) = link
+            .strip_prefix("socket:[")
+            .and_then(|l| l.strip_suffix(']'))
+            .and_then(|i| i.parse::<u64>().ok())
+        {
+            ours.insert(inode);
+        }
+    }
+    let mut foreign = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = match std::fs::read_to_string(table) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // no IPv6
+            Err(e) => return Err(e),
+        };
+        for (local, inode) in text.lines().skip(1).filter_map(proc_net_listener) {
+            let shares = addrs.iter().any(|a| {
+                a.port() == local.port()
+                    && a.is_ipv4() == local.is_ipv4()
+                    && (a.ip() == local.ip()
+                        || a.ip().is_unspecified()
+                        || local.ip().is_unspecified())
+            });
+            if shares && !ours.contains(&inode) {
+                foreign.push(local);
+            }
+        }
+    }
+    Ok(foreign)
+}
+
+/// A line of `/proc/net/tcp{,6}` that is a listener: its local address and
+/// socket inode. Addresses are hex, in 32-bit words of host byte order.
+fn proc_net_listener(line: &str) -> Option<(SocketAddr, u64)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+    if *state != "0A" {
+        return None; // TCP_LISTEN
+    }
+    let (ip, port) = local.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut bytes = Vec::with_capacity(16);
+    for i in (0..ip.len()).step_by(8) {
+        let word = u32::from_str_radix(ip.get(i..i + 8)?, 16).ok()?;
+        bytes.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip: std::net::IpAddr = match bytes.len() {
+        4 => <[u8; 4]>::try_from(bytes).ok()?.into(),
+        16 => <[u8; 16]>::try_from(bytes).ok()?.into(),
+        _ => return None,
+    };
+    Some((SocketAddr::new(ip, port), inode.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    fn temp_sock(what: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("dtp-socket-{}-{what}.sock", std::process::id()))
+    }
+
+    #[test]
+    fn shared_unix_listens_join_one_socket_and_the_last_removes_the_path() {
+        let path = temp_sock("shared");
+        let at = Endpoint::Unix(path.clone());
+        let (a, _) = listen(&at, true, "test").unwrap();
+        let (b, _) = listen(&at, true, "test").unwrap();
+        assert_eq!(a.raw_fd(), b.raw_fd(), "one socket, accepted from by both");
+        // Not shared: the path is taken by a live listener.
+        assert!(matches!(
+            listen(&at, false, "test"),
+            Err(TransportError::AddressInUse(_))
+        ));
+        drop(a);
+        assert!(path.exists(), "still listened on by the other share");
+        drop(b);
+        assert!(!path.exists(), "removed with the last share");
+    }
+
+    #[test]
+    fn a_stale_unix_socket_file_is_replaced_but_a_live_one_is_not() {
+        let path = temp_sock("stale");
+        let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        drop(stale); // the file stays, nobody accepts on it
+        let at = Endpoint::Unix(path.clone());
+        let (live, _) = listen(&at, false, "test").unwrap();
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
+        drop(live);
+        // A regular file at the path is not ours to remove.
+        std::fs::write(&path, b"not a socket").unwrap();
+        assert!(listen(&at, false, "test").is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn proc_net_lines_give_listeners_and_their_inodes() {
+        // As the kernel prints them on a little-endian machine.
+        let v4 = "   0: 0100007F:1E14 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0";
+        let v6 = "   1: 00000000000000000000000001000000:1E15 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0000000000000000 100 0 0 10 0";
+        let established = v4.replace(" 0A ", " 01 ");
+        if cfg!(target_endian = "little") {
+            assert_eq!(
+                proc_net_listener(v4),
+                Some(("127.0.0.1:7700".parse().unwrap(), 4242))
+            );
+            assert_eq!(
+                proc_net_listener(v6),
+                Some(("[::1]:7701".parse().unwrap(), 77))
+            );
+        }
+        assert_eq!(proc_net_listener(&established), None);
+        assert_eq!(proc_net_listener("  sl  local_address rem_address"), None);
+    }
+
+    #[test]
+    fn a_port_shared_with_reuseport_is_refused_by_the_probe_but_ours_is_not_foreign() {
+        let held = listener_socket("127.0.0.1:0".parse().unwrap(), true).unwrap();
+        let addr = held.local_addr().unwrap().as_socket().unwrap();
+        // A second SO_REUSEPORT listener could join this port; the probe cannot.
+        assert!(listener_socket(addr, true).is_ok());
+        let e = probe_listen(addr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        // Every listener on the port is this process's own.
+        assert_eq!(foreign_listeners(&[addr]).unwrap(), Vec::new());
+        drop(held);
+        // Bind errors name the address.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let e = listener_socket(addr, true).unwrap_err();
+        assert!(e.to_string().starts_with(&addr.to_string()), "{e}");
+        assert!(probe_listen(SocketAddr::new(addr.ip(), 0)).is_ok());
+    }
+}
