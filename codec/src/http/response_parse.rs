@@ -254,17 +254,17 @@ impl ParsedResponse {
             }
             content_length = Some(n);
         }
-        let codings = fields_named(&fields, "transfer-encoding");
-        let last = codings
+        let has_te = fields_named(&fields, "transfer-encoding").next().is_some();
+        if has_te && content_length.is_some() {
+            return Err(ResponseError::ContentLengthWithTransferEncoding);
+        }
+        // RFC 9112 §6.3: chunked only if it is the final coding.
+        let last = fields_named(&fields, "transfer-encoding")
             .filter_map(|f| std::str::from_utf8(&f.value).ok())
             .flat_map(|v| v.split(','))
             .map(|c| c.trim_matches([' ', '\t']))
             .filter(|c| !c.is_empty())
             .last();
-        let has_te = fields_named(&fields, "transfer-encoding").next().is_some();
-        if has_te && content_length.is_some() {
-            return Err(ResponseError::ContentLengthWithTransferEncoding);
-        }
         Ok(Self {
             version,
             status,
