@@ -12,10 +12,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use dtp_codec::realtime::{FailureKind, JsonLimits, SseControl, check_json};
+use dtp_codec::realtime::{FailureKind, JsonLimits, Publication, SseControl, write_receipt};
 use dtp_realtime::registry::is_valid_name;
 use futures_util::{Stream as FutStream, StreamExt, stream};
-use serde_json::Value;
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 
 use super::state::{App, Event, PublishRefusal, Published};
@@ -112,41 +111,22 @@ async fn publish(
     }
 }
 
-/// A publication body: exactly `{"eventType": <name>, "payload": {…}}`
-/// (SPEC RT-3: fail closed on unknown keys) under the event ceilings;
-/// returns the event type and the payload re-encoded compactly — the same
-/// rules as our server.
+/// A publication body (SPEC RT-3, [`Publication::decode`]) whose event
+/// type is also a registry name; returns the event type and the payload,
+/// compact — the same function as our server's.
 pub(super) fn parse_publication(body: &[u8]) -> Option<(String, Vec<u8>)> {
-    check_json(body, &JsonLimits::default()).ok()?;
-    let Value::Object(mut map) = serde_json::from_slice::<Value>(body).ok()? else {
-        return None;
-    };
-    if map.len() != 2 {
-        return None;
-    }
-    let Value::String(event_type) = map.remove("eventType")? else {
-        return None;
-    };
-    let payload @ Value::Object(_) = map.remove("payload")? else {
-        return None;
-    };
-    if !is_valid_name(&event_type) {
-        return None;
-    }
-    Some((event_type, serde_json::to_vec(&payload).ok()?))
+    let p = Publication::decode(body, &JsonLimits::default()).ok()?;
+    is_valid_name(&p.event_type).then_some((p.event_type, p.payload))
 }
 
-/// `{"streamId","streamEpoch","sequence","resumeCursor"}`, byte-identical
-/// to our server's answer (sequence as a canonical decimal string).
+/// `{"streamId","streamEpoch","sequence","resumeCursor"}`, written by the
+/// codec as our server writes it ([`write_receipt`]).
 pub(super) fn published_body(stream: &str, p: &Published) -> String {
-    let s = |v: &str| Value::String(v.to_owned()).to_string();
-    format!(
-        "{{\"streamId\":{},\"streamEpoch\":{},\"sequence\":\"{}\",\"resumeCursor\":{}}}",
-        s(stream),
-        s(&p.epoch),
-        p.sequence,
-        p.cursor.as_deref().map_or_else(|| "null".to_owned(), s),
-    )
+    let mut buf = Vec::with_capacity(160);
+    // The ledger's values passed the envelope's checks; a refusal writes
+    // nothing.
+    let _ = write_receipt(&mut buf, stream, &p.epoch, p.sequence, p.cursor.as_deref());
+    String::from_utf8(buf).unwrap_or_default()
 }
 
 /// `GET /v1/streams/{stream}/sse` (SPEC RT-8): `retry`, a RESET_REQUIRED

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::Duration;
 
+use dtp_codec::http::{ResponseLimits, parse_response_head};
 use dtp_codec::realtime::{ClientMessage, JsonLimits, ServerMessage, SseParser};
 use dtp_codec::ws::{Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_frame};
 use tokio::sync::oneshot;
@@ -88,19 +89,18 @@ impl Head {
 /// bytes from `buf`.
 pub(super) fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>) -> Head {
     loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let text = String::from_utf8(buf[..end].to_vec()).unwrap();
-            buf.drain(..end + 4);
-            let mut lines = text.split("\r\n");
-            let status = lines.next().unwrap().split(' ').nth(1).unwrap();
-            let headers = lines
-                .map(|l| {
-                    let (n, v) = l.split_once(':').unwrap();
-                    (n.trim().to_ascii_lowercase(), v.trim().to_owned())
+        if let Some((head, n)) = parse_response_head(buf, &ResponseLimits::default()).unwrap() {
+            buf.drain(..n);
+            let headers = head
+                .fields()
+                .iter()
+                .map(|f| {
+                    let value = String::from_utf8(f.value.clone()).unwrap();
+                    (f.name.to_ascii_lowercase(), value)
                 })
                 .collect();
             return Head {
-                status: status.parse().unwrap(),
+                status: head.status(),
                 headers,
             };
         }

@@ -13,6 +13,11 @@
 //!   [`accept_key`] computes `Sec-WebSocket-Accept`.
 //! - [`ResponseHead`], [`simple_response`], [`write_chunk`] and
 //!   [`write_last_chunk`] write responses into a [`bytes::BytesMut`].
+//! - [`parse_response_head`]: the client side, for every HTTP/1.1 client in
+//!   the workspace: is there a complete response head at the front of the
+//!   buffer, and how is its body framed ([`ParsedResponse::framing`])?
+//!   Limits come from [`ResponseLimits`]. [`parse_closed_response`] splits
+//!   a response read until the server closed into head and body.
 //!
 //! Bodies are framed by `Content-Length` only: a request with any
 //! `Transfer-Encoding` is refused with 501, so chunked request bodies and the
@@ -40,6 +45,7 @@ mod etag;
 mod fields;
 mod request;
 mod response;
+mod response_parse;
 mod websocket;
 
 #[cfg(test)]
@@ -51,6 +57,8 @@ mod tests_request;
 #[cfg(test)]
 mod tests_response;
 #[cfg(test)]
+mod tests_response_parse;
+#[cfg(test)]
 mod tests_ws;
 
 pub use base64::{decode as base64_decode, encode as base64_encode};
@@ -58,6 +66,10 @@ pub use error::HttpError;
 pub use etag::{EntityTag, IfNoneMatch};
 pub use request::{HeaderField, Method, RequestHead, Version, parse_request_head};
 pub use response::{ResponseHead, reason_phrase, simple_response, write_chunk, write_last_chunk};
+pub use response_parse::{
+    BodyFraming, ParsedResponse, ResponseError, ResponseLimits, parse_closed_response,
+    parse_response_head,
+};
 pub use websocket::{WS_GUID, WsUpgrade, accept_key, websocket_upgrade};
 
 /// Ceilings on what one request may make the server hold (SPEC RT-13: a

@@ -1,5 +1,6 @@
 //! The request head: [`parse_request_head`] over `httparse`, and the owned
-//! [`RequestHead`] it returns.
+//! [`RequestHead`] it returns; the header slots and field lookup that the
+//! response parser shares.
 
 use super::{HttpError, HttpLimits};
 
@@ -28,16 +29,6 @@ pub fn parse_request_head(
 ) -> Result<Option<(RequestHead, usize)>, HttpError> {
     let truncated = buf.len() > limits.max_head_bytes;
     let window = buf.get(..limits.max_head_bytes).unwrap_or(buf);
-    let mut inline = [httparse::EMPTY_HEADER; INLINE_HEADERS];
-    let mut heap;
-    let slots: &mut [httparse::Header<'_>] = match inline.get_mut(..limits.max_headers) {
-        Some(slots) => slots,
-        None => {
-            heap = vec![httparse::EMPTY_HEADER; limits.max_headers];
-            &mut heap
-        }
-    };
-    let mut req = httparse::Request::new(slots);
     let need_more = || {
         if let Some(len) = partial_target_len(window)
             && len > limits.max_uri_len
@@ -50,23 +41,50 @@ pub fn parse_request_head(
             Ok(None)
         }
     };
-    match req.parse(window) {
-        Ok(httparse::Status::Complete(n)) => {
-            let head = RequestHead::from_parsed(&req, limits)?;
-            Ok(Some((head, n)))
+    with_header_slots(limits.max_headers, |slots| {
+        let mut req = httparse::Request::new(slots);
+        match req.parse(window) {
+            Ok(httparse::Status::Complete(n)) => {
+                let head = RequestHead::from_parsed(&req, limits)?;
+                Ok(Some((head, n)))
+            }
+            Ok(httparse::Status::Partial) => need_more(),
+            Err(httparse::Error::TooManyHeaders) => Err(HttpError::TooManyHeaders),
+            Err(httparse::Error::HeaderName | httparse::Error::HeaderValue) => {
+                Err(HttpError::InvalidHeader)
+            }
+            Err(httparse::Error::Version) => match classify_version(window) {
+                VersionClass::NeedMore => need_more(),
+                VersionClass::Unsupported => Err(HttpError::VersionNotSupported),
+                VersionClass::Malformed => Err(HttpError::Syntax),
+            },
+            Err(_) => Err(HttpError::Syntax),
         }
-        Ok(httparse::Status::Partial) => need_more(),
-        Err(httparse::Error::TooManyHeaders) => Err(HttpError::TooManyHeaders),
-        Err(httparse::Error::HeaderName | httparse::Error::HeaderValue) => {
-            Err(HttpError::InvalidHeader)
-        }
-        Err(httparse::Error::Version) => match classify_version(window) {
-            VersionClass::NeedMore => need_more(),
-            VersionClass::Unsupported => Err(HttpError::VersionNotSupported),
-            VersionClass::Malformed => Err(HttpError::Syntax),
-        },
-        Err(_) => Err(HttpError::Syntax),
+    })
+}
+
+/// Runs `f` over `n` empty header slots for httparse: on the stack up to
+/// [`INLINE_HEADERS`], allocated past it.
+pub(super) fn with_header_slots<'b, R>(
+    n: usize,
+    f: impl FnOnce(&mut [httparse::Header<'b>]) -> R,
+) -> R {
+    let mut inline: [httparse::Header<'b>; INLINE_HEADERS] =
+        [httparse::EMPTY_HEADER; INLINE_HEADERS];
+    match inline.get_mut(..n) {
+        Some(slots) => f(slots),
+        None => f(&mut vec![httparse::EMPTY_HEADER; n]),
     }
+}
+
+/// The fields named `name` (case-insensitive), in the order sent.
+pub(super) fn fields_named<'a, 'n>(
+    fields: &'a [HeaderField],
+    name: &'n str,
+) -> impl Iterator<Item = &'a HeaderField> + use<'a, 'n> {
+    fields
+        .iter()
+        .filter(move |f| f.name.eq_ignore_ascii_case(name))
 }
 
 /// A request method (RFC 9110 §9). Methods are case-sensitive: `get` is
@@ -120,7 +138,8 @@ impl Method {
     }
 }
 
-/// The protocol version of a request; anything else is refused with 505.
+/// The protocol version of a request or response; a request with any other
+/// is refused with 505.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Version {
     /// `HTTP/1.0`.
@@ -200,18 +219,12 @@ impl RequestHead {
     /// Every field named `name` (case-insensitive) whose value is UTF-8, in
     /// the order sent.
     pub fn headers<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
-        self.fields
-            .iter()
-            .filter(move |f| f.name.eq_ignore_ascii_case(name))
-            .filter_map(|f| std::str::from_utf8(&f.value).ok())
+        fields_named(&self.fields, name).filter_map(|f| std::str::from_utf8(&f.value).ok())
     }
 
     /// The number of fields named `name`, whatever their values.
     pub fn count(&self, name: &str) -> usize {
-        self.fields
-            .iter()
-            .filter(|f| f.name.eq_ignore_ascii_case(name))
-            .count()
+        fields_named(&self.fields, name).count()
     }
 
     /// The body length from `Content-Length`; 0 without one (a request with
@@ -261,10 +274,7 @@ impl RequestHead {
 
     /// RFC 9112 §6.1, §6.3, §3.2: the body length, or why the framing is refused.
     fn check_framing(&self, limits: &HttpLimits) -> Result<u64, HttpError> {
-        let mut lengths = self
-            .fields
-            .iter()
-            .filter(|f| f.name.eq_ignore_ascii_case("content-length"));
+        let mut lengths = fields_named(&self.fields, "content-length");
         let length = lengths.next();
         if lengths.next().is_some() {
             return Err(HttpError::DuplicateContentLength);
@@ -289,7 +299,7 @@ impl RequestHead {
 }
 
 /// `1*DIGIT`; a value too big for u64 is certainly too big a body.
-fn parse_decimal(value: &[u8]) -> Result<u64, HttpError> {
+pub(super) fn parse_decimal(value: &[u8]) -> Result<u64, HttpError> {
     if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
         return Err(HttpError::InvalidContentLength);
     }

@@ -39,6 +39,43 @@ fn check(buf: &[u8], limits: &HttpLimits) {
     }
 }
 
+/// The oracles of the response parser on arbitrary input: no panic, never
+/// more bytes claimed than given or than the ceiling, the same answer on
+/// the claimed prefix alone, and an unambiguous framing.
+fn check_response(buf: &[u8], limits: &ResponseLimits) {
+    match parse_response_head(buf, limits) {
+        Ok(Some((head, n))) => {
+            assert!(n <= buf.len() && n <= limits.max_head_bytes);
+            assert_eq!(
+                parse_response_head(&buf[..n], limits),
+                Ok(Some((head.clone(), n)))
+            );
+            assert!((100..=999).contains(&head.status()));
+            assert!(head.fields().len() <= limits.max_headers);
+            assert!(!(head.content_length().is_some() && head.has_transfer_encoding()));
+            let _ = (head.framing(), head.header("content-type"), head.reason());
+        }
+        Ok(None) => assert!(buf.len() <= limits.max_head_bytes),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// `prefix` with `noise` spliced in at `at`, then a line end.
+fn with_noise(prefix: &[u8], noise: Vec<u8>, at: prop::sample::Index) -> Vec<u8> {
+    let mut buf = prefix.to_vec();
+    let at = at.index(buf.len() + 1);
+    buf.splice(at..at, noise);
+    buf.extend_from_slice(b"\r\n");
+    buf
+}
+
+fn small_response_limits() -> ResponseLimits {
+    ResponseLimits {
+        max_head_bytes: 64,
+        max_headers: 2,
+    }
+}
+
 fn token() -> impl Strategy<Value = String> {
     "[A-Za-z][A-Za-z0-9-]{0,12}".prop_filter("framing and host are generated apart", |n| {
         !["content-length", "transfer-encoding", "host"].contains(&n.to_ascii_lowercase().as_str())
@@ -74,6 +111,66 @@ prop_compose! {
 
 proptest! {
     #[test]
+    fn arbitrary_bytes_never_panic_the_response_parser(buf in prop::collection::vec(any::<u8>(), 0..300)) {
+        check_response(&buf, &ResponseLimits::default());
+        check_response(&buf, &small_response_limits());
+    }
+
+    #[test]
+    fn mutated_responses_never_panic(
+        prefix in prop::sample::select(vec![
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n"[..],
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n",
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nCache-Control: no-store\r\n",
+        ]),
+        noise in prop::collection::vec(any::<u8>(), 0..40),
+        at in any::<prop::sample::Index>(),
+    ) {
+        let buf = with_noise(prefix, noise, at);
+        check_response(&buf, &ResponseLimits::default());
+        check_response(&buf, &small_response_limits());
+    }
+
+    #[test]
+    fn generated_responses_round_trip(
+        status in 100u16..=599,
+        fields in prop::collection::vec((token(), "[!-~]([ -~]{0,20}[!-~])?|"), 0..8),
+        length in prop::option::of(0u64..=1 << 40),
+        chunked in any::<bool>(),
+    ) {
+        let mut head = ResponseHead::new(status);
+        for (name, value) in &fields {
+            head = head.header(name, value).unwrap();
+        }
+        head = match (chunked, length) {
+            (true, _) => head.chunked(),
+            (false, Some(n)) => head.content_length(n),
+            (false, None) => head,
+        };
+        let wire = head.to_bytes();
+        let limits = ResponseLimits::default();
+        for end in 0..wire.len() {
+            prop_assert_eq!(parse_response_head(&wire[..end], &limits), Ok(None));
+        }
+        let (resp, n) = parse_response_head(&wire, &limits).unwrap().unwrap();
+        prop_assert_eq!(n, wire.len());
+        prop_assert_eq!(resp.status(), status);
+        prop_assert_eq!(resp.reason(), reason_phrase(status));
+        let bodiless = status < 200 || status == 204 || status == 304;
+        let want = match (bodiless, chunked, length) {
+            (true, _, _) => BodyFraming::Length(0),
+            (false, true, _) => BodyFraming::Chunked,
+            (false, false, Some(n)) => BodyFraming::Length(n),
+            (false, false, None) => BodyFraming::UntilClose,
+        };
+        prop_assert_eq!(resp.framing(), want);
+        for (name, _) in &fields {
+            let first = fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).unwrap();
+            prop_assert_eq!(resp.header(&name.to_ascii_uppercase()), Some(first.1.as_str()));
+        }
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(buf in prop::collection::vec(any::<u8>(), 0..300)) {
         check(&buf, &HttpLimits::default());
         check(&buf, &small_limits());
@@ -89,10 +186,7 @@ proptest! {
         noise in prop::collection::vec(any::<u8>(), 0..40),
         at in any::<prop::sample::Index>(),
     ) {
-        let mut buf = prefix.to_vec();
-        let at = at.index(buf.len() + 1);
-        buf.splice(at..at, noise);
-        buf.extend_from_slice(b"\r\n");
+        let buf = with_noise(prefix, noise, at);
         check(&buf, &HttpLimits::default());
         check(&buf, &small_limits());
     }
@@ -164,12 +258,12 @@ proptest! {
             Err(e) => prop_assert_eq!(e, HttpError::InvalidResponseHeader),
             Ok(head) => {
                 let wire = head.content_length(0).to_bytes();
-                let mut fields = [httparse::EMPTY_HEADER; 4];
-                let mut resp = httparse::Response::new(&mut fields);
-                prop_assert_eq!(resp.parse(&wire), Ok(httparse::Status::Complete(wire.len())));
-                prop_assert_eq!(resp.headers.len(), 2);
-                prop_assert_eq!(resp.headers[0].name, name.as_str());
-                prop_assert_eq!(resp.headers[0].value, value.trim_matches([' ', '\t']).as_bytes());
+                let (resp, n) = parse_response_head(&wire, &ResponseLimits::default()).unwrap().unwrap();
+                prop_assert_eq!(n, wire.len());
+                prop_assert_eq!(resp.fields().len(), 2);
+                prop_assert_eq!(resp.fields()[0].name.as_str(), name.as_str());
+                prop_assert_eq!(&resp.fields()[0].value[..], value.trim_matches([' ', '\t']).as_bytes());
+                prop_assert_eq!(resp.framing(), BodyFraming::Length(0));
             }
         }
     }

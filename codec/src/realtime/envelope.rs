@@ -247,12 +247,20 @@ pub fn write_envelope<B: BufMut>(
     payload_json: &[u8],
 ) -> Result<(), Refusal> {
     head.validate()?;
-    let trimmed = payload_json.trim_ascii();
-    if trimmed.first() != Some(&b'{') || trimmed.last() != Some(&b'}') {
-        return Err(Refusal::WrongType("payload"));
-    }
+    let trimmed = payload_object(payload_json)?;
     head.write_before_payload(buf);
     jsonw::compact(buf, trimmed);
     head.write_after_payload(buf);
     Ok(())
+}
+
+/// A payload the caller vouches is one JSON object, without the whitespace
+/// around it; [`Refusal::WrongType`]`("payload")` if its first and last
+/// bytes are not `{` and `}`.
+pub(crate) fn payload_object(payload_json: &[u8]) -> Result<&[u8], Refusal> {
+    let trimmed = payload_json.trim_ascii();
+    if trimmed.first() != Some(&b'{') || trimmed.last() != Some(&b'}') {
+        return Err(Refusal::WrongType("payload"));
+    }
+    Ok(trimmed)
 }

@@ -1,5 +1,6 @@
 //! The realtime wire formats: REALTIME_EVENT_V1 envelopes, `realtime.v1`
-//! messages, SSE (SPEC RT-3, RT-4, RT-6, RT-8, RT-9, RT-13, RT-14).
+//! messages, SSE, the publication body and its receipt (SPEC RT-3, RT-4,
+//! RT-6, RT-8, RT-9, RT-13, RT-14).
 //!
 //! This module owns bytes only: it never touches IO, time, randomness, the
 //! stream registry, scope fences, epochs, sequences or dedupe — those are the
@@ -58,6 +59,7 @@ mod envelope;
 mod failure;
 mod json_guard;
 mod jsonw;
+mod publication;
 mod recovery;
 mod refusal;
 mod scalar;
@@ -76,6 +78,8 @@ mod tests_message;
 #[cfg(test)]
 mod tests_prop;
 #[cfg(test)]
+mod tests_publication;
+#[cfg(test)]
 mod tests_sse;
 #[cfg(test)]
 mod tests_vocab;
@@ -85,6 +89,7 @@ pub use client_msg::{ClientMessage, SUBPROTOCOL};
 pub use envelope::{ENVELOPE_PROTOCOL, Envelope, EnvelopeHead, write_envelope};
 pub use failure::{CloseCategory, FailureKind, UnknownCloseCategory, UnknownFailureKind};
 pub use json_guard::{JsonLimits, check_json};
+pub use publication::{Publication, PublishReceipt, write_publication, write_receipt};
 pub use recovery::{RecoveryMode, UnknownRecoveryMode};
 pub use refusal::Refusal;
 pub use scalar::{is_valid_rfc3339, parse_canonical_u64};

@@ -159,28 +159,9 @@ impl HumanDecision {
     }
 }
 
-/// SPEC HO-3c: where a person is asked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UiChannel {
-    /// A dialog of the terminal's desktop session.
-    SystemDialog,
-    /// The terminal owner's companion app.
-    CompanionApp,
-    /// The admin HTTP panel served from [`crate::PendingDecisions`].
-    ExternalPanel,
-}
-
-/// SPEC HO-3c: the action taken when the person does not decide in time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DefaultAction {
-    /// Let the handover go ahead.
-    Allow,
-    /// Refuse the handover (the seed's recommendation, and our default).
-    #[default]
-    Reject,
-}
+/// SPEC HO-3c: where a person is asked, and what an unanswered question
+/// becomes: the terminal's vocabulary, one definition for both crates.
+pub use dtp_terminal::{DefaultAction, UiChannel};
 
 /// A configuration that cannot be used; reported at start-up.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use dtp_codec::http::{HttpLimits, parse_request_head};
 use dtp_codec::{AccessMode, SessionId};
 use dtp_policy::ai::http::{HttpError, MAX_RESPONSE_BYTES, post_json};
 use dtp_policy::{
@@ -66,18 +67,15 @@ fn serve(behaviour: Behaviour) -> Model {
     }
 }
 
-/// Reads one request (head and Content-Length body) as text.
+/// Reads one request (head and Content-Length body, the codec's request
+/// parser framing it) as text.
 fn read_request(stream: &mut TcpStream) -> String {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            if buf.len() >= end + 4 + len {
+        if let Ok(Some((head, n))) = parse_request_head(&buf, &HttpLimits::default()) {
+            let len = usize::try_from(head.content_length()).unwrap();
+            if buf.len() >= n + len {
                 return String::from_utf8_lossy(&buf).into_owned();
             }
         }

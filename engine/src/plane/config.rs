@@ -267,16 +267,9 @@ fn handover_policy(policy: &PolicyRef) -> HandoverPolicy {
             decision_timeout_seconds,
             default_action,
         } => HandoverPolicy::HumanDecision(HumanDecision {
-            ui_channel: match ui_channel {
-                dtp_terminal::UiChannel::SystemDialog => dtp_policy::UiChannel::SystemDialog,
-                dtp_terminal::UiChannel::CompanionApp => dtp_policy::UiChannel::CompanionApp,
-                dtp_terminal::UiChannel::ExternalPanel => dtp_policy::UiChannel::ExternalPanel,
-            },
+            ui_channel: *ui_channel,
             decision_timeout_seconds: *decision_timeout_seconds,
-            default_action: match default_action {
-                dtp_terminal::DefaultAction::Allow => dtp_policy::DefaultAction::Allow,
-                dtp_terminal::DefaultAction::Reject => dtp_policy::DefaultAction::Reject,
-            },
+            default_action: *default_action,
         }),
     }
 }

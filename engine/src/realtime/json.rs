@@ -2,7 +2,7 @@
 //! member order).
 
 use bytes::{BufMut, Bytes, BytesMut};
-use dtp_codec::realtime::SnapshotCheckpoint;
+use dtp_codec::realtime::{SnapshotCheckpoint, write_receipt};
 
 /// Appends `s` as a JSON string.
 fn string(buf: &mut BytesMut, s: &str) {
@@ -12,8 +12,10 @@ fn string(buf: &mut BytesMut, s: &str) {
     }
 }
 
-/// The answer to a publication: `{"streamId","streamEpoch","sequence","resumeCursor"}`
-/// (the sequence as a canonical decimal string, as in envelopes).
+/// The answer to a publication (SPEC RT-6, [`write_receipt`]). The
+/// ledger's values passed the same checks when the event's envelope was
+/// encoded, so the receipt cannot be refused; if it were, the body would be
+/// empty rather than malformed.
 pub(crate) fn published_body(
     stream: &str,
     epoch: &str,
@@ -21,18 +23,9 @@ pub(crate) fn published_body(
     cursor: Option<&str>,
 ) -> Bytes {
     let mut b = BytesMut::with_capacity(160);
-    b.put_slice(b"{\"streamId\":");
-    string(&mut b, stream);
-    b.put_slice(b",\"streamEpoch\":");
-    string(&mut b, epoch);
-    b.put_slice(b",\"sequence\":\"");
-    b.put_slice(sequence.to_string().as_bytes());
-    b.put_slice(b"\",\"resumeCursor\":");
-    match cursor {
-        Some(c) => string(&mut b, c),
-        None => b.put_slice(b"null"),
+    if write_receipt(&mut b, stream, epoch, sequence, cursor).is_err() {
+        b.clear();
     }
-    b.put_u8(b'}');
     b.freeze()
 }
 

@@ -90,25 +90,27 @@ impl PolicyKind {
     }
 }
 
-/// SPEC HO-3c: where a human decision is asked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// SPEC HO-3c: where a human decision is asked. The one definition: the
+/// policy crate (`dtp_policy`) re-exports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UiChannel {
-    /// A dialog of the terminal's own OS.
+    /// A dialog of the terminal's own desktop session.
     SystemDialog,
-    /// A companion app.
+    /// The terminal owner's companion app.
     CompanionApp,
-    /// An external panel (the admin HTTP surface).
+    /// An external panel (the admin HTTP surface's pending decisions).
     ExternalPanel,
 }
 
-/// SPEC HO-3c: what an unanswered human decision becomes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// SPEC HO-3c: what an unanswered human decision becomes. The one
+/// definition: the policy crate (`dtp_policy`) re-exports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DefaultAction {
     /// Allow the handover.
     Allow,
-    /// Refuse it (the recommended default).
+    /// Refuse it (the seed's recommendation, and the default).
     #[default]
     Reject,
 }

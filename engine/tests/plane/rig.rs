@@ -81,9 +81,9 @@ pub(crate) fn config(model_port: u16) -> PlaneConfig {
     config.policy.ai_fallback = Some(AiFallback {
         priority_script: prio("fay-b"),
         human_decision: HumanDecision {
-            ui_channel: dtp_policy::UiChannel::ExternalPanel,
+            ui_channel: UiChannel::ExternalPanel,
             decision_timeout_seconds: 5,
-            default_action: dtp_policy::DefaultAction::Reject,
+            default_action: DefaultAction::Reject,
         },
     });
     config

@@ -8,6 +8,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use dtp_codec::http::{ResponseLimits, parse_response_head};
+
 /// How long a test waits for anything before it fails.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -78,24 +80,22 @@ pub(crate) type Head = (u16, Vec<(String, String)>, usize);
 
 /// Parses a response head at the start of `buf`: (status, headers, head length).
 pub(crate) fn parse_head(buf: &[u8]) -> Option<Head> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut r = httparse::Response::new(&mut headers);
-    match r.parse(buf).unwrap() {
-        httparse::Status::Partial => None,
-        httparse::Status::Complete(n) => Some((
-            r.code.unwrap(),
-            r.headers
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.to_owned(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
-                .collect(),
-            n,
-        )),
-    }
+    let limits = ResponseLimits {
+        max_head_bytes: 64 * 1024,
+        max_headers: 32,
+    };
+    let (head, n) = parse_response_head(buf, &limits).unwrap()?;
+    let headers = head
+        .fields()
+        .iter()
+        .map(|f| {
+            (
+                f.name.clone(),
+                String::from_utf8_lossy(&f.value).into_owned(),
+            )
+        })
+        .collect();
+    Some((head.status(), headers, n))
 }
 
 /// Takes the whole chunks at the start of `buf` (chunked transfer coding),

@@ -5,6 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
+use dtp_codec::http::{HttpError, HttpLimits, parse_request_head, reason_phrase};
 use serde::Serialize;
 
 /// The largest request head accepted (request line and headers).
@@ -92,21 +93,11 @@ impl Response {
     }
 }
 
+/// The codec's reason phrase, `Unknown` for a code it has none for.
 fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Unknown",
+    match reason_phrase(status) {
+        "" => "Unknown",
+        phrase => phrase,
     }
 }
 
@@ -151,10 +142,6 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, Re
             break head;
         }
     };
-    if head.body_len > MAX_BODY {
-        let m = format!("the body may be at most {MAX_BODY} bytes");
-        return Err(Response::error(413, "PAYLOAD_TOO_LARGE", m).into());
-    }
     let too_long = || {
         let m = "more bytes than content-length (one request per connection)";
         ReadError::Refuse(Response::error(400, "BAD_REQUEST", m))
@@ -176,59 +163,55 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, Re
     Ok(Some(request))
 }
 
-/// Parses the head in `buf`; `Ok(None)` when more bytes are needed.
+/// Parses the head in `buf` with the codec's request parser; `Ok(None)`
+/// when more bytes are needed.
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, Response> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut req = httparse::Request::new(&mut headers);
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Ok(None),
-        Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
+    let limits = HttpLimits {
+        max_head_bytes: MAX_HEAD,
+        max_headers: 32,
+        max_uri_len: MAX_HEAD,
+        max_body_bytes: MAX_BODY as u64,
+    };
+    let (head, len) = match parse_request_head(buf, &limits) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => return Ok(None),
+        Err(HttpError::HeadTooLarge | HttpError::TooManyHeaders | HttpError::UriTooLong) => {
             return Err(Response::error(
                 431,
                 "HEADERS_TOO_LARGE",
                 format!("the request head may be at most {MAX_HEAD} bytes and 32 headers"),
             ));
         }
-        Err(_) => return Err(Response::error(400, "BAD_REQUEST", "malformed request")),
-    };
-    if head_len > MAX_HEAD {
-        return Err(Response::error(
-            431,
-            "HEADERS_TOO_LARGE",
-            format!("the request head may be at most {MAX_HEAD} bytes"),
-        ));
-    }
-    let mut body_len = 0usize;
-    let mut authorization = None;
-    for h in req.headers.iter() {
-        if h.name.eq_ignore_ascii_case("content-length") {
-            body_len = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| Response::error(400, "BAD_REQUEST", "bad content-length"))?;
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+        Err(HttpError::BodyTooLarge) => {
+            let m = format!("the body may be at most {MAX_BODY} bytes");
+            return Err(Response::error(413, "PAYLOAD_TOO_LARGE", m));
+        }
+        Err(
+            HttpError::TransferEncodingNotImplemented
+            | HttpError::ContentLengthWithTransferEncoding,
+        ) => {
             return Err(Response::error(
                 411,
                 "LENGTH_REQUIRED",
                 "send the body with a content-length, not chunked",
             ));
-        } else if h.name.eq_ignore_ascii_case("authorization") {
-            authorization = std::str::from_utf8(h.value).ok().map(str::to_owned);
         }
-    }
-    let target = req.path.unwrap_or("/");
-    let path = target.split(['?', '#']).next().unwrap_or("/").to_owned();
+        Err(HttpError::InvalidContentLength | HttpError::DuplicateContentLength) => {
+            return Err(Response::error(400, "BAD_REQUEST", "bad content-length"));
+        }
+        Err(e) => return Err(Response::error(400, "BAD_REQUEST", e.reason())),
+    };
     let request = Request {
-        method: req.method.unwrap_or("").to_owned(),
-        path,
-        authorization,
+        method: head.method().as_str().to_owned(),
+        path: head.path().to_owned(),
+        authorization: head.header("authorization").map(str::to_owned),
         body: Vec::new(),
     };
     Ok(Some(Head {
-        len: head_len,
+        len,
         request,
-        body_len,
+        // At most MAX_BODY: the parser refused more.
+        body_len: usize::try_from(head.content_length()).unwrap_or(usize::MAX),
     }))
 }
 

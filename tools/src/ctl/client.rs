@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use dtp_codec::http::{ResponseError, ResponseLimits, parse_closed_response};
 use serde_json::Value;
 
 use crate::cli_error::CliError;
@@ -91,29 +92,16 @@ impl Client {
 
 /// Splits a whole response into status and JSON body.
 fn parse_response(raw: &[u8]) -> Result<Answer, String> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut response = httparse::Response::new(&mut headers);
-    let head_len = match response.parse(raw) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Err("the answer ended early".into()),
+    let limits = ResponseLimits {
+        max_head_bytes: 16 * 1024,
+        max_headers: 32,
+    };
+    let (head, body) = match parse_closed_response(raw, &limits) {
+        Ok(parsed) => parsed,
+        Err(ResponseError::EndedEarly) => return Err("the answer ended early".into()),
         Err(e) => return Err(format!("not an HTTP answer: {e}")),
     };
-    let status = response.code.unwrap_or(0);
-    let mut body = &raw[head_len..];
-    if let Some(len) = response
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .and_then(|h| {
-            std::str::from_utf8(h.value)
-                .ok()?
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-    {
-        body = body.get(..len).ok_or("the answer ended early")?;
-    }
+    let status = head.status();
     let body = if body.is_empty() {
         Value::Null
     } else {

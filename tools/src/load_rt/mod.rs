@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dtp_codec::http::{ResponseLimits, parse_closed_response};
 use dtp_engine::{Engine, EngineConfig};
 use dtp_transports::DriverConfig;
 
@@ -109,11 +110,9 @@ fn scope_of(target: SocketAddr, stream: &str, token: &str) -> Result<String, Str
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)
         .map_err(|e| format!("snapshot: {e}"))?;
-    let start = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("snapshot: no response head")?;
-    let v: serde_json::Value = serde_json::from_slice(&buf[start + 4..])
+    let (_, body) = parse_closed_response(&buf, &ResponseLimits::default())
+        .map_err(|e| format!("snapshot: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| format!("snapshot: not JSON ({e}): is --target the realtime address?"))?;
     v["scopeBinding"]
         .as_str()

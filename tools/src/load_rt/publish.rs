@@ -6,6 +6,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use dtp_codec::http::{ResponseLimits, parse_response_head};
+use dtp_codec::realtime::{JsonLimits, PublishReceipt, write_publication};
+
 /// The largest publication answer (head or body) accepted: they are a few
 /// hundred bytes.
 const MAX_ANSWER: usize = 64 * 1024;
@@ -56,10 +59,10 @@ impl Publisher {
 
     /// Publishes one event stamped with `t_ns` (the load generator's clock).
     pub(crate) fn publish(&mut self, t_ns: u64) -> Result<Published, String> {
-        let body = format!(
-            "{{\"eventType\":\"{}\",\"payload\":{{\"t\":{t_ns},\"pad\":\"{}\"}}}}",
-            self.event_type, self.pad
-        );
+        let payload = format!("{{\"t\":{t_ns},\"pad\":\"{}\"}}", self.pad);
+        let mut body = Vec::with_capacity(payload.len() + 64);
+        write_publication(&mut body, &self.event_type, payload.as_bytes())
+            .map_err(|e| format!("publisher: event type {:?}: {e}", self.event_type))?;
         let head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.path,
@@ -68,7 +71,7 @@ impl Publisher {
             body.len()
         );
         let mut req = head.into_bytes();
-        req.extend_from_slice(body.as_bytes());
+        req.extend_from_slice(&body);
         self.stream
             .write_all(&req)
             .map_err(|e| format!("publisher: send: {e}"))?;
@@ -77,32 +80,26 @@ impl Publisher {
 
     fn read_answer(&mut self) -> Result<Published, String> {
         let mut tmp = [0u8; 4096];
+        let limits = ResponseLimits {
+            max_head_bytes: MAX_ANSWER,
+            max_headers: 16,
+        };
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; 16];
-            let mut r = httparse::Response::new(&mut headers);
-            if let Ok(httparse::Status::Complete(n)) = r.parse(&self.buf) {
-                let status = r.code.unwrap_or(0);
-                let len = r
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| {
-                        std::str::from_utf8(h.value)
-                            .ok()?
-                            .trim()
-                            .parse::<usize>()
-                            .ok()
-                    })
-                    .unwrap_or(0);
-                if len > MAX_ANSWER {
-                    return Err(format!("publisher: an answer of {len} bytes"));
-                }
+            let parsed =
+                parse_response_head(&self.buf, &limits).map_err(|e| format!("publisher: {e}"))?;
+            if let Some((head, n)) = parsed {
+                let len = head.content_length().unwrap_or(0);
+                let len = usize::try_from(len)
+                    .ok()
+                    .filter(|&l| l <= MAX_ANSWER)
+                    .ok_or_else(|| format!("publisher: an answer of {len} bytes"))?;
                 if self.buf.len() >= n + len {
                     let body: Vec<u8> = self.buf[n..n + len].to_vec();
                     self.buf.drain(..n + len);
-                    if status != 201 {
+                    if head.status() != 201 {
                         return Err(format!(
-                            "publisher: answered {status}: {}",
+                            "publisher: answered {}: {}",
+                            head.status(),
                             String::from_utf8_lossy(&body)
                         ));
                     }
@@ -125,17 +122,12 @@ impl Publisher {
 }
 
 fn parse_published(body: &[u8]) -> Result<Published, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| format!("publisher: bad answer: {e}"))?;
-    let epoch = v["streamEpoch"].as_str().unwrap_or_default().to_owned();
-    let sequence = v["sequence"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .ok_or("publisher: the answer has no sequence")?;
+    let r = PublishReceipt::decode(body, &JsonLimits::default())
+        .map_err(|e| format!("publisher: bad answer: {e}"))?;
     Ok(Published {
-        epoch,
-        sequence,
-        cursor: v["resumeCursor"].as_str().map(str::to_owned),
+        epoch: r.stream_epoch,
+        sequence: r.sequence,
+        cursor: r.resume_cursor,
     })
 }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
+use dtp_codec::http::{ResponseLimits, parse_response_head};
 use dtp_codec::realtime::{ClientMessage, Envelope, JsonLimits, ServerMessage, SseParser};
 use dtp_codec::ws::{Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_frame};
 use dtp_codec::{ErrorCode, LogicalFrame};
@@ -413,15 +414,15 @@ impl Service for Subs {
     fn bytes(&mut self, s: &mut Sub, data: RecvBuf, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
         s.input.extend_from_slice(&data);
         if let Phase::Head = s.phase {
-            let mut headers = [httparse::EMPTY_HEADER; 24];
-            let mut r = httparse::Response::new(&mut headers);
-            let n = match r.parse(&s.input) {
-                Ok(httparse::Status::Complete(n)) => n,
-                Ok(httparse::Status::Partial) if s.input.len() <= MAX_HEAD => return Ok(()),
-                Ok(httparse::Status::Partial) => return Err(ErrorCode::INTERNAL),
+            let limits = ResponseLimits {
+                max_head_bytes: MAX_HEAD,
+                max_headers: 24,
+            };
+            let (status, n) = match parse_response_head(&s.input, &limits) {
+                Ok(Some((head, n))) => (head.status(), n),
+                Ok(None) => return Ok(()),
                 Err(_) => return Err(ErrorCode::INTERNAL),
             };
-            let status = r.code.unwrap_or(0);
             s.input.advance(n);
             match (self.mode, status) {
                 (Mode::Sse, 200) => {

@@ -205,10 +205,7 @@ pub(super) fn handover_policy(policy: &PolicyRef) -> HandoverPolicy {
         } => HandoverPolicy::HumanDecision(HumanDecision {
             ui_channel: dtp_policy::UiChannel::ExternalPanel,
             decision_timeout_seconds: *decision_timeout_seconds,
-            default_action: match default_action {
-                dtp_terminal::DefaultAction::Allow => dtp_policy::DefaultAction::Allow,
-                dtp_terminal::DefaultAction::Reject => dtp_policy::DefaultAction::Reject,
-            },
+            default_action: *default_action,
         }),
     }
 }

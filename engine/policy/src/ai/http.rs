@@ -2,8 +2,8 @@
 //!
 //! One `POST` per connection (`Connection: close`), JSON in, JSON out,
 //! with every step — connect, write, read — inside one hard deadline. The
-//! response head is parsed with `httparse`; only `Content-Length` bodies are
-//! read (no chunked encoding), and a response larger than
+//! response head is parsed by `dtp_codec::http`; only `Content-Length`
+//! bodies are read (no chunked encoding), and a response larger than
 //! [`MAX_RESPONSE_BYTES`] is refused.
 //!
 //! **`http://` only.** There is no TLS here: the model endpoint is expected
@@ -23,6 +23,8 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+
+use dtp_codec::http::{ResponseError, ResponseLimits, parse_response_head};
 
 /// The largest response (head and body) read from the model.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -260,39 +262,33 @@ fn read_response(stream: &mut TcpStream, deadline: Instant) -> Result<HttpRespon
     }
 }
 
-/// `(status, head length, head + body length)` once the head is complete.
+/// `(status, head length, head + body length)` once the head is complete
+/// (the codec's response parser, then this client's own rule: a
+/// `Content-Length` body only).
 fn parse_head(buf: &[u8]) -> Result<Option<(u16, usize, usize)>, HttpError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
-    let head_len = match response.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
+    let limits = ResponseLimits {
+        max_head_bytes: MAX_RESPONSE_BYTES,
+        max_headers: MAX_HEADERS,
+    };
+    let (response, head_len) = match parse_response_head(buf, &limits) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => return Ok(None),
+        Err(ResponseError::HeadTooLarge { .. }) => return Err(HttpError::TooLarge),
         Err(e) => return Err(HttpError::Malformed(e.to_string())),
     };
-    let status = response
-        .code
-        .ok_or_else(|| HttpError::Malformed("no status".into()))?;
-    let mut length: Option<usize> = None;
-    for h in response.headers.iter() {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err(HttpError::Malformed(
-                "Transfer-Encoding is not supported".into(),
-            ));
-        }
-        if h.name.eq_ignore_ascii_case("content-length") {
-            let v = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|s| s.trim().parse::<usize>().ok())
-                .ok_or_else(|| HttpError::Malformed("invalid Content-Length".into()))?;
-            if length.is_some_and(|l| l != v) {
-                return Err(HttpError::Malformed("conflicting Content-Length".into()));
-            }
-            length = Some(v);
-        }
+    if response.has_transfer_encoding() {
+        return Err(HttpError::Malformed(
+            "Transfer-Encoding is not supported".into(),
+        ));
     }
-    let length = length.ok_or_else(|| HttpError::Malformed("no Content-Length".into()))?;
-    let total = head_len.checked_add(length).ok_or(HttpError::TooLarge)?;
-    Ok(Some((status, head_len, total)))
+    let length = response
+        .content_length()
+        .ok_or_else(|| HttpError::Malformed("no Content-Length".into()))?;
+    let total = usize::try_from(length)
+        .ok()
+        .and_then(|l| head_len.checked_add(l))
+        .ok_or(HttpError::TooLarge)?;
+    Ok(Some((response.status(), head_len, total)))
 }
 
 #[cfg(test)]

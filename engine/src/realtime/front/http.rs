@@ -5,9 +5,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use dtp_codec::http::{EntityTag, Method, RequestHead, Version, parse_request_head};
-use dtp_codec::realtime::{JsonLimits, parse_object};
+use dtp_codec::realtime::{JsonLimits, Publication};
 use dtp_realtime::registry::is_valid_name;
-use serde_json::Value;
 
 use super::reply::{refuse, refuse_head, reply};
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn, Waiting};
@@ -547,32 +546,20 @@ fn refusal_message(why: RtRefusal, stream: &str, event_type: Option<&str>) -> St
     }
 }
 
-/// A publication body: exactly `{"eventType": <name>, "payload": {…}}`
-/// (SPEC RT-3: fail closed on unknown keys), under the event ceilings.
-/// Returns the event type and the payload re-encoded compactly.
+/// A publication body (SPEC RT-3, [`Publication::decode`]) whose event
+/// type is also a registry name. Returns the event type and the payload,
+/// compact.
 fn parse_publication(body: &[u8]) -> Option<(String, Bytes)> {
-    // Guarded, and no object anywhere may repeat a key (RT-4).
-    let mut map = parse_object(body, &JsonLimits::default()).ok()?;
-    if map.len() != 2 {
-        return None;
-    }
-    let Value::String(event_type) = map.remove("eventType")? else {
-        return None;
-    };
-    let payload @ Value::Object(_) = map.remove("payload")? else {
-        return None;
-    };
-    if !is_valid_name(&event_type) {
-        return None;
-    }
-    let bytes = serde_json::to_vec(&payload).ok()?;
-    Some((event_type, Bytes::from(bytes)))
+    let p = Publication::decode(body, &JsonLimits::default()).ok()?;
+    is_valid_name(&p.event_type).then(|| (p.event_type, Bytes::from(p.payload)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::parse_publication;
 
+    /// The codec's tests cover the body's rules; this one the registry's
+    /// narrower names on top.
     #[test]
     fn publication_bodies_are_exact() {
         let (t, p) = parse_publication(br#"{"eventType":"demo.tick","payload":{"n": 1}}"#).unwrap();
@@ -583,6 +570,7 @@ mod tests {
             br#"{"eventType":"demo.tick","payload":{},"extra":1}"#,
             br#"{"eventType":"demo.tick","payload":[1]}"#,
             br#"{"eventType":"bad type","payload":{}}"#,
+            br#"{"eventType":"has:colon","payload":{}}"#,
             br#"{"eventType":7,"payload":{}}"#,
             br#"[]"#,
             br#"{"eventType":"tick","eventType":"big","payload":{}}"#,
