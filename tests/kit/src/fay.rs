@@ -122,14 +122,19 @@ impl Fay {
         self.eof
     }
 
-    /// One turn: send what is queued, read what came (20 ms at most), feed
-    /// whole frames, run timers, keep the events.
-    pub fn turn(&mut self) {
+    /// Sends what the endpoint has queued, reading nothing.
+    pub fn flush(&mut self) {
         let mut tx = BytesMut::new();
         self.ep.poll_transmit(&mut tx);
         if !tx.is_empty() {
             self.sock.write_all(&tx).unwrap();
         }
+    }
+
+    /// One turn: send what is queued, read what came (20 ms at most), feed
+    /// whole frames, run timers, keep the events.
+    pub fn turn(&mut self) {
+        self.flush();
         let mut buf = [0u8; 64 * 1024];
         match self.sock.read(&mut buf) {
             Ok(0) => self.eof = true,
@@ -234,7 +239,9 @@ impl Fay {
     }
 
     /// SPEC SES-2: the connection is cut (the socket closed without a
-    /// close frame): the session the endpoint suspends, if any.
+    /// close frame): the session the endpoint suspends, if any. Events not
+    /// taken yet are dropped with the connection (a fragment among them
+    /// counts as received: it is not sent again).
     pub fn cut(mut self) -> Option<SuspendedSession> {
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         drop(self.sock);
