@@ -268,4 +268,3 @@ fn a_session_store_that_cannot_be_used_is_refused_naming_the_key() {
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
-

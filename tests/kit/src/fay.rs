@@ -21,7 +21,8 @@ use dtp_codec::{
 };
 use dtp_engine::dtp::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession};
 
-/// How long [`Fay::wait`] waits for its event.
+/// How long [`Fay::wait`] waits for its event, unless told otherwise
+/// ([`Fay::with_patience`]).
 pub const WAIT: Duration = Duration::from_secs(10);
 
 /// Distinct bytes on every call, in this process and across processes (a
@@ -50,6 +51,8 @@ pub struct Fay {
     events: Vec<DtpEvent>,
     /// The terminal closed the connection.
     eof: bool,
+    /// How long a wait may take.
+    patience: Duration,
 }
 
 impl Fay {
@@ -98,6 +101,7 @@ impl Fay {
 
     fn over(addr: SocketAddr, config: &FayConfig, ep: DtpEndpoint) -> Self {
         let sock = TcpStream::connect(addr).unwrap();
+        sock.set_nodelay(true).unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(20)))
             .unwrap();
         let credential = &config.cap.credential;
@@ -109,7 +113,15 @@ impl Fay {
             rx: BytesMut::new(),
             events: Vec::new(),
             eof: false,
+            patience: WAIT,
         }
+    }
+
+    /// The same Fay, each wait allowed `patience` instead of [`WAIT`] (a
+    /// long stream in a debug build).
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
     }
 
     /// The `fay_id` of the credential this Fay presents.
@@ -122,13 +134,32 @@ impl Fay {
         self.eof
     }
 
-    /// Sends what the endpoint has queued, reading nothing.
+    /// Sends what the endpoint has queued, reading nothing. A write the
+    /// terminal no longer takes (it closed) counts as the end of the
+    /// connection.
     pub fn flush(&mut self) {
         let mut tx = BytesMut::new();
         self.ep.poll_transmit(&mut tx);
-        if !tx.is_empty() {
-            self.sock.write_all(&tx).unwrap();
+        if !tx.is_empty() && !self.eof && self.sock.write_all(&tx).is_err() {
+            self.eof = true;
         }
+    }
+
+    /// Writes what the endpoint has queued but its last `keep_back` bytes
+    /// (a cut in the middle of a frame); how many bytes were queued.
+    pub fn write_all_but(&mut self, keep_back: usize) -> usize {
+        let mut tx = BytesMut::new();
+        self.ep.poll_transmit(&mut tx);
+        let len = tx.len();
+        self.sock
+            .write_all(&tx[..len.saturating_sub(keep_back)])
+            .unwrap();
+        len
+    }
+
+    /// Closes the socket in both directions (the endpoint is not told).
+    pub fn shutdown(&self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
     }
 
     /// One turn: send what is queued, read what came (20 ms at most), feed
@@ -136,12 +167,14 @@ impl Fay {
     pub fn turn(&mut self) {
         self.flush();
         let mut buf = [0u8; 64 * 1024];
-        match self.sock.read(&mut buf) {
-            Ok(0) => self.eof = true,
-            Ok(n) => self.rx.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => self.eof = true,
-            Err(e) => panic!("read: {e}"),
+        if !self.eof {
+            match self.sock.read(&mut buf) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.rx.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => self.eof = true,
+                Err(e) => panic!("read: {e}"),
+            }
         }
         let now = Instant::now();
         while let Ok(len) = peek_frame_len(&self.rx, &Limits::default()) {
@@ -166,7 +199,7 @@ impl Fay {
     /// Turns until an event matches `f` (taking it); fails after [`WAIT`]
     /// or once the terminal closed without sending it.
     pub fn wait<T>(&mut self, what: &str, mut f: impl FnMut(&DtpEvent) -> Option<T>) -> T {
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + self.patience;
         loop {
             if let Some(i) = self.events.iter().position(|e| f(e).is_some()) {
                 let e = self.events.remove(i);
@@ -174,7 +207,8 @@ impl Fay {
             }
             assert!(
                 Instant::now() < deadline && !self.eof,
-                "no {what} within {WAIT:?} (terminal closed: {}); state {:?}, events {:?}",
+                "no {what} within {:?} (terminal closed: {}); state {:?}, events {:?}",
+                self.patience,
                 self.eof,
                 self.ep.state(),
                 self.events
@@ -191,6 +225,27 @@ impl Fay {
             DtpEvent::Closed { code } => Some(*code),
             _ => None,
         })
+    }
+
+    /// Turns until the connection ends (the endpoint closed, or the
+    /// terminal hung up): the endpoint's close code.
+    pub fn wait_closed(&mut self) -> Option<ErrorCode> {
+        let deadline = Instant::now() + self.patience;
+        while !self.ep.is_closed() && !self.eof {
+            assert!(Instant::now() < deadline, "the connection never ended");
+            self.turn();
+        }
+        self.ep.close_code()
+    }
+
+    /// Closes cleanly: the close frame goes out, the terminal hangs up.
+    pub fn close(mut self) {
+        self.ep.close("done");
+        let deadline = Instant::now() + self.patience;
+        while !self.eof {
+            assert!(Instant::now() < deadline, "the terminal never hung up");
+            self.turn();
+        }
     }
 
     /// The next control message matching `f`.
@@ -226,6 +281,59 @@ impl Fay {
         self.turn();
     }
 
+    /// SPEC RES-4: sends fragments `*next ..= last` (payloads from
+    /// `payload`) on `agreement` as far as the resume cache allows
+    /// (BUFFER_FULL pauses); `next` moves past what was sent.
+    pub fn send_stream(
+        &mut self,
+        agreement: AgreementId,
+        next: &mut u64,
+        last: u64,
+        payload: impl Fn(u64) -> Bytes,
+    ) {
+        while *next <= last {
+            match self
+                .ep
+                .send_fragment(agreement, *next, vec![], payload(*next))
+            {
+                Ok(_) => *next += 1,
+                Err(e) if e.code() == ErrorCode::BUFFER_FULL => return,
+                Err(e) => panic!("send_fragment: {e}"),
+            }
+        }
+    }
+
+    /// SPEC RES-2: streams until fragments up to `last` are all sent and
+    /// acknowledged (the resume cache is empty). An error the endpoint
+    /// reports, or a close, fails the test.
+    pub fn finish_stream(
+        &mut self,
+        agreement: AgreementId,
+        next: &mut u64,
+        last: u64,
+        payload: impl Fn(u64) -> Bytes,
+    ) {
+        let deadline = Instant::now() + self.patience;
+        loop {
+            self.send_stream(agreement, next, last, &payload);
+            if *next > last && self.ep.resume_cache().0 == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no progress: next {next} of {last}, cache {:?}",
+                self.ep.resume_cache()
+            );
+            self.turn();
+            for event in self.take_events() {
+                if let DtpEvent::Error(e) = event {
+                    panic!("the Fay's endpoint reports an error: {e}");
+                }
+            }
+            assert!(!self.ep.is_closed(), "closed: {:?}", self.ep.close_code());
+        }
+    }
+
     /// The next fragment the terminal sends: its id and payload.
     pub fn fragment(&mut self) -> (u64, Bytes) {
         self.wait("Fragment", |e| match e {
@@ -243,7 +351,7 @@ impl Fay {
     /// taken yet are dropped with the connection (a fragment among them
     /// counts as received: it is not sent again).
     pub fn cut(mut self) -> Option<SuspendedSession> {
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        self.shutdown();
         drop(self.sock);
         let now = Instant::now();
         self.ep
