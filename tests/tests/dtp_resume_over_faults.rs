@@ -91,7 +91,7 @@ impl DtpApp for Sink {
 }
 
 fn configs() -> (FayConfig, TerminalConfig) {
-    let keys = Keys::new(7, "fay-e2e", &[("stream", AccessMode::Read)])
+    let keys = Keys::new(7, "fay-e2e", &[("stream", &[AccessMode::Read])])
         .with_algorithms(&[AeadAlgorithm::Aes256Gcm, AeadAlgorithm::ChaCha20Poly1305]);
     (keys.fay_config(), keys.terminal_config())
 }

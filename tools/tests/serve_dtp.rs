@@ -1,7 +1,9 @@
 //! `dtp serve` with the DTP protocol on (`[dtp] enabled = true`): keys and
-//! credentials in files as `dtp cred` writes them, a Fay that runs CAP, an
-//! agreement and encrypted pingpong fragments against the real binary, and
-//! configuration errors that name their key.
+//! credentials in files as `dtp cred` writes them, a Fay (the test kit's)
+//! that runs CAP, an agreement and encrypted pingpong fragments against the
+//! real binary, a Fay that resumes after the gateway restarted on its
+//! `session_store` (and is refused without one), and configuration errors
+//! that name their key.
 
 #![allow(
     clippy::unwrap_used,
@@ -35,7 +37,7 @@ fn write_keys(dir: &Path, keys: &Keys, extra: &str) -> PathBuf {
 }
 
 fn keys() -> Keys {
-    Keys::new(31, "bench-fay", &[("bench", AccessMode::Read)])
+    Keys::new(31, "bench-fay", &[("bench", &[AccessMode::Read])])
 }
 
 #[test]
@@ -90,6 +92,20 @@ fn serve_runs_cap_and_encrypted_pingpong_with_keys_from_files() {
     );
 }
 
+/// `dtp serve` on `config`, which must be refused as a bad configuration
+/// (exit status 2, `error: BAD_CONFIG …`): its stderr.
+fn refused(config: &Path) -> String {
+    let out = dtp()
+        .args(["serve", "--no-admin", "--listen", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error: BAD_CONFIG"), "{err}");
+    err
+}
+
 #[test]
 fn dtp_configuration_errors_name_their_key() {
     let scratch = Scratch::new("bad");
@@ -110,17 +126,8 @@ fn dtp_configuration_errors_name_their_key() {
         let path = dir.join("bad.toml");
         // A file that exists but is not a key: the config file itself.
         std::fs::write(&path, text.replace("CONFIG", &path.display().to_string())).unwrap();
-        let out = dtp()
-            .args(["serve", "--no-admin", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{text}");
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert!(
-            err.starts_with("error: BAD_CONFIG") && err.contains(key),
-            "{text}: {err}"
-        );
+        let err = refused(&path);
+        assert!(err.contains(key), "{text}: {err}");
     }
 }
 
@@ -255,16 +262,7 @@ fn a_session_store_that_cannot_be_used_is_refused_naming_the_key() {
     let keys = keys();
     std::fs::write(dir.0.join("taken"), "not a directory").unwrap();
     let config = write_keys(&dir.0, &keys, "session_store = \"taken\"\n");
-    let out = dtp()
-        .args(["serve", "--no-admin", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        err.starts_with("error: BAD_CONFIG") && err.contains("dtp.session_store"),
-        "{err}"
-    );
+    let err = refused(&config);
+    assert!(err.contains("dtp.session_store"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }

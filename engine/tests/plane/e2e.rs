@@ -29,7 +29,7 @@ impl DtpApp for Quiet {
 
 #[test]
 fn a_fay_gets_a_session_beats_and_releases_over_tcp() {
-    let keys = Keys::new(9, "fay-e2e", &[("stream", AccessMode::Read)]);
+    let keys = Keys::new(9, "fay-e2e", &[("stream", &[AccessMode::Read])]);
     let credential_bytes = keys.credential.as_bytes().clone();
     let gateway_config = Arc::new(keys.terminal_config());
     let fay_config = keys.fay_config();

@@ -5,6 +5,7 @@
 //! Everything is derived from one seed byte, so a test's keys are the same
 //! on every run; a test that needs two unrelated key sets picks two seeds.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,11 +42,18 @@ impl Keys {
     /// Keys derived from `seed`: a credential for `fay_id` with `grants`
     /// (resource id, mode), its descriptor id `[seed; 16]`; both sides
     /// offer ChaCha20-Poly1305 only.
-    pub fn new(seed: u8, fay_id: &str, grants: &[(&str, AccessMode)]) -> Self {
+    pub fn new(seed: u8, fay_id: &str, grants: &[(&str, &[AccessMode])]) -> Self {
         let issuer = IssuerKeyPair::from_seed(&[seed; 32]).unwrap();
         let fay = NoiseKeypair::from_private([seed.wrapping_add(1); 32]).unwrap();
         let terminal = NoiseKeypair::from_private([seed.wrapping_add(2); 32]).unwrap();
-        let credential = issue(&issuer, fay_id, *fay.public(), grants, [seed; 16]);
+        let credential = issue(
+            &issuer,
+            fay_id,
+            *fay.public(),
+            grants,
+            [seed; 16],
+            valid_now(),
+        );
         Keys {
             issuer,
             fay,
@@ -63,9 +71,7 @@ impl Keys {
 
     /// A verifier trusting the issuer.
     pub fn verifier(&self) -> Verifier {
-        let mut v = Verifier::new();
-        v.trust(*self.issuer.public_key()).unwrap();
-        v
+        verifier(&self.issuer)
     }
 
     /// The Fay's DTP configuration: its key and credential, the terminal's
@@ -126,28 +132,42 @@ impl KeyFiles {
     }
 }
 
+/// A verifier trusting `issuer` alone.
+pub fn verifier(issuer: &IssuerKeyPair) -> Verifier {
+    let mut v = Verifier::new();
+    v.trust(*issuer.public_key()).unwrap();
+    v
+}
+
+/// Valid from a minute ago for an hour, on the wall clock (Unix seconds).
+pub fn valid_now() -> Range<u64> {
+    let unix = unix_now();
+    unix - 60..unix + 3600
+}
+
 /// A credential `issuer` signs for `fay_id` holding `noise_key`, with
-/// `grants`, valid from a minute ago for an hour.
+/// `grants` (a resource and its modes), valid over `valid` (Unix seconds,
+/// `not_before..not_after`).
 pub fn issue(
     issuer: &IssuerKeyPair,
     fay_id: &str,
     noise_key: [u8; 32],
-    grants: &[(&str, AccessMode)],
+    grants: &[(&str, &[AccessMode])],
     descriptor_id: [u8; 16],
+    valid: Range<u64>,
 ) -> Credential {
-    let unix = unix_now();
     let request = CredentialRequest {
         fay_id: fay_id.into(),
         noise_key,
         grants: grants
             .iter()
-            .map(|(resource, mode)| Grant {
+            .map(|(resource, modes)| Grant {
                 resource_id: (*resource).into(),
-                modes: [*mode].into_iter().collect(),
+                modes: modes.iter().copied().collect(),
             })
             .collect(),
-        not_before: unix - 60,
-        not_after: unix + 3600,
+        not_before: valid.start,
+        not_after: valid.end,
     };
     issuer.issue(request, descriptor_id).unwrap()
 }
