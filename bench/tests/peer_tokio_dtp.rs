@@ -1,5 +1,5 @@
-//! The tokio peer running the full DTP protocol, driven over real TCP by a
-//! small synchronous Fay (std `TcpStream` + `DtpEndpoint::fay`): CAP, the
+//! The tokio peer running the full DTP protocol, driven over real TCP by the
+//! test kit's synchronous Fay (std `TcpStream` + `DtpEndpoint::fay`): CAP, the
 //! `pingpong` and `stream` workloads, a cut mid-frame and a resume, and the
 //! peer's refusals (an untrusted credential, garbage bytes, an unknown
 //! session).
@@ -9,26 +9,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use dtp_bench::dtp_workload::{BenchKeys, DtpWorkload};
 use dtp_bench::peer_tokio_dtp::{DtpPeerConfig, DtpPeerHandle, DtpPeerStats, serve};
 use dtp_codec::{AgreementId, ErrorCode, Limits, peek_frame_len};
-use dtp_engine::dtp::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession};
-use ring::rand::{SecureRandom, SystemRandom};
+use dtp_engine::dtp::{DtpEvent, FayConfig};
+use dtp_test_kit::Fay;
 
 /// Generous: a debug build on two shared cores.
 const DEADLINE: Duration = Duration::from_secs(120);
 const FRAGMENT: usize = 16 * 1024;
-
-fn fill(b: &mut [u8]) {
-    SystemRandom::new().fill(b).unwrap();
-}
 
 fn peer(keys: &BenchKeys) -> DtpPeerHandle {
     let terminal = Arc::new(keys.terminal_config().unwrap());
@@ -48,162 +44,16 @@ fn payload(id: u64, len: usize) -> Bytes {
     )
 }
 
-/// A synchronous Fay on one TCP connection.
-struct Fay {
-    sock: TcpStream,
-    ep: DtpEndpoint,
-    rx: BytesMut,
-    tx: BytesMut,
-    /// The peer closed the socket.
-    eof: bool,
-    deadline: Instant,
+/// A stream fragment's payload.
+fn chunk(id: u64) -> Bytes {
+    payload(id, FRAGMENT)
 }
 
-impl Fay {
-    fn connect(addr: SocketAddr, config: &FayConfig) -> Self {
-        let ep = DtpEndpoint::fay(config, Instant::now(), &mut fill).unwrap();
-        Self::with(addr, ep)
-    }
-
-    fn resume(addr: SocketAddr, config: &FayConfig, session: SuspendedSession) -> Self {
-        let ep = DtpEndpoint::fay_resume(config, session, Instant::now(), &mut fill)
-            .map_err(|r| r.to_string())
-            .unwrap();
-        Self::with(addr, ep)
-    }
-
-    fn with(addr: SocketAddr, ep: DtpEndpoint) -> Self {
-        let sock = TcpStream::connect(addr).unwrap();
-        sock.set_nodelay(true).unwrap();
-        sock.set_read_timeout(Some(Duration::from_millis(2)))
-            .unwrap();
-        Self {
-            sock,
-            ep,
-            rx: BytesMut::new(),
-            tx: BytesMut::new(),
-            eof: false,
-            deadline: Instant::now() + DEADLINE,
-        }
-    }
-
-    /// Sends what the endpoint has, reads once (waiting at most the read
-    /// timeout), feeds complete frames and due timers; returns the events.
-    fn pump(&mut self) -> Vec<DtpEvent> {
-        assert!(
-            Instant::now() < self.deadline,
-            "no progress: state {:?}, cache {:?}, closed {:?}",
-            self.ep.state(),
-            self.ep.resume_cache(),
-            self.ep.close_code()
-        );
-        self.ep.poll_transmit(&mut self.tx);
-        if !self.tx.is_empty() && !self.eof {
-            // The peer may already have closed after its close frame.
-            if self.sock.write_all(&self.tx).is_err() {
-                self.eof = true;
-            }
-            self.tx.clear();
-        }
-        let mut buf = [0u8; 64 * 1024];
-        if !self.eof {
-            match self.sock.read(&mut buf) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.rx.extend_from_slice(&buf[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(_) => self.eof = true,
-            }
-        }
-        let now = Instant::now();
-        while let Ok(len) = peek_frame_len(&self.rx, &Limits::default()) {
-            if len > self.rx.len() {
-                break;
-            }
-            self.ep.handle_frame(self.rx.split_to(len), now);
-        }
-        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-            self.ep.handle_timeout(now);
-        }
-        std::iter::from_fn(|| self.ep.poll_event()).collect()
-    }
-
-    /// Pumps until `pick` returns something from an event.
-    fn wait_for<T>(&mut self, mut pick: impl FnMut(&DtpEvent) -> Option<T>) -> T {
-        loop {
-            for event in self.pump() {
-                if let DtpEvent::Error(e) = &event {
-                    panic!("the Fay's endpoint reports an error: {e}");
-                }
-                if let Some(t) = pick(&event) {
-                    return t;
-                }
-            }
-            assert!(
-                !self.ep.is_closed(),
-                "the connection ended: {:?}",
-                self.ep.close_code()
-            );
-        }
-    }
-
-    /// CAP, then a collection with `workload`'s terms: the agreement.
-    fn agree(&mut self, workload: DtpWorkload) -> AgreementId {
-        self.wait_for(|e| matches!(e, DtpEvent::Established { resumed: false, .. }).then_some(()));
-        self.ep
-            .request_collection(workload.terms(), Instant::now())
-            .unwrap();
-        self.wait_for(|e| match e {
-            DtpEvent::AgreementActive { agreement_id, .. } => Some(*agreement_id),
-            DtpEvent::AgreementRejected { reason, .. } => panic!("rejected: {reason}"),
-            _ => None,
-        })
-    }
-
-    /// Sends fragments `*next ..= last` as far as the resume cache allows.
-    fn send_stream(&mut self, agreement: AgreementId, next: &mut u64, last: u64) {
-        while *next <= last {
-            match self
-                .ep
-                .send_fragment(agreement, *next, vec![], payload(*next, FRAGMENT))
-            {
-                Ok(_) => *next += 1,
-                Err(e) if e.code() == ErrorCode::BUFFER_FULL => return,
-                Err(e) => panic!("send_fragment: {e}"),
-            }
-        }
-    }
-
-    /// Streams until fragments up to `last` are all sent and acknowledged.
-    fn finish_stream(&mut self, agreement: AgreementId, next: &mut u64, last: u64) {
-        loop {
-            self.send_stream(agreement, next, last);
-            if *next > last && self.ep.resume_cache().0 == 0 {
-                return;
-            }
-            for event in self.pump() {
-                if let DtpEvent::Error(e) = event {
-                    panic!("the Fay's endpoint reports an error: {e}");
-                }
-            }
-            assert!(!self.ep.is_closed(), "closed: {:?}", self.ep.close_code());
-        }
-    }
-
-    /// Closes cleanly: the close frame goes out, the peer hangs up.
-    fn close(mut self) {
-        self.ep.close("done");
-        while !self.eof {
-            self.pump();
-        }
-    }
-
-    /// Pumps until the connection ends; returns the close code.
-    fn wait_closed(&mut self) -> Option<ErrorCode> {
-        while !self.ep.is_closed() && !self.eof {
-            self.pump();
-        }
-        self.ep.close_code()
-    }
+/// A Fay connected to `addr` with a session and a `workload` agreement.
+fn agree(addr: SocketAddr, config: &FayConfig, workload: DtpWorkload) -> (Fay, AgreementId) {
+    let mut fay = Fay::connect(addr, config).with_patience(DEADLINE);
+    let agreement = fay.open_agreement(workload.terms());
+    (fay, agreement)
 }
 
 fn load(n: &std::sync::atomic::AtomicU64) -> u64 {
@@ -226,14 +76,13 @@ fn wait_closed_count(stats: &DtpPeerStats, n: u64) {
 fn pingpong_round_trips_over_cap_and_an_agreement() {
     let keys = BenchKeys::generate().unwrap();
     let peer = peer(&keys);
-    let mut fay = Fay::connect(peer.local_addr(), &keys.fay_config());
-    let agreement = fay.agree(DtpWorkload::Pingpong);
+    let (mut fay, agreement) = agree(peer.local_addr(), &keys.fay_config(), DtpWorkload::Pingpong);
     for id in 1..=200u64 {
         let sent = payload(id, 16 + (id as usize * 37) % 2000);
         fay.ep
             .send_fragment(agreement, id, vec![], sent.clone())
             .unwrap();
-        let (got_id, got) = fay.wait_for(|e| match e {
+        let (got_id, got) = fay.wait("the echo", |e| match e {
             DtpEvent::Fragment {
                 agreement_id,
                 fragment_id,
@@ -263,10 +112,9 @@ fn pingpong_round_trips_over_cap_and_an_agreement() {
 fn stream_is_fully_acknowledged() {
     let keys = BenchKeys::generate().unwrap();
     let peer = peer(&keys);
-    let mut fay = Fay::connect(peer.local_addr(), &keys.fay_config());
-    let agreement = fay.agree(DtpWorkload::Stream);
+    let (mut fay, agreement) = agree(peer.local_addr(), &keys.fay_config(), DtpWorkload::Stream);
     let mut next = 1;
-    fay.finish_stream(agreement, &mut next, 2_000);
+    fay.finish_stream(agreement, &mut next, 2_000, chunk);
     assert_eq!(fay.ep.resume_cache(), (0, 0));
     let stats = peer.stats();
     assert_eq!(load(&stats.fragments_in), 2_000);
@@ -287,30 +135,21 @@ fn stream_survives_a_cut_mid_frame_and_resumes() {
     let config = keys.fay_config();
     let peer = peer(&keys);
     let stats = peer.stats();
-    let mut fay = Fay::connect(peer.local_addr(), &config);
-    let agreement = fay.agree(DtpWorkload::Stream);
+    let (mut fay, agreement) = agree(peer.local_addr(), &config, DtpWorkload::Stream);
     let mut next = 1;
-    fay.finish_stream(agreement, &mut next, 700);
+    fay.finish_stream(agreement, &mut next, 700, chunk);
 
     // Queue more, write all but the last bytes of the last frame, cut.
-    fay.send_stream(agreement, &mut next, 1_000);
-    fay.ep.poll_transmit(&mut fay.tx);
-    assert!(fay.tx.len() > FRAGMENT, "a data frame is queued");
-    let cut = fay.tx.len() - 7;
-    fay.sock.write_all(&fay.tx[..cut]).unwrap();
-    fay.sock.shutdown(Shutdown::Both).unwrap();
+    fay.send_stream(agreement, &mut next, 1_000, chunk);
+    let queued = fay.write_all_but(7);
+    assert!(queued > FRAGMENT, "a data frame is queued");
     let old_version = fay.ep.key_version();
-    let suspended = fay
-        .ep
-        .connection_lost(Instant::now())
-        .expect("a Transmitting session is suspended");
-    drop(fay);
+    let suspended = fay.cut().expect("a Transmitting session is suspended");
 
-    let mut fay = Fay::resume(peer.local_addr(), &config, suspended);
-    fay.wait_for(|e| matches!(e, DtpEvent::Established { resumed: true, .. }).then_some(()));
+    let mut fay = Fay::resume(peer.local_addr(), &config, suspended).with_patience(DEADLINE);
     assert!(fay.ep.key_version() > old_version, "SEQ-5: new keys");
     assert_eq!(fay.ep.agreements().next().map(|a| a.id), Some(agreement));
-    fay.finish_stream(agreement, &mut next, 2_000);
+    fay.finish_stream(agreement, &mut next, 2_000, chunk);
     assert_eq!(fay.ep.resume_cache(), (0, 0));
 
     assert_eq!(
@@ -335,21 +174,21 @@ fn a_resume_waits_for_the_old_connection_to_end() {
     let config = keys.fay_config();
     let peer = peer(&keys);
     let stats = peer.stats();
-    let mut old = Fay::connect(peer.local_addr(), &config);
-    let agreement = old.agree(DtpWorkload::Stream);
+    let (mut old, agreement) = agree(peer.local_addr(), &config, DtpWorkload::Stream);
     let mut next = 1;
-    old.finish_stream(agreement, &mut next, 100);
-    old.send_stream(agreement, &mut next, 120);
-    old.ep.poll_transmit(&mut old.tx);
-    let cut = old.tx.len() - 3;
-    old.sock.write_all(&old.tx[..cut]).unwrap();
+    old.finish_stream(agreement, &mut next, 100, chunk);
+    old.send_stream(agreement, &mut next, 120, chunk);
+    old.write_all_but(3);
     // The Fay knows the connection is gone; the peer does not, yet.
     let suspended = old.ep.connection_lost(Instant::now()).unwrap();
 
-    let mut fay = Fay::resume(peer.local_addr(), &config, suspended);
+    let mut fay = Fay::start_resume(peer.local_addr(), &config, suspended).with_patience(DEADLINE);
     // The request reaches the peer and waits for the session.
+    let deadline = Instant::now() + DEADLINE;
     while load(&stats.resume_waited) == 0 {
-        for event in fay.pump() {
+        assert!(Instant::now() < deadline, "the resume never waited");
+        fay.turn();
+        for event in fay.take_events() {
             assert!(
                 !matches!(event, DtpEvent::Established { .. }),
                 "resumed before the old connection ended"
@@ -357,10 +196,12 @@ fn a_resume_waits_for_the_old_connection_to_end() {
         }
     }
     assert_eq!(load(&stats.resumed), 0);
-    old.sock.shutdown(Shutdown::Both).unwrap();
+    old.shutdown();
     drop(old);
-    fay.wait_for(|e| matches!(e, DtpEvent::Established { resumed: true, .. }).then_some(()));
-    fay.finish_stream(agreement, &mut next, 300);
+    fay.wait("the resumed session", |e| {
+        matches!(e, DtpEvent::Established { resumed: true, .. }).then_some(())
+    });
+    fay.finish_stream(agreement, &mut next, 300, chunk);
     assert_eq!(load(&stats.fragments_in), 300, "each fragment exactly once");
     assert_eq!(load(&stats.resumed), 1);
     fay.close();
@@ -375,16 +216,15 @@ fn resume_of_an_unknown_session_is_refused() {
     let keys = BenchKeys::generate().unwrap();
     let config = keys.fay_config();
     let first = peer(&keys);
-    let mut fay = Fay::connect(first.local_addr(), &config);
-    let agreement = fay.agree(DtpWorkload::Stream);
+    let (mut fay, agreement) = agree(first.local_addr(), &config, DtpWorkload::Stream);
     let mut next = 1;
-    fay.finish_stream(agreement, &mut next, 3);
+    fay.finish_stream(agreement, &mut next, 3, chunk);
     let suspended = fay.ep.connection_lost(Instant::now()).unwrap();
     drop(fay);
 
     // The same keys, another peer: it never saw this session.
     let second = peer(&keys);
-    let mut fay = Fay::resume(second.local_addr(), &config, suspended);
+    let mut fay = Fay::start_resume(second.local_addr(), &config, suspended);
     assert_eq!(fay.wait_closed(), Some(ErrorCode::RESUME_FAILED));
     let stats = second.stats();
     wait_closed_count(&stats, 1);
@@ -403,7 +243,7 @@ fn an_untrusted_credential_fails_cap() {
     let peer = peer(&keys);
     let mut config = stranger.fay_config();
     config.cap.pinned_responder_key = Some(*keys.terminal_noise.public());
-    let mut fay = Fay::connect(peer.local_addr(), &config);
+    let mut fay = Fay::start(peer.local_addr(), &config);
     let code = fay.wait_closed();
     assert_ne!(code, Some(ErrorCode::NORMAL));
     assert!(!fay.ep.is_established());

@@ -8,9 +8,6 @@
     reason = "tests: a panic is the failure report"
 )]
 
-mod support;
-use support::read_frames;
-
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +20,7 @@ use dtp_codec::{
     SessionRelease,
 };
 use dtp_engine::{ControlPlane, Decision, Engine, EngineConfig, Origin, Outbox, Request, Service};
+use dtp_test_kit::read_frames;
 use dtp_transports::{BackendPreference, ConnId, DriverConfig};
 use uuid::Uuid;
 

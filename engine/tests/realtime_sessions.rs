@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use dtp_codec::realtime::{Envelope, JsonLimits};
 use dtp_codec::{AccessMode, AuthOutcome, AuthRequest, ControlMessage, SessionId, SessionRelease};
-use dtp_crypto::cred::{CredentialRequest, Grant, IssuerKeyPair, Verifier};
+use dtp_crypto::cred::IssuerKeyPair;
 use dtp_engine::plane::{BUILT_IN_STREAMS, OffsetClock, PlaneConfig};
 use dtp_engine::realtime::{RealtimePlane, RtDecision, RtRequest};
 use dtp_engine::{ControlPlane, Decision, PairPlane, Request, TerminalPlane};
 use dtp_realtime::{RecoveryMode, Retention, StreamSpec};
 use dtp_terminal::{ResourceConfig, ScriptedAccess, SeededRandom, TerminalConfig, UnixMs};
+use dtp_test_kit::keys;
 use dtp_transports::ConnId;
 use serde_json::Value;
 
@@ -52,8 +53,7 @@ impl Rig {
             c.resources.push(ResourceConfig::new(r));
         }
         let issuer = IssuerKeyPair::from_seed(&[7; 32]).unwrap();
-        let mut verifier = Verifier::new();
-        verifier.trust(*issuer.public_key()).unwrap();
+        let verifier = keys::verifier(&issuer);
         let origin = Instant::now();
         let (terminal, _handle) = TerminalPlane::with_parts(
             PlaneConfig::new(c),
@@ -130,26 +130,15 @@ impl Rig {
         });
         self.next += 1;
         let secs = (T0 + (self.now - self.origin).as_millis() as u64) / 1000;
-        let grants = ["arm", "lamp", "screen"]
-            .iter()
-            .map(|r| Grant {
-                resource_id: (*r).into(),
-                modes: [AccessMode::Read, AccessMode::Write].into_iter().collect(),
-            })
-            .collect();
-        let credential = self
-            .issuer
-            .issue(
-                CredentialRequest {
-                    fay_id: fay.into(),
-                    noise_key: [1; 32],
-                    grants,
-                    not_before: secs - 10,
-                    not_after: secs + 3_600,
-                },
-                [self.next as u8; 16],
-            )
-            .unwrap();
+        let both: &[AccessMode] = &[AccessMode::Read, AccessMode::Write];
+        let credential = keys::issue(
+            &self.issuer,
+            fay,
+            [1; 32],
+            &[("arm", both), ("lamp", both), ("screen", both)],
+            [self.next as u8; 16],
+            secs - 10..secs + 3_600,
+        );
         let req = AuthRequest {
             request_id: self.next,
             fay_id: fay.into(),

@@ -7,9 +7,6 @@
     reason = "tests: a panic is the failure report"
 )]
 
-mod support;
-use support::read_frames;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -17,6 +14,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{AckFrame, Body, DataFrame, ErrorCode, Limits, LogicalFrame};
 use dtp_engine::{Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_test_kit::read_frames;
 use dtp_transports::{BackendPreference, ConnId, DriverConfig, RecvBuf};
 
 /// Echoes data frames; counts frames per connection.

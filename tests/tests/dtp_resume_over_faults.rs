@@ -14,17 +14,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{AccessMode, AeadAlgorithm, Limits, Terms, peek_frame_len};
-use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair, ResponderConfig};
-use dtp_crypto::cred::{CredentialRequest, Grant, IssuerKeyPair, Verifier};
 use dtp_engine::dtp::{
-    DtpApp, DtpEndpoint, DtpEvent, DtpGateway, EndpointConfig, FayConfig, SessionRegistry,
-    SuspendedSession, TerminalConfig,
+    DtpApp, DtpEndpoint, DtpEvent, DtpGateway, FayConfig, SessionRegistry, SuspendedSession,
+    TerminalConfig,
 };
 use dtp_engine::{Engine, EngineConfig};
+use dtp_test_kit::Keys;
 use dtp_transports::{
     BackendPreference, Driver, DriverConfig, Endpoint, Event, FaultInjector, FaultPlan, Transport,
 };
@@ -91,50 +90,9 @@ impl DtpApp for Sink {
 }
 
 fn configs() -> (FayConfig, TerminalConfig) {
-    let unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let issuer = IssuerKeyPair::from_seed(&[7; 32]).unwrap();
-    let fay_keys = NoiseKeypair::from_private([1; 32]).unwrap();
-    let terminal_keys = NoiseKeypair::from_private([2; 32]).unwrap();
-    let credential = issuer
-        .issue(
-            CredentialRequest {
-                fay_id: "fay-e2e".into(),
-                noise_key: *fay_keys.public(),
-                grants: vec![Grant {
-                    resource_id: "stream".into(),
-                    modes: [AccessMode::Read].into_iter().collect(),
-                }],
-                not_before: unix - 60,
-                not_after: unix + 3600,
-            },
-            counter_bytes(),
-        )
-        .unwrap();
-    let mut verifier = Verifier::new();
-    verifier.trust(*issuer.public_key()).unwrap();
-    let fay = FayConfig {
-        cap: InitiatorConfig {
-            static_keypair: fay_keys,
-            credential,
-            algorithms: vec![AeadAlgorithm::Aes256Gcm, AeadAlgorithm::ChaCha20Poly1305],
-            pinned_responder_key: Some(*terminal_keys.public()),
-            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-        },
-        endpoint: EndpointConfig::fay(),
-    };
-    let terminal = TerminalConfig {
-        cap: ResponderConfig {
-            static_keypair: terminal_keys,
-            algorithms: vec![AeadAlgorithm::Aes256Gcm, AeadAlgorithm::ChaCha20Poly1305],
-            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-        },
-        verifier: Arc::new(verifier),
-        endpoint: EndpointConfig::terminal(),
-    };
-    (fay, terminal)
+    let keys = Keys::new(7, "fay-e2e", &[("stream", &[AccessMode::Read])])
+        .with_algorithms(&[AeadAlgorithm::Aes256Gcm, AeadAlgorithm::ChaCha20Poly1305]);
+    (keys.fay_config(), keys.terminal_config())
 }
 
 /// The Fay: one connection after another through the fault injector, each

@@ -55,6 +55,10 @@ pub(crate) struct DtpSection {
     pub(crate) algorithms: Vec<String>,
     /// Suspended sessions kept for a resume, across all shards.
     pub(crate) max_suspended: usize,
+    /// SPEC SES-2, SES-3: a directory where suspended sessions are kept,
+    /// one file each, so that a Fay resumes after the gateway restarts;
+    /// empty: in memory only (a restart refuses every resume).
+    pub(crate) session_store: String,
     /// Revocations made while running (`POST /v1/revocations`), shared by
     /// every verifier this section builds: CAP on every core refuses the
     /// credential at once, as the control plane does (SPEC TS-16).
@@ -71,6 +75,7 @@ impl Default for DtpSection {
             revocations: String::new(),
             algorithms: vec!["aes-256-gcm".to_owned(), "chacha20-poly1305".to_owned()],
             max_suspended: 4096,
+            session_store: String::new(),
             revoked_at_run_time: dtp_crypto::cred::SharedRevocations::new(),
         }
     }
@@ -299,11 +304,42 @@ impl DtpSection {
     }
 }
 
+impl DtpSection {
+    /// SPEC SES-2, SES-3: where the gateway's shards keep suspended
+    /// sessions: `session_store`'s directory (created if needed, and
+    /// checked writable now) or memory, at most `max_suspended` either
+    /// way. `endpoint` bounds what the store reads back.
+    pub(crate) fn suspended_sessions(
+        &self,
+        endpoint: dtp_engine::dtp::EndpointConfig,
+    ) -> Result<std::sync::Arc<dyn dtp_engine::dtp::SuspendedSessions>, String> {
+        use dtp_engine::dtp::{DirSessionStore, SessionRegistry, StoreLimits};
+        if self.session_store.is_empty() {
+            return Ok(std::sync::Arc::new(SessionRegistry::new(
+                self.max_suspended,
+            )));
+        }
+        let limits = StoreLimits {
+            max_sessions: self.max_suspended,
+            ..StoreLimits::for_endpoint(endpoint)
+        };
+        let store = DirSessionStore::open(&self.session_store, limits)
+            .map_err(|e| format!("dtp.session_store: {e}"))?;
+        tracing::info!(
+            dir = %self.session_store,
+            sessions = store.len(),
+            "suspended sessions are kept in the session store"
+        );
+        Ok(std::sync::Arc::new(store))
+    }
+}
+
 impl Config {
     /// Reads `path`, or the embedded defaults when `None`. A syntax error
     /// or an unknown key is one line naming the file and the line
     /// (`dtp.toml line 3: …`). Relative file names in the file (keys, trust
-    /// and revocation lists, the token, the audit log, a command's program)
+    /// and revocation lists, the session store, the token, the audit log, a
+    /// command's program)
     /// are taken relative to the file's folder, not the working directory.
     pub(crate) fn load(path: Option<&Path>) -> Result<Self, String> {
         let Some(path) = path else {
@@ -328,6 +364,7 @@ impl Config {
         for name in std::iter::once(&mut dtp.terminal_key)
             .chain(std::iter::once(&mut dtp.revocations))
             .chain(dtp.trust.iter_mut())
+            .chain(std::iter::once(&mut dtp.session_store))
             .chain(std::iter::once(&mut self.admin.token_file))
         {
             resolve(base, name);

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dtp_bench::dtp_workload::DtpResponder;
-use dtp_engine::dtp::{DtpGateway, SessionRegistry};
+use dtp_engine::dtp::DtpGateway;
 use dtp_engine::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_engine::{
     ControlPlane, Engine, EngineConfig, EngineHandle, Pair, PairPlane, PlaneHandle, Service,
@@ -50,7 +50,17 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // that signals as soon as it sees the address still gets a drain.
     let mut signals =
         Signals::new([SIGINT, SIGTERM]).map_err(|e| CliError::Io(format!("signals: {e}")))?;
-    let terminal = config.dtp.terminal(limits).map_err(bad_config)?;
+    // SPEC SES-2: with DTP, where its suspended sessions are kept.
+    let terminal = match config.dtp.terminal(limits).map_err(bad_config)? {
+        Some(t) => {
+            let sessions = config
+                .dtp
+                .suspended_sessions(t.endpoint)
+                .map_err(bad_config)?;
+            Some((t, sessions))
+        }
+        None => None,
+    };
     // Read and checked whenever it is set, with or without [terminal].
     let token = config.admin.token().map_err(bad_config)?;
     let parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
@@ -81,9 +91,8 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     let started = match terminal {
         // SPEC §1: every connection runs CAP, encryption, agreements and
         // resume; suspended sessions are shared by all shards.
-        Some(terminal) => {
+        Some((terminal, registry)) => {
             let terminal = Arc::new(terminal);
-            let registry = Arc::new(SessionRegistry::new(config.dtp.max_suspended));
             start(
                 engine_config,
                 move |i| {

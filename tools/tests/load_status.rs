@@ -21,46 +21,17 @@ mod support;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use support::{FayFiles, Serve, Setup, dtp};
 
 const TERMINAL: &str = "[terminal.control]\nterminal_id = \"t1\"\n[[terminal.control.resources]]\nresource_id = \"res-0\"\n";
 
-/// A `dtp serve` child started with `args`, killed when dropped.
-struct Gateway {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Gateway {
-    fn start(args: &[&str]) -> Self {
-        let mut child = dtp()
-            .args(["serve", "--listen", "127.0.0.1:0", "--shards", "1"])
-            .args(["--no-pin", "--no-admin", "--no-realtime"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines.next().expect("serve exited").unwrap();
-            if let Some(a) = line.strip_prefix("listening ") {
-                break a.parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Gateway { child, addr }
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A plain `dtp serve` (one shard, no admin port, no realtime) with `args`.
+fn gateway(args: &[&str]) -> Serve {
+    let mut all = vec!["--shards", "1", "--no-admin", "--no-realtime"];
+    all.extend(args);
+    Serve::launch(&all, false)
 }
 
 /// `dtp load` with `args` (short runs on one client shard unless told).
@@ -126,7 +97,7 @@ fn json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn plaintext_stream_runs_over_several_connections() {
-    let gw = Gateway::start(&[]);
+    let gw = gateway(&[]);
     let dir = std::env::temp_dir().join(format!("dtp-load-status-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out_json = dir.join("stream.json");
@@ -173,7 +144,7 @@ fn dtp_stream_runs_over_several_connections() {
         ),
     )
     .unwrap();
-    let gw = Gateway::start(&["--config", &config.display().to_string()]);
+    let gw = gateway(&["--config", &config.display().to_string()]);
     let out_json = setup.dir.join("dtp-stream.json");
     let out = load_dtp(
         gw.addr,

@@ -164,10 +164,9 @@ fn serve_answers_exports_metrics_and_stops_on_sigterm() {
 
 #[test]
 fn heartbeats_are_acked_by_the_control_thread() {
-    use dtp_codec::{Beat, Body, ControlMessage, FrameDecoder, Heartbeat, Limits, LogicalFrame};
+    use dtp_codec::{Beat, Body, ControlMessage, Heartbeat, Limits, LogicalFrame};
     let mut g = start(&["--listen", "127.0.0.1:0", "--no-admin", "--no-pin"]);
     let mut c = TcpStream::connect(g.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let beat = Beat {
         session_id: uuid::Uuid::from_u128(42),
         sequence_number: 7,
@@ -178,16 +177,7 @@ fn heartbeats_are_acked_by_the_control_thread() {
     );
     c.write_all(&hb.to_bytes(&Limits::default()).unwrap())
         .unwrap();
-    let mut buf = bytes::BytesMut::new();
-    let mut tmp = [0u8; 4096];
-    let frame = loop {
-        if let Some(f) = FrameDecoder::default().decode(&mut buf).unwrap() {
-            break f;
-        }
-        let n = c.read(&mut tmp).unwrap();
-        assert!(n > 0);
-        buf.extend_from_slice(&tmp[..n]);
-    };
+    let frame = dtp_test_kit::read_frame(&mut c, Duration::from_secs(10));
     match frame.body {
         Body::Control(ControlMessage::HeartbeatAck(a)) => assert_eq!(a.beats, vec![beat]),
         other => panic!("{other:?}"),

@@ -1,7 +1,9 @@
 //! `dtp serve` with the DTP protocol on (`[dtp] enabled = true`): keys and
-//! credentials in files as `dtp cred` writes them, a Fay that runs CAP, an
-//! agreement and encrypted pingpong fragments against the real binary, and
-//! configuration errors that name their key.
+//! credentials in files as `dtp cred` writes them, a Fay (the test kit's)
+//! that runs CAP, an agreement and encrypted pingpong fragments against the
+//! real binary, a Fay that resumes after the gateway restarted on its
+//! `session_store` (and is refused without one), and configuration errors
+//! that name their key.
 
 #![allow(
     clippy::unwrap_used,
@@ -9,129 +11,51 @@
     reason = "tests: a panic is the failure report"
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+#[allow(
+    dead_code,
+    reason = "the support module is shared by the serve tests; each uses part of it"
+)]
+mod support;
+
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use dtp_bench::dtp_workload::{BenchKeys, DtpWorkload};
-use dtp_codec::{Limits, peek_frame_len};
-use dtp_engine::dtp::{DtpEndpoint, DtpEvent};
+use bytes::Bytes;
+use dtp_bench::dtp_workload::DtpWorkload;
+use dtp_codec::{AccessMode, AgreementId, ErrorCode};
+use dtp_engine::dtp::{DtpEvent, SuspendedSession};
+use dtp_test_kit::{Fay, Keys};
+use support::{Scratch, Serve, dtp};
 
-fn dtp() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dtp"))
-}
-
-fn write_keys(dir: &Path, keys: &BenchKeys) -> std::path::PathBuf {
-    std::fs::write(dir.join("terminal.key"), keys.terminal_noise.to_text()).unwrap();
-    std::fs::write(dir.join("issuer.pub"), keys.issuer.public_key().to_text()).unwrap();
+/// The test's keys, written to `dir` with a `[dtp]` configuration naming
+/// them (and `extra` lines in that section).
+fn write_keys(dir: &Path, keys: &Keys, extra: &str) -> PathBuf {
     let config = dir.join("dtp.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[dtp]\nenabled = true\nterminal_key = \"{}\"\ntrust = [\"{}\"]\n",
-            dir.join("terminal.key").display(),
-            dir.join("issuer.pub").display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, keys.write_files(dir).dtp_section(extra)).unwrap();
     config
 }
 
-fn start(config: &Path) -> (Child, SocketAddr) {
-    let mut child = dtp()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-admin",
-            "--no-pin",
-            "--shards",
-            "2",
-        ])
-        .arg("--config")
-        .arg(config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("serve exited").unwrap();
-        if let Some(a) = line.strip_prefix("listening ") {
-            break a.parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
-}
-
-/// One Fay over a blocking socket: feeds frames to the endpoint, writes
-/// what it transmits, returns the events.
-struct Fay {
-    ep: DtpEndpoint,
-    sock: TcpStream,
-    rx: BytesMut,
-}
-
-impl Fay {
-    fn step(&mut self) -> Vec<DtpEvent> {
-        let mut tx = BytesMut::new();
-        self.ep.poll_transmit(&mut tx);
-        self.sock.write_all(&tx).unwrap();
-        let mut buf = [0u8; 65536];
-        match self.sock.read(&mut buf) {
-            Ok(0) => panic!("the gateway closed the connection"),
-            Ok(n) => self.rx.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-            Err(e) => panic!("{e}"),
-        }
-        let now = Instant::now();
-        while let Ok(len) = peek_frame_len(&self.rx, &Limits::default()) {
-            if len > self.rx.len() {
-                break;
-            }
-            self.ep.handle_frame(self.rx.split_to(len), now);
-        }
-        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-            self.ep.handle_timeout(now);
-        }
-        std::iter::from_fn(|| self.ep.poll_event()).collect()
-    }
+fn keys() -> Keys {
+    Keys::new(31, "bench-fay", &[("bench", &[AccessMode::Read])])
 }
 
 #[test]
 fn serve_runs_cap_and_encrypted_pingpong_with_keys_from_files() {
-    let dir = std::env::temp_dir().join(format!("dtp-serve-dtp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let keys = BenchKeys::generate().unwrap();
-    let config = write_keys(&dir, &keys);
-    let (mut child, addr) = start(&config);
-    let sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(20)))
-        .unwrap();
-    let mut fill = |b: &mut [u8]| {
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = (i as u8).wrapping_mul(31) ^ 0x5a;
-        }
-    };
-    let ep = DtpEndpoint::fay(&keys.fay_config(), Instant::now(), &mut fill).unwrap();
-    let mut fay = Fay {
-        ep,
-        sock,
-        rx: BytesMut::new(),
-    };
+    let dir = Scratch::new("pingpong");
+    let keys = keys();
+    let config = write_keys(&dir.0, &keys, "");
+    let serve = Serve::start_dtp(&config);
+    let mut fay = Fay::start(serve.addr, &keys.fay_config());
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut agreement = None;
     let mut answers = Vec::new();
     let mut sent = 0u64;
     while answers.len() < 50 {
         assert!(Instant::now() < deadline, "no progress: {answers:?}");
-        for event in fay.step() {
+        fay.turn();
+        assert!(!fay.is_eof(), "the gateway closed the connection");
+        for event in fay.take_events() {
             match event {
                 DtpEvent::Established { .. } => {
                     fay.ep
@@ -166,15 +90,26 @@ fn serve_runs_cap_and_encrypted_pingpong_with_keys_from_files() {
         fay.ep.crypto_stats().opened_frames >= 50,
         "answers came sealed"
     );
-    child.kill().unwrap();
-    let _ = child.wait();
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `dtp serve` on `config`, which must be refused as a bad configuration
+/// (exit status 2, `error: BAD_CONFIG …`): its stderr.
+fn refused(config: &Path) -> String {
+    let out = dtp()
+        .args(["serve", "--no-admin", "--listen", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error: BAD_CONFIG"), "{err}");
+    err
 }
 
 #[test]
 fn dtp_configuration_errors_name_their_key() {
-    let dir = std::env::temp_dir().join(format!("dtp-serve-dtp-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch::new("bad");
+    let dir = &scratch.0;
     for (text, key) in [
         ("[dtp]\nenabled = true\n", "dtp.terminal_key"),
         (
@@ -191,17 +126,143 @@ fn dtp_configuration_errors_name_their_key() {
         let path = dir.join("bad.toml");
         // A file that exists but is not a key: the config file itself.
         std::fs::write(&path, text.replace("CONFIG", &path.display().to_string())).unwrap();
-        let out = dtp()
-            .args(["serve", "--no-admin", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{text}");
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert!(
-            err.starts_with("error: BAD_CONFIG") && err.contains(key),
-            "{text}: {err}"
-        );
+        let err = refused(&path);
+        assert!(err.contains(key), "{text}: {err}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A pingpong fragment's payload.
+fn payload(id: u64) -> Bytes {
+    Bytes::from(vec![id as u8; 66])
+}
+
+/// Sends `ids` one at a time on a pingpong agreement, each answered (the
+/// same id and payload) before the next; the answers' ids go to `answers`.
+fn pingpong(
+    fay: &mut Fay,
+    agreement: AgreementId,
+    ids: RangeInclusive<u64>,
+    answers: &mut Vec<u64>,
+) {
+    for id in ids {
+        fay.send_fragment(agreement, id, payload(id));
+        let (got, p) = fay.fragment();
+        assert_eq!(p, payload(got), "fragment {got} altered");
+        answers.push(got);
+    }
+}
+
+/// The session files of a `DirSessionStore` directory.
+fn session_files(store: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(store) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "dtps"))
+        .collect()
+}
+
+/// A Fay with a pingpong agreement, ten fragments answered and the
+/// eleventh in flight, cut off: its suspended session and the answers.
+fn cut_after_ten(serve: &Serve, keys: &Keys) -> (SuspendedSession, AgreementId, Vec<u64>) {
+    let mut fay = Fay::connect(serve.addr, &keys.fay_config());
+    let agreement = fay.open_agreement(DtpWorkload::Pingpong.terms());
+    let mut answers = Vec::new();
+    pingpong(&mut fay, agreement, 1..=10, &mut answers);
+    // Written but not read back: its answer must not be taken before the cut.
+    fay.ep
+        .send_fragment(agreement, 11, vec![], payload(11))
+        .unwrap();
+    fay.flush();
+    let suspended = fay.cut().expect("a session with an agreement suspends");
+    (suspended, agreement, answers)
+}
+
+/// SPEC SES-2, SES-3, RES-2, RES-3 through `dtp serve`: with
+/// `[dtp] session_store`, a session cut off is written to the store, and a
+/// gateway stopped (SIGTERM) and started again on the same store resumes
+/// it: the fragments answered before the cut stay answered, the one in
+/// flight is answered once, and the stream goes on with nothing lost or
+/// delivered twice.
+#[test]
+fn a_fay_resumes_after_the_gateway_restarts_on_its_session_store() {
+    let dir = Scratch::new("store");
+    let keys = keys();
+    // Relative: the store is found beside the configuration file.
+    let config = write_keys(&dir.0, &keys, "session_store = \"sessions\"\n");
+    let store = dir.0.join("sessions");
+    let serve = Serve::start_dtp(&config);
+    let (suspended, agreement, mut answers) = cut_after_ten(&serve, &keys);
+    support::eventually("the session parked in the store", || {
+        (session_files(&store).len() == 1).then_some(())
+    });
+    assert!(serve.stop().success());
+    assert_eq!(
+        session_files(&store).len(),
+        1,
+        "the session outlived the gateway"
+    );
+
+    let serve = Serve::start_dtp(&config);
+    let mut fay = Fay::resume(serve.addr, &keys.fay_config(), suspended);
+    assert!(
+        session_files(&store).is_empty(),
+        "a resumed session is taken from the store"
+    );
+    // The fragment in flight at the cut is answered once, whichever side
+    // resent it.
+    let (id, p) = fay.fragment();
+    assert_eq!((id, p), (11, payload(11)));
+    answers.push(id);
+    pingpong(&mut fay, agreement, 12..=20, &mut answers);
+    assert_eq!(answers, (1..=20).collect::<Vec<u64>>());
+    // Nothing more comes: no answer twice, no error.
+    for _ in 0..10 {
+        fay.turn();
+    }
+    let late: Vec<DtpEvent> = fay
+        .take_events()
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                DtpEvent::Fragment { .. } | DtpEvent::Error(_) | DtpEvent::Closed { .. }
+            )
+        })
+        .collect();
+    assert!(late.is_empty(), "{late:?}");
+    assert!(serve.stop().success());
+}
+
+/// SPEC SES-3: without `session_store`, suspended sessions live in the
+/// gateway's memory only: a restarted gateway refuses the resume with
+/// RESUME_FAILED.
+#[test]
+fn without_a_session_store_a_restarted_gateway_refuses_the_resume() {
+    let dir = Scratch::new("no-store");
+    let keys = keys();
+    let config = write_keys(&dir.0, &keys, "");
+    let serve = Serve::start_dtp(&config);
+    let (suspended, _, answers) = cut_after_ten(&serve, &keys);
+    assert_eq!(answers, (1..=10).collect::<Vec<u64>>());
+    assert!(serve.stop().success());
+
+    let serve = Serve::start_dtp(&config);
+    let mut fay = Fay::start_resume(serve.addr, &keys.fay_config(), suspended);
+    assert_eq!(fay.closed(), ErrorCode::RESUME_FAILED);
+    assert!(serve.stop().success());
+}
+
+/// A `session_store` the gateway cannot use (a file, not a directory) is
+/// refused at start-up with one line naming the key.
+#[test]
+fn a_session_store_that_cannot_be_used_is_refused_naming_the_key() {
+    let dir = Scratch::new("bad-store");
+    let keys = keys();
+    std::fs::write(dir.0.join("taken"), "not a directory").unwrap();
+    let config = write_keys(&dir.0, &keys, "session_store = \"taken\"\n");
+    let err = refused(&config);
+    assert!(err.contains("dtp.session_store"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }

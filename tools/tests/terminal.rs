@@ -19,8 +19,9 @@
 mod support;
 
 use dtp_codec::{AccessMode, AuthOutcome, ErrorCode};
+use dtp_test_kit::Fay;
 use serde_json::Value;
-use support::{Fay, Serve, Setup, audit_records, eventually};
+use support::{Serve, Setup, audit_records, eventually};
 
 /// `arm`: a person decides handovers (external panel, 30 s, default
 /// reject); `lamp`: a priority script where the target always wins.
@@ -74,7 +75,7 @@ fn ctl_lists_terminates_and_ends_sessions_by_resource_and_revocation() {
     );
     let config = format!("{}{os_access}", terminal_section(&setup));
     let serve = Serve::start(&setup.config(&config));
-    let mut fay = Fay::connect(&setup, &a, serve.addr);
+    let mut fay = Fay::connect(serve.addr, &setup.fay_config(&a));
 
     // SPEC TS-6: a session, granted by the OS command, listed by `dtp ctl
     // sessions`.
@@ -126,7 +127,7 @@ fn ctl_lists_terminates_and_ends_sessions_by_resource_and_revocation() {
     assert_eq!(fay.terminated(lamp).as_deref(), Some("credential_revoked"));
     // The gateway's CAP honours the revocation at once, on every core.
     assert_eq!(
-        Fay::refused(&setup, &a, serve.addr),
+        Fay::refused(serve.addr, &setup.fay_config(&a)),
         ErrorCode::CREDENTIAL_REVOKED
     );
     fay.ask(4, "lamp", AccessMode::Read);
@@ -155,8 +156,8 @@ fn a_person_decides_a_handover_with_ctl_and_hands_control_to_the_human() {
     let a = setup.fay("fay-a", &["arm=write"]);
     let b = setup.fay("fay-b", &["arm=write"]);
     let serve = Serve::start(&setup.config(&terminal_section(&setup)));
-    let mut fay_a = Fay::connect(&setup, &a, serve.addr);
-    let mut fay_b = Fay::connect(&setup, &b, serve.addr);
+    let mut fay_a = Fay::connect(serve.addr, &setup.fay_config(&a));
+    let mut fay_b = Fay::connect(serve.addr, &setup.fay_config(&b));
     let sa = fay_a.session(1, "arm", AccessMode::Write);
 
     // SPEC HO-1: fay-b asks for the held arm; the policy asks a person.
@@ -319,7 +320,7 @@ fn session_changes_reach_the_built_in_streams() {
     let (mut sessions, mut seen) = built_in_sse(rt, "sessions");
     let (mut resources, mut seen_r) = built_in_sse(rt, "resources");
 
-    let mut fay = Fay::connect(&setup, &a, serve.addr);
+    let mut fay = Fay::connect(serve.addr, &setup.fay_config(&a));
     let sid = fay.session(1, "arm", AccessMode::Write);
     let active = format!("\"sessionId\":\"{sid}\"");
     read_until(&mut sessions, &mut seen, |s| {

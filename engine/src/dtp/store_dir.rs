@@ -185,7 +185,7 @@ impl DirSessionStore {
     }
 
     /// SPEC SES-3: [`DirSessionStore::open`] with another wall clock.
-    /// Session files whose header does not read are logged and removed,
+    /// Fails when the directory cannot be created or written in. Session files whose header does not read are logged and removed,
     /// leftover temporary files removed, other files left alone. Every
     /// session found is kept, even past `max_sessions` (parks are refused
     /// until enough expire).
@@ -196,6 +196,10 @@ impl DirSessionStore {
     ) -> Result<Self, DirStoreError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        // A directory this process cannot write in fails here, at start-up,
+        // rather than at the first park.
+        let probe = dir.join(format!(".probe.{}{TMP_SUFFIX}", std::process::id()));
+        file::probe_writable(&dir, &probe)?;
         let mut index = HashMap::new();
         for entry in std::fs::read_dir(&dir).map_err(io_err("list", &dir))? {
             let path = entry.map_err(io_err("list", &dir))?.path();

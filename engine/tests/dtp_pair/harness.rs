@@ -11,11 +11,12 @@ use dtp_codec::{
     peek_frame_len,
 };
 use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair, ResponderConfig};
-use dtp_crypto::cred::{Credential, CredentialRequest, Grant, IssuerKeyPair, Verifier};
+use dtp_crypto::cred::{Credential, IssuerKeyPair, Verifier};
 use dtp_engine::dtp::{
     DirSessionStore, DtpEndpoint, DtpEvent, EndpointConfig, EngineState, FayConfig,
     SessionRegistry, SuspendedSession, SuspendedSessions, TerminalConfig,
 };
+use dtp_test_kit::keys;
 
 pub(crate) const UNIX: u64 = 1_700_000_000;
 const CHACHA: dtp_codec::AeadAlgorithm = dtp_codec::AeadAlgorithm::ChaCha20Poly1305;
@@ -33,8 +34,7 @@ pub(crate) struct World {
 impl World {
     pub(crate) fn new() -> Self {
         let issuer = IssuerKeyPair::from_seed(&[1; 32]).unwrap();
-        let mut verifier = Verifier::new();
-        verifier.trust(*issuer.public_key()).unwrap();
+        let verifier = keys::verifier(&issuer);
         World {
             issuer,
             verifier,
@@ -51,17 +51,15 @@ impl World {
         id: &str,
         not_after: u64,
     ) -> Credential {
-        let req = CredentialRequest {
-            fay_id: id.into(),
-            noise_key: *fay.public(),
-            grants: vec![Grant {
-                resource_id: "camera".into(),
-                modes: [AccessMode::Read].into_iter().collect(),
-            }],
-            not_before: UNIX - 100,
-            not_after,
-        };
-        issuer.issue(req, [4; 16]).unwrap()
+        let grants: &[(&str, &[AccessMode])] = &[("camera", &[AccessMode::Read])];
+        keys::issue(
+            issuer,
+            id,
+            *fay.public(),
+            grants,
+            [4; 16],
+            UNIX - 100..not_after,
+        )
     }
 
     pub(crate) fn fay_config_with(&self, keys: &NoiseKeypair, credential: Credential) -> FayConfig {

@@ -120,7 +120,11 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "dtp.max_suspended",
-        "Suspended sessions kept for a resume, across all shards (in memory).",
+        "Suspended sessions kept for a resume, across all shards (in memory, or in session_store).",
+    ),
+    (
+        "dtp.session_store",
+        "A directory where suspended sessions are kept, one file each, so that a Fay resumes after the gateway restarts (SPEC SES-2, SES-3); created if needed; empty: in memory only. Relative to this file's folder.",
     ),
     (
         "realtime",

@@ -1,22 +1,18 @@
-//! What the terminal tests share: keys and credentials made by the real
-//! `dtp cred`, a `dtp serve` child with a `[terminal]` config, `dtp ctl`
-//! runs, and a Fay — a `DtpEndpoint` driven over a blocking `TcpStream`
-//! (the driver of engine/tests/plane/e2e.rs, cut to what these tests use).
+//! What the `dtp serve` tests share: keys and credentials made by the real
+//! `dtp cred`, a `dtp serve` child (stopped with SIGTERM or killed), `dtp
+//! ctl` runs. The Fay that talks to the gateway is the test kit's
+//! (`dtp_test_kit::Fay`); [`Setup::fay_config`] gives it its files.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-use dtp_codec::{
-    AccessMode, AeadAlgorithm, AuthOutcome, AuthRequest, AuthResult, ControlMessage, ErrorCode,
-    Limits, SessionId, SessionState, peek_frame_len,
-};
-use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair};
+use dtp_codec::AeadAlgorithm;
+use dtp_crypto::cap::NoiseKeypair;
 use dtp_crypto::cred::Credential;
-use dtp_engine::dtp::{DtpEndpoint, DtpEvent, EndpointConfig, FayConfig};
+use dtp_engine::dtp::FayConfig;
 
 /// The `dtp` binary under test.
 pub(crate) fn dtp() -> Command {
@@ -35,9 +31,28 @@ fn cred(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// A scratch directory of this process, removed when dropped.
+pub(crate) struct Scratch(pub(crate) PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("dtp-tools-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A directory with an issuer key and a terminal Noise key.
 pub(crate) struct Setup {
     pub(crate) dir: PathBuf,
+    _scratch: Scratch,
     /// The issuer's key id (what a credential names; never shown by the panel).
     pub(crate) issuer_key_id: String,
 }
@@ -52,12 +67,15 @@ pub(crate) struct FayFiles {
 
 impl Setup {
     pub(crate) fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("dtp-terminal-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = Scratch::new(&format!("terminal-{name}"));
+        let dir = scratch.0.clone();
         let issuer_key_id = cred(&dir, &["issuer-key", "--out", "issuer.key"]);
         cred(&dir, &["noise-key", "--out", "terminal.key"]);
-        Setup { dir, issuer_key_id }
+        Setup {
+            dir,
+            _scratch: scratch,
+            issuer_key_id,
+        }
     }
 
     /// A Fay's Noise key and a credential with `grants` (`arm=write`).
@@ -111,11 +129,19 @@ impl Setup {
         }
         key
     }
-}
 
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// The DTP configuration of a Fay with `files`' key and credential,
+    /// this terminal's key pinned.
+    pub(crate) fn fay_config(&self, files: &FayFiles) -> FayConfig {
+        let keys = NoiseKeypair::from_text(&std::fs::read_to_string(&files.key).unwrap()).unwrap();
+        let credential =
+            Credential::from_text(&std::fs::read_to_string(&files.credential).unwrap()).unwrap();
+        dtp_test_kit::keys::fay_config(
+            keys,
+            credential,
+            &[AeadAlgorithm::ChaCha20Poly1305],
+            self.terminal_public(),
+        )
     }
 }
 
@@ -123,48 +149,70 @@ impl Drop for Setup {
 pub(crate) struct Serve {
     child: Child,
     pub(crate) addr: SocketAddr,
-    /// `HOST:PORT` of the admin port.
+    /// `HOST:PORT` of the admin port (empty without one).
     pub(crate) admin: String,
     /// The realtime front end's address.
     pub(crate) realtime: Option<SocketAddr>,
 }
 
 impl Serve {
+    /// One shard, with the admin port of a `[terminal]` configuration.
     pub(crate) fn start(config: &Path) -> Self {
+        Self::launch(
+            &["--shards", "1", "--config", &config.display().to_string()],
+            true,
+        )
+    }
+
+    /// Two shards, no admin port: the DTP gateway alone.
+    pub(crate) fn start_dtp(config: &Path) -> Self {
+        let config = config.display().to_string();
+        Self::launch(&["--shards", "2", "--no-admin", "--config", &config], false)
+    }
+
+    /// `dtp serve --listen 127.0.0.1:0 --no-pin ARGS`, once it printed its
+    /// address (and, with `admin`, its admin port).
+    pub(crate) fn launch(args: &[&str], admin: bool) -> Self {
         let mut child = dtp()
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--shards",
-                "1",
-                "--no-pin",
-            ])
-            .arg("--config")
-            .arg(config)
+            .args(["serve", "--listen", "127.0.0.1:0", "--no-pin"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut addr, mut admin, mut realtime) = (None, None, None);
-        while addr.is_none() || admin.is_none() {
+        let (mut addr, mut admin_at, mut realtime) = (None, None, None);
+        while addr.is_none() || (admin && admin_at.is_none()) {
             let line = lines.next().expect("serve exited").unwrap();
             if let Some(a) = line.strip_prefix("listening ") {
                 addr = Some(a.parse().unwrap());
             } else if let Some(a) = line.strip_prefix("realtime http://") {
                 realtime = Some(a.split('/').next().unwrap().parse().unwrap());
             } else if let Some(a) = line.strip_prefix("admin http://") {
-                admin = Some(a.trim_end_matches("/v1").to_owned());
+                admin_at = Some(a.trim_end_matches("/v1").to_owned());
             }
         }
         std::thread::spawn(move || for _ in lines {});
         Serve {
             child,
             addr: addr.unwrap(),
-            admin: admin.unwrap(),
+            admin: admin_at.unwrap_or_default(),
             realtime,
+        }
+    }
+
+    /// Stops the gateway with SIGTERM, as a supervisor does; how it exited.
+    pub(crate) fn stop(mut self) -> ExitStatus {
+        let ok = sigterm(self.child.id());
+        assert!(ok, "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the gateway did not stop");
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -199,177 +247,12 @@ impl Drop for Serve {
     }
 }
 
-/// Distinct bytes per call.
-fn fill(buf: &mut [u8]) {
-    let seed = Instant::now().elapsed().subsec_nanos() as u64
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8).wrapping_mul(151);
-    }
-}
-
-/// A Fay on one TCP connection with a DTP session established.
-pub(crate) struct Fay {
-    pub(crate) fay_id: String,
-    credential: Credential,
-    ep: DtpEndpoint,
-    sock: TcpStream,
-    rx: BytesMut,
-    events: Vec<DtpEvent>,
-    /// The terminal closed the connection.
-    eof: bool,
-}
-
-impl Fay {
-    /// Connects and runs CAP with the Fay's own key and credential.
-    pub(crate) fn connect(setup: &Setup, files: &FayFiles, addr: SocketAddr) -> Self {
-        let mut fay = Self::start(setup, files, addr);
-        fay.wait("DTP session", |e| {
-            matches!(e, DtpEvent::Established { .. }).then_some(())
-        });
-        fay
-    }
-
-    /// Connects, expecting CAP to be refused: the terminal's close code.
-    pub(crate) fn refused(setup: &Setup, files: &FayFiles, addr: SocketAddr) -> ErrorCode {
-        let mut fay = Self::start(setup, files, addr);
-        fay.wait("refusal", |e| match e {
-            DtpEvent::Established { .. } => panic!("CAP succeeded"),
-            DtpEvent::Closed { code } => Some(*code),
-            _ => None,
-        })
-    }
-
-    fn start(setup: &Setup, files: &FayFiles, addr: SocketAddr) -> Self {
-        let keys = NoiseKeypair::from_text(&std::fs::read_to_string(&files.key).unwrap()).unwrap();
-        let credential =
-            Credential::from_text(&std::fs::read_to_string(&files.credential).unwrap()).unwrap();
-        let config = FayConfig {
-            cap: InitiatorConfig {
-                static_keypair: keys,
-                credential: credential.clone(),
-                algorithms: vec![AeadAlgorithm::ChaCha20Poly1305],
-                pinned_responder_key: Some(setup.terminal_public()),
-                handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-            },
-            endpoint: EndpointConfig::fay(),
-        };
-        let sock = TcpStream::connect(addr).unwrap();
-        sock.set_read_timeout(Some(Duration::from_millis(20)))
-            .unwrap();
-        let ep = DtpEndpoint::fay(&config, Instant::now(), &mut fill).unwrap();
-        Fay {
-            fay_id: files.fay_id.clone(),
-            credential,
-            ep,
-            sock,
-            rx: BytesMut::new(),
-            events: Vec::new(),
-            eof: false,
-        }
-    }
-
-    /// One turn: send what is queued, read what came, feed whole frames.
-    fn turn(&mut self) {
-        let mut tx = BytesMut::new();
-        self.ep.poll_transmit(&mut tx);
-        if !tx.is_empty() {
-            self.sock.write_all(&tx).unwrap();
-        }
-        let mut buf = [0u8; 16 * 1024];
-        match self.sock.read(&mut buf) {
-            Ok(0) => self.eof = true,
-            Ok(n) => self.rx.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => panic!("read: {e}"),
-        }
-        let now = Instant::now();
-        while let Ok(len) = peek_frame_len(&self.rx, &Limits::default()) {
-            if len > self.rx.len() {
-                break;
-            }
-            self.ep.handle_frame(self.rx.split_to(len), now);
-        }
-        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-            self.ep.handle_timeout(now);
-        }
-        while let Some(e) = self.ep.poll_event() {
-            self.events.push(e);
-        }
-    }
-
-    /// Turns until an event matches `f` (taking it); fails after 10 s.
-    pub(crate) fn wait<T>(&mut self, what: &str, mut f: impl FnMut(&DtpEvent) -> Option<T>) -> T {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(i) = self.events.iter().position(|e| f(e).is_some()) {
-                let e = self.events.remove(i);
-                return f(&e).unwrap();
-            }
-            assert!(
-                Instant::now() < deadline && !self.eof,
-                "no {what} within 10 s (terminal closed: {}); events {:?}",
-                self.eof,
-                self.events
-            );
-            self.turn();
-        }
-    }
-
-    /// Sends an AuthRequest for `resource_id` in `mode` with its credential.
-    pub(crate) fn ask(&mut self, request_id: u64, resource_id: &str, mode: AccessMode) {
-        let auth = AuthRequest {
-            request_id,
-            fay_id: self.fay_id.clone(),
-            resource_id: resource_id.into(),
-            access_mode: mode,
-            credential: self.credential.as_bytes().clone(),
-        };
-        self.ep
-            .send_control(ControlMessage::AuthRequest(auth))
-            .unwrap();
-        self.turn();
-    }
-
-    /// The AuthResult of `request_id`.
-    pub(crate) fn outcome(&mut self, request_id: u64) -> AuthOutcome {
-        self.wait("AuthResult", |e| match e {
-            DtpEvent::Control(ControlMessage::AuthResult(AuthResult {
-                request_id: r,
-                outcome,
-            })) if *r == request_id => Some(outcome.clone()),
-            _ => None,
-        })
-    }
-
-    /// Asks and expects a session.
-    pub(crate) fn session(
-        &mut self,
-        request_id: u64,
-        resource_id: &str,
-        mode: AccessMode,
-    ) -> SessionId {
-        self.ask(request_id, resource_id, mode);
-        match self.outcome(request_id) {
-            AuthOutcome::Granted { session_id } => session_id,
-            refused => panic!("{} refused {resource_id}: {refused:?}", self.fay_id),
-        }
-    }
-
-    /// The reason `session_id` reached terminated with.
-    pub(crate) fn terminated(&mut self, session_id: SessionId) -> Option<String> {
-        self.wait("SessionStateChanged(terminated)", |e| match e {
-            DtpEvent::Control(ControlMessage::SessionStateChanged(c))
-                if c.session_id == session_id && c.new_state == SessionState::Terminated =>
-            {
-                Some(c.reason.clone())
-            }
-            _ => None,
-        })
-    }
+/// Sends SIGTERM to `pid`; whether `kill` succeeded.
+fn sigterm(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Polls `f` every 50 ms until it gives a value; fails after 10 s.

@@ -123,6 +123,19 @@ pub(super) fn write_atomic(
     result
 }
 
+/// Checks that files can be created in `dir`: a probe file named like a
+/// leftover temporary file (so that a crash here is cleaned up by the next
+/// open) is created and removed.
+pub(super) fn probe_writable(dir: &Path, probe: &Path) -> Result<(), DirStoreError> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(probe)
+        .map_err(io_err("write in", dir))?;
+    fs::remove_file(probe).map_err(io_err("remove", probe))
+}
+
 /// Removes `paths` (a missing one is fine), then fsyncs `dir` once.
 pub(super) fn remove_all(dir: &Path, paths: &[PathBuf]) -> Result<(), DirStoreError> {
     if paths.is_empty() {
