@@ -34,7 +34,7 @@ use std::sync::{Arc as WakeArc, atomic::AtomicBool as WakeFlag};
 use std::thread::current as current_thread;
 use std::time::{Duration, Instant};
 
-use dtp_codec::{ControlMessage, ErrorCode};
+use dtp_codec::ErrorCode;
 use dtp_pool::{Consumer, Producer};
 use dtp_transports::{ConnId, Waker};
 // The waker's own state is loom's under `--cfg loom`, so the model checks it.
@@ -45,9 +45,11 @@ use loom::thread::current as current_thread;
 
 use crate::sync::Thread;
 
-/// What a shard tells the control thread.
+/// What a shard tells the control thread: the connection signals every
+/// service has (SPEC LIV-1), and the service's own messages `U`, carried
+/// without being looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
+pub enum Request<U> {
     /// A connection is up (SPEC LIV-1: the connection signal).
     Up {
         /// The connection.
@@ -58,38 +60,16 @@ pub enum Request {
         /// The connection.
         conn: ConnId,
     },
-    /// The connection's peer authenticated as this Fay (CAP finished or a
-    /// session resumed), so its sessions can follow it (SPEC LIV-1).
-    Identified {
-        /// The connection.
-        conn: ConnId,
-        /// The authenticated `fay_id` (boxed: ring slots stay small).
-        fay_id: Box<str>,
-    },
-    /// A connection sent a control-plane message (boxed: ring slots stay
-    /// small, and these are not the hot path).
-    Message {
-        /// The connection.
-        conn: ConnId,
-        /// The message.
-        msg: Box<ControlMessage>,
-    },
-    /// A realtime request: subscribe, publish, snapshot (boxed: ring slots
-    /// stay small).
-    #[cfg(not(loom))]
-    Realtime(Box<crate::realtime::RtRequest>),
+    /// A message of the shard's service to its control-plane half
+    /// ([`Outbox::to_control`](crate::Outbox::to_control)).
+    Service(U),
 }
 
-/// What the control thread tells a shard.
+/// What the control thread tells a shard: a close the shard carries out
+/// itself, or a message `D` for the shard's service
+/// ([`Service::decision`](crate::Service::decision)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Send this message on the connection (a control frame on stream 0).
-    Send {
-        /// The connection.
-        conn: ConnId,
-        /// The message.
-        msg: Box<ControlMessage>,
-    },
+pub enum Decision<D> {
     /// Close the connection with a close frame carrying `code`.
     Close {
         /// The connection.
@@ -99,42 +79,28 @@ pub enum Decision {
         /// Why, for people.
         reason: String,
     },
-    /// A realtime answer or event, for the shard's service
-    /// ([`Service::realtime`](crate::Service::realtime)).
-    #[cfg(not(loom))]
-    Realtime(Box<crate::realtime::RtDecision>),
+    /// A message for the shard's service.
+    Service(D),
 }
 
-/// An event one plane publishes on a realtime stream (e.g. the terminal
-/// plane's session changes, SPEC RT-6 built-in streams); the realtime
-/// plane beside it on the control thread commits and fans it out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlaneEvent {
-    /// The stream.
-    pub stream: &'static str,
-    /// The event type.
-    pub event_type: &'static str,
-    /// The payload: one JSON object, with no credentials, account ids or
-    /// free text (SPEC RT-3).
-    pub payload: Vec<u8>,
-}
-
-/// The decisions of the control plane, sans-IO: requests and time in,
-/// decisions (addressed to a shard) out.
-pub trait ControlPlane: Send + 'static {
+/// The decisions of a control plane, sans-IO: requests and time in,
+/// decisions (addressed to a shard) out. `U` and `D` are the messages of
+/// the services it serves, to it and from it; the runtime carries them
+/// without looking inside.
+pub trait ControlPlane<U, D>: Send + 'static {
     /// Handles one request from shard `shard`.
     fn handle(
         &mut self,
         shard: usize,
-        request: Request,
+        request: Request<U>,
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Vec<(usize, Decision<D>)>,
     );
 
     /// Called after every batch, at the deadline it returned last, and
     /// whenever its [`ControlWaker`] was woken; returns its next deadline
     /// (`None`: only when requests arrive or the waker is woken).
-    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision<D>)>) -> Option<Instant> {
         let _ = (now, out);
         None
     }
@@ -145,66 +111,25 @@ pub trait ControlPlane: Send + 'static {
     fn attach(&mut self, waker: ControlWaker) {
         let _ = waker;
     }
-
-    /// Someone will drain this plane's realtime events
-    /// ([`ControlPlane::drain_events`]): until this is called, a plane need
-    /// not build them at all. The default ignores it.
-    fn enable_events(&mut self) {}
-
-    /// Moves the events this plane published on realtime streams since the
-    /// last call into `out` (called after every `handle` and `tick`). The
-    /// default publishes none.
-    fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {
-        let _ = out;
-    }
-
-    /// Publishes another plane's events (the realtime plane: commit and
-    /// broadcast each). The default drops them.
-    fn publish_events(
-        &mut self,
-        events: &mut Vec<PlaneEvent>,
-        now: Instant,
-        out: &mut Vec<(usize, Decision)>,
-    ) {
-        let _ = (now, out);
-        events.clear();
-    }
 }
 
-impl<P: ControlPlane + ?Sized> ControlPlane for Box<P> {
+impl<U, D, P: ControlPlane<U, D> + ?Sized> ControlPlane<U, D> for Box<P> {
     fn handle(
         &mut self,
         shard: usize,
-        request: Request,
+        request: Request<U>,
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Vec<(usize, Decision<D>)>,
     ) {
         (**self).handle(shard, request, now, out);
     }
 
-    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision<D>)>) -> Option<Instant> {
         (**self).tick(now, out)
     }
 
     fn attach(&mut self, waker: ControlWaker) {
         (**self).attach(waker);
-    }
-
-    fn enable_events(&mut self) {
-        (**self).enable_events();
-    }
-
-    fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {
-        (**self).drain_events(out);
-    }
-
-    fn publish_events(
-        &mut self,
-        events: &mut Vec<PlaneEvent>,
-        now: Instant,
-        out: &mut Vec<(usize, Decision)>,
-    ) {
-        (**self).publish_events(events, now, out);
     }
 }
 
@@ -278,22 +203,22 @@ pub struct ControlMetrics {
 /// marking the ring abandoned, and only then is the control thread woken to
 /// notice (woken first, it could look, find the ring still open, and sleep
 /// for good — found by the loom model below).
-pub(crate) struct ShardLink {
-    pub(crate) requests: Producer<Request>,
+pub(crate) struct ShardLink<U, D> {
+    pub(crate) requests: Producer<Request<U>>,
     #[cfg_attr(
         loom,
         allow(dead_code, reason = "the shard loop is not built under loom")
     )]
-    pub(crate) decisions: Consumer<Decision>,
+    pub(crate) decisions: Consumer<Decision<D>>,
     /// A request was pushed since the last [`ShardLink::wake`].
     pub(crate) pushed: bool,
     pub(crate) control: UnparkOnDrop,
 }
 
-impl ShardLink {
+impl<U, D> ShardLink<U, D> {
     /// Pushes a request; gives it back when the ring is full. The control
     /// thread is woken once per loop turn, by [`ShardLink::wake`].
-    pub(crate) fn push(&mut self, r: Request) -> Result<(), Request> {
+    pub(crate) fn push(&mut self, r: Request<U>) -> Result<(), Request<U>> {
         self.requests.push(r).map_err(|full| full.into_inner())?;
         self.pushed = true;
         Ok(())
@@ -333,13 +258,13 @@ impl WakeShard for Waker {
 }
 
 /// The control thread's end of one shard's rings.
-pub(crate) struct ControlLink {
-    pub(crate) requests: Consumer<Request>,
-    pub(crate) decisions: Producer<Decision>,
+pub(crate) struct ControlLink<U, D> {
+    pub(crate) requests: Consumer<Request<U>>,
+    pub(crate) decisions: Producer<Decision<D>>,
     pub(crate) waker: Box<dyn WakeShard>,
     /// Decisions for this shard that did not fit its ring yet (at most one
     /// batch: while any wait here, the shard's requests are not taken).
-    pub(crate) held: std::collections::VecDeque<Decision>,
+    pub(crate) held: std::collections::VecDeque<Decision<D>>,
 }
 
 /// Requests taken from one shard per turn, so one busy shard cannot starve
@@ -351,14 +276,14 @@ const BATCH: usize = 256;
 const HELD_CAP: usize = 4 * BATCH;
 
 /// Runs the control thread until `stop` is set and every shard is gone.
-pub(crate) fn run(
-    mut plane: Box<dyn ControlPlane>,
-    mut links: Vec<ControlLink>,
+pub(crate) fn run<U: 'static, D: 'static>(
+    mut plane: Box<dyn ControlPlane<U, D>>,
+    mut links: Vec<ControlLink<U, D>>,
     stop: Arc<AtomicBool>,
     metrics: Arc<ControlMetrics>,
 ) {
-    let mut out: Vec<(usize, Decision)> = Vec::new();
-    let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
+    let mut out: Vec<(usize, Decision<D>)> = Vec::new();
+    let mut batch: Vec<Request<U>> = Vec::with_capacity(BATCH);
     let waker = ControlWaker::new(current_thread());
     plane.attach(waker.clone());
     // One tick at once: work handed to the plane before it was attached
@@ -445,7 +370,7 @@ pub(crate) fn run(
 }
 
 /// Pushes held decisions; true when none is left held.
-fn flush_held(link: &mut ControlLink, metrics: &ControlMetrics) -> bool {
+fn flush_held<U, D>(link: &mut ControlLink<U, D>, metrics: &ControlMetrics) -> bool {
     let mut pushed = false;
     while let Some(d) = link.held.pop_front() {
         match link.decisions.push(d) {
@@ -465,7 +390,11 @@ fn flush_held(link: &mut ControlLink, metrics: &ControlMetrics) -> bool {
     link.held.is_empty()
 }
 
-fn route(links: &mut [ControlLink], out: &mut Vec<(usize, Decision)>, metrics: &ControlMetrics) {
+fn route<U, D>(
+    links: &mut [ControlLink<U, D>],
+    out: &mut Vec<(usize, Decision<D>)>,
+    metrics: &ControlMetrics,
+) {
     for (shard, d) in out.drain(..) {
         if let Some(link) = links.get_mut(shard) {
             link.held.push_back(d);
@@ -492,8 +421,14 @@ mod loom_tests {
     /// Counts requests; decides nothing.
     struct Count(loom::sync::Arc<loom::sync::atomic::AtomicUsize>);
 
-    impl ControlPlane for Count {
-        fn handle(&mut self, _: usize, _: Request, _: Instant, _: &mut Vec<(usize, Decision)>) {
+    impl ControlPlane<(), ()> for Count {
+        fn handle(
+            &mut self,
+            _: usize,
+            _: Request<()>,
+            _: Instant,
+            _: &mut Vec<(usize, Decision<()>)>,
+        ) {
             self.0.fetch_add(1, loom::sync::atomic::Ordering::SeqCst);
         }
     }
@@ -505,7 +440,7 @@ mod loom_tests {
         fn wake(&self) {}
     }
 
-    fn up(i: usize) -> Request {
+    fn up(i: usize) -> Request<()> {
         Request::Up {
             conn: ConnId::from_u64(i as u64),
         }
@@ -593,10 +528,17 @@ mod loom_tests {
         ack: Option<loom::sync::mpsc::Sender<()>>,
     }
 
-    impl ControlPlane for Woken {
-        fn handle(&mut self, _: usize, _: Request, _: Instant, _: &mut Vec<(usize, Decision)>) {}
+    impl ControlPlane<(), ()> for Woken {
+        fn handle(
+            &mut self,
+            _: usize,
+            _: Request<()>,
+            _: Instant,
+            _: &mut Vec<(usize, Decision<()>)>,
+        ) {
+        }
 
-        fn tick(&mut self, _: Instant, _: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+        fn tick(&mut self, _: Instant, _: &mut Vec<(usize, Decision<()>)>) -> Option<Instant> {
             if self.flag.load(loom::sync::atomic::Ordering::SeqCst)
                 && let Some(ack) = self.ack.take()
             {

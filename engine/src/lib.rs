@@ -17,6 +17,8 @@
 //! and the idle control thread.
 #![forbid(unsafe_code)]
 
+#[cfg(not(loom))]
+pub mod app;
 mod control;
 #[cfg(not(loom))]
 pub mod dtp;
@@ -25,9 +27,9 @@ pub mod plane;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]
-mod pair;
-#[cfg(not(loom))]
 pub mod realtime;
+#[cfg(not(loom))]
+mod routed;
 #[cfg(not(loom))]
 mod runtime;
 #[cfg(not(loom))]
@@ -36,14 +38,14 @@ mod service;
 mod shard;
 mod sync;
 
-pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, PlaneEvent, Request};
-#[cfg(not(loom))]
-pub use pair::{Pair, PairConn, PairPlane};
+pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
 #[cfg(not(loom))]
 pub use plane::{PlaneConfig, PlaneError, PlaneHandle, TerminalPlane};
 #[cfg(not(loom))]
-pub use runtime::{Engine, EngineConfig, EngineHandle, ShardMetrics, ShardSnapshot};
+pub use routed::{Routed, RoutedConn};
 #[cfg(not(loom))]
-pub use service::{Connections, Ctl, InputMode, Origin, Outbox, Service, ToControl};
+pub use runtime::{Engine, EngineConfig, EngineHandle, Listener, ShardMetrics, ShardSnapshot};
+#[cfg(not(loom))]
+pub use service::{Connections, Ctl, InputMode, Origin, Outbox, Service};
 #[cfg(not(loom))]
 pub use shard::{Conns, Shard};

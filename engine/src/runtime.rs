@@ -22,10 +22,10 @@ pub struct EngineConfig {
     pub shards: usize,
     /// Pin shard `i` to CPU `i`.
     pub pin: bool,
-    /// Endpoints every shard listens on, shared between the shards (TCP:
+    /// Listeners every shard listens on, shared between the shards (TCP:
     /// SO_REUSEPORT spreads connections; Unix: one socket, accepted from by
-    /// each).
-    pub listen: Vec<Endpoint>,
+    /// each), named for routing ([`Routed`](crate::Routed)).
+    pub listen: Vec<Listener>,
     /// Each shard's IO driver (for [`Engine::start`]'s socket transports).
     pub driver: DriverConfig,
     /// Frame ceilings.
@@ -84,6 +84,44 @@ impl Default for EngineConfig {
             drain: Duration::from_secs(5),
             control_ring: 1024,
         }
+    }
+}
+
+/// One listener of the engine: where, and the name services are routed by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listener {
+    /// The name a [`Routed`](crate::Routed) pair routes by.
+    pub name: String,
+    /// Where it listens.
+    pub at: Endpoint,
+}
+
+impl Listener {
+    /// The name a listener has unless given another.
+    pub const DEFAULT_NAME: &'static str = "main";
+
+    /// A listener named `name` at `at`.
+    pub fn new(name: &str, at: Endpoint) -> Self {
+        Self {
+            name: name.to_owned(),
+            at,
+        }
+    }
+}
+
+impl From<Endpoint> for Listener {
+    /// A listener of the default name.
+    fn from(at: Endpoint) -> Self {
+        Self::new(Self::DEFAULT_NAME, at)
+    }
+}
+
+impl std::str::FromStr for Listener {
+    type Err = dtp_transports::ParseEndpointError;
+
+    /// An endpoint ([`Endpoint`]'s forms), named [`Listener::DEFAULT_NAME`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse::<Endpoint>().map(Self::from)
     }
 }
 
@@ -205,7 +243,7 @@ impl Engine {
     pub fn start_with_control<S, F>(
         config: EngineConfig,
         factory: F,
-        plane: Box<dyn ControlPlane>,
+        plane: Box<dyn ControlPlane<S::Up, S::Down>>,
     ) -> io::Result<EngineHandle>
     where
         S: Service + 'static,
@@ -223,7 +261,7 @@ impl Engine {
         config: EngineConfig,
         transport: M,
         factory: F,
-        plane: Option<Box<dyn ControlPlane>>,
+        plane: Option<Box<dyn ControlPlane<S::Up, S::Down>>>,
     ) -> io::Result<EngineHandle>
     where
         T: Transport + 'static,
@@ -240,7 +278,7 @@ impl Engine {
         let stop = Arc::new(AtomicBool::new(false));
         // The control thread starts first (its handle is what shards unpark)
         // and waits for its ends of the rings until every shard is up.
-        let (links_tx, links_rx) = mpsc::channel::<Vec<ControlLink>>();
+        let (links_tx, links_rx) = mpsc::channel::<Vec<ControlLink<S::Up, S::Down>>>();
         let control = match plane {
             Some(plane) => {
                 let metrics = Arc::new(ControlMetrics::default());
@@ -263,7 +301,7 @@ impl Engine {
             stop: stop.clone(),
             wakers: Vec::new(),
             threads: Vec::new(),
-            addrs: config.listen.clone(),
+            addrs: config.listen.iter().map(|l| l.at.clone()).collect(),
             metrics: Vec::new(),
             backend: BackendChoice {
                 kind: dtp_transports::BackendKind::Epoll,
@@ -273,7 +311,9 @@ impl Engine {
         for i in 0..n {
             // Shard 0 binds first, so a port 0 becomes a real port the others share.
             let mut cfg = config.clone();
-            cfg.listen = handle.addrs.clone();
+            for (l, bound) in cfg.listen.iter_mut().zip(&handle.addrs) {
+                l.at = bound.clone();
+            }
             let metrics = Arc::new(ShardMetrics::default());
             let (tx, rx) = mpsc::channel();
             let (f, s, m, t) = (
@@ -352,7 +392,7 @@ fn shard_main<T, M, S, F>(
     factory: Arc<F>,
     stop: Arc<AtomicBool>,
     metrics: Arc<ShardMetrics>,
-    link: Option<ShardLink>,
+    link: Option<ShardLink<S::Up, S::Down>>,
     started: mpsc::Sender<io::Result<Started>>,
 ) -> io::Result<()>
 where
@@ -381,8 +421,8 @@ where
             shard.set_control(link);
         }
         let mut addrs = Vec::new();
-        for at in &config.listen {
-            addrs.push(shard.listen(at)?);
+        for l in &config.listen {
+            addrs.push(shard.listen(&l.at)?);
         }
         let started = Started {
             waker: shard.transport().waker(),

@@ -3,10 +3,8 @@
 use std::time::Instant;
 
 use bytes::BytesMut;
-use dtp_codec::{Body, ControlMessage, ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
+use dtp_codec::{ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
 use dtp_transports::{CloseReason, ConnId, Endpoint, RecvBuf};
-
-use crate::realtime::{RtDecision, RtRequest};
 
 /// How a connection came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +34,9 @@ pub enum InputMode {
 }
 
 /// Frames a service answers with; encoded at once into the connection's
-/// outgoing batch, sent when the callback returns.
-pub struct Outbox<'a> {
+/// outgoing batch, sent when the callback returns. `U` is what the service
+/// tells its control-plane half ([`Service::Up`]).
+pub struct Outbox<'a, U = ()> {
     pub(crate) buf: &'a mut BytesMut,
     pub(crate) limits: &'a Limits,
     /// Bytes the connection may still queue before backpressure.
@@ -50,31 +49,19 @@ pub struct Outbox<'a> {
     pub(crate) timer: Option<Option<Instant>>,
     /// Close the connection once what is queued has been sent.
     pub(crate) close: bool,
-    /// What the service tells the control thread about this connection.
-    pub(crate) to_control: Vec<ToControl>,
+    /// What the service tells its control-plane half.
+    pub(crate) to_control: Vec<U>,
 }
 
 /// The requests of one [`Outbox`] besides its frames.
-pub(crate) struct Finished {
+pub(crate) struct Finished<U> {
     pub(crate) wants_writable: bool,
     pub(crate) timer: Option<Option<Instant>>,
     pub(crate) close: bool,
-    pub(crate) to_control: Vec<ToControl>,
+    pub(crate) to_control: Vec<U>,
 }
 
-/// What a service tells the control thread about its connection (the shard
-/// adds the connection and forwards it as a [`Request`](crate::Request)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToControl {
-    /// The peer authenticated as this Fay.
-    Identified(Box<str>),
-    /// A control-plane message the peer sent (decrypted by the service).
-    Message(ControlMessage),
-    /// A realtime request (its connection is in it).
-    Realtime(RtRequest),
-}
-
-impl<'a> Outbox<'a> {
+impl<'a, U> Outbox<'a, U> {
     pub(crate) fn new(
         buf: &'a mut BytesMut,
         limits: &'a Limits,
@@ -94,7 +81,7 @@ impl<'a> Outbox<'a> {
     }
 
     /// What the callback asked for besides frames, for the shard.
-    pub(crate) fn finish(self) -> Finished {
+    pub(crate) fn finish(self) -> Finished<U> {
         Finished {
             wants_writable: self.wants_writable,
             timer: self.timer,
@@ -103,9 +90,11 @@ impl<'a> Outbox<'a> {
         }
     }
 
-    /// Tells the control thread about this connection (delivered in order
-    /// with the connection's other requests; a full ring pauses reading).
-    pub fn to_control(&mut self, what: ToControl) {
+    /// Tells the service's control-plane half (as
+    /// [`Request::Service`](crate::Request::Service), delivered in order with
+    /// the connection's other requests; a full ring pauses reading this
+    /// connection).
+    pub fn to_control(&mut self, what: U) {
         self.to_control.push(what);
     }
 
@@ -172,12 +161,12 @@ impl<'a> Outbox<'a> {
 }
 
 /// A shard's connections, reachable from a shard-wide callback
-/// ([`Service::realtime`]).
-pub trait Connections<C> {
+/// ([`Service::decision`]).
+pub trait Connections<C, U = ()> {
     /// Runs `f` on `conn`'s state with an outbox, then carries out what it
     /// queued or asked for, as after any callback. False (and `f` not run)
     /// if the connection is gone or closing.
-    fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_>)) -> bool;
+    fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_, U>)) -> bool;
 }
 
 /// What a service may do outside a connection's callbacks (from [`Service::tick`]).
@@ -193,13 +182,22 @@ pub trait Ctl {
 }
 
 /// The logic a shard runs for each connection. Sans-IO: it is handed
-/// frames and time, and answers with frames; the shard does all IO.
+/// bytes (or frames) and time, and answers with bytes; the shard does all
+/// IO. With a control thread, it talks to its own control-plane half
+/// through the rings: `Up` messages from its connections
+/// ([`Outbox::to_control`]), `Down` decisions back
+/// ([`Service::decision`]); the runtime carries both without looking
+/// inside.
 pub trait Service {
     /// Per-connection state.
     type Conn;
+    /// What the service tells its control-plane half (`()` for none).
+    type Up: Send + 'static;
+    /// What its control-plane half tells the service (`()` for none).
+    type Down: Send + 'static;
 
     /// A connection is up; `out` may carry its first frames.
-    fn open(&mut self, conn: ConnId, origin: Origin, out: &mut Outbox<'_>) -> Self::Conn;
+    fn open(&mut self, conn: ConnId, origin: Origin, out: &mut Outbox<'_, Self::Up>) -> Self::Conn;
 
     /// A frame arrived. An error closes the connection with a close frame
     /// carrying the code.
@@ -207,7 +205,7 @@ pub trait Service {
         &mut self,
         state: &mut Self::Conn,
         frame: LogicalFrame,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, Self::Up>,
     ) -> Result<(), ErrorCode>;
 
     /// Whether frames should arrive as wire bytes ([`Service::frame_wire`])
@@ -240,7 +238,7 @@ pub trait Service {
         &mut self,
         state: &mut Self::Conn,
         data: RecvBuf,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, Self::Up>,
     ) -> Result<(), ErrorCode> {
         let _ = (state, data, out);
         Err(ErrorCode::INTERNAL)
@@ -256,39 +254,34 @@ pub trait Service {
         &mut self,
         state: &mut Self::Conn,
         wire: RecvBuf,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, Self::Up>,
     ) -> Result<(), ErrorCode> {
         let (frame, _) = decode_frame(&wire.freeze(), out.limits).map_err(|e| e.code())?;
         self.frame(state, frame, out)
     }
 
-    /// The control thread sends a control-plane message on this connection
-    /// ([`Decision::Send`](crate::Decision::Send)). By default it goes out
-    /// as a plain control frame; a service that seals its frames sends it
-    /// through its own protocol.
-    fn control(&mut self, state: &mut Self::Conn, msg: ControlMessage, out: &mut Outbox<'_>) {
-        let _ = state;
-        if let Err(code) = out.send(&LogicalFrame::plain(0, Body::Control(msg))) {
-            tracing::warn!(?code, "a control message could not be queued");
-        }
-    }
-
-    /// A realtime decision of the control thread for the service as a whole
-    /// (an event to fan out to this shard's subscribers, an answer to a
-    /// subscription); `conns` reaches any connection of the shard. The
-    /// default drops it.
-    fn realtime(&mut self, decision: RtDecision, conns: &mut dyn Connections<Self::Conn>) {
-        let _ = (decision, conns);
+    /// A decision of the control-plane half for this shard; `conns`
+    /// reaches any connection of the shard. Returns the decision when it
+    /// is not this service's, so that a [`Routed`](crate::Routed) pair can
+    /// offer it to the other service; the default hands every decision
+    /// back (a service with no control-plane half).
+    fn decision(
+        &mut self,
+        decision: Self::Down,
+        conns: &mut dyn Connections<Self::Conn, Self::Up>,
+    ) -> Option<Self::Down> {
+        let _ = conns;
+        Some(decision)
     }
 
     /// The deadline set with [`Outbox::set_timer`] has come.
-    fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_>) {
+    fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_, Self::Up>) {
         let _ = (state, now, out);
     }
 
     /// The connection's send budget has room again, after `BUFFER_FULL` or
     /// [`Outbox::want_writable`].
-    fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
+    fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, Self::Up>) {
         let _ = (state, out);
     }
 
@@ -302,7 +295,7 @@ pub trait Service {
     /// that a protocol can say goodbye in its own words — e.g. a realtime
     /// session's CLOSE RESTART (SPEC RT-8, RT-9) instead of a cut. The
     /// default says nothing.
-    fn stopping(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
+    fn stopping(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, Self::Up>) {
         let _ = (state, out);
     }
 

@@ -19,19 +19,54 @@ use dtp_codec::{
     Beat, Body, ControlMessage, ErrorCode, Heartbeat, HeartbeatAck, Limits, LogicalFrame,
     SessionRelease,
 };
-use dtp_engine::{ControlPlane, Decision, Engine, EngineConfig, Origin, Outbox, Request, Service};
+use dtp_engine::{
+    Connections, ControlPlane, Decision, Engine, EngineConfig, Origin, Outbox, Request, Service,
+};
 use dtp_test_kit::read_frames;
 use dtp_transports::{BackendPreference, ConnId, DriverConfig};
 use uuid::Uuid;
 
-/// A service that never sees control frames (the control thread takes them).
-struct NoFrames;
+/// What the test service and its plane say to each other: a control
+/// message and its connection.
+type Msg = (ConnId, ControlMessage);
 
-impl Service for NoFrames {
-    type Conn = ();
-    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
-    fn frame(&mut self, _: &mut (), f: LogicalFrame, _: &mut Outbox<'_>) -> Result<(), ErrorCode> {
-        panic!("the service got {f:?}");
+/// Hands every control frame to the control thread (its own messages: the
+/// runtime carries them without looking inside) and sends back, as control
+/// frames, what the control thread decides.
+struct Forward;
+
+impl Service for Forward {
+    type Conn = ConnId;
+    type Up = Msg;
+    type Down = Msg;
+
+    fn open(&mut self, conn: ConnId, _: Origin, _: &mut Outbox<'_, Msg>) -> ConnId {
+        conn
+    }
+
+    fn frame(
+        &mut self,
+        conn: &mut ConnId,
+        f: LogicalFrame,
+        out: &mut Outbox<'_, Msg>,
+    ) -> Result<(), ErrorCode> {
+        match f.body {
+            Body::Control(msg) => {
+                out.to_control((*conn, msg));
+                Ok(())
+            }
+            other => panic!("the service got {other:?}"),
+        }
+    }
+
+    fn decision(
+        &mut self,
+        (conn, msg): Msg,
+        conns: &mut dyn Connections<ConnId, Msg>,
+    ) -> Option<Msg> {
+        let frame = LogicalFrame::plain(0, Body::Control(msg));
+        conns.visit(conn, &mut |_, out| out.send(&frame).unwrap());
+        None
     }
 }
 
@@ -43,13 +78,13 @@ struct Plane {
     seen: Arc<Mutex<Vec<u64>>>,
 }
 
-impl ControlPlane for Plane {
+impl ControlPlane<Msg, Msg> for Plane {
     fn handle(
         &mut self,
         shard: usize,
-        request: Request,
+        request: Request<Msg>,
         _: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Vec<(usize, Decision<Msg>)>,
     ) {
         match request {
             Request::Up { .. } => {
@@ -58,20 +93,12 @@ impl ControlPlane for Plane {
             Request::Down { .. } => {
                 self.downs.fetch_add(1, Ordering::SeqCst);
             }
-            // Plain connections are never identified (no CAP).
-            Request::Identified { .. } => unreachable!("no CAP on plain connections"),
-            Request::Realtime(_) => unreachable!("no realtime service here"),
-            Request::Message { conn, msg } if matches!(*msg, ControlMessage::Heartbeat(_)) => {
-                let ControlMessage::Heartbeat(h) = *msg else {
-                    unreachable!()
-                };
+            Request::Service((conn, ControlMessage::Heartbeat(h))) => {
                 self.seen.lock().unwrap().push(h.beats[0].sequence_number);
-                let msg = Box::new(ControlMessage::HeartbeatAck(HeartbeatAck {
-                    beats: h.beats,
-                }));
-                out.push((shard, Decision::Send { conn, msg }));
+                let ack = ControlMessage::HeartbeatAck(HeartbeatAck { beats: h.beats });
+                out.push((shard, Decision::Service((conn, ack))));
             }
-            Request::Message { conn, .. } => out.push((
+            Request::Service((conn, _)) => out.push((
                 shard,
                 Decision::Close {
                     conn,
@@ -124,7 +151,7 @@ fn control_messages_round_trip_in_order_through_tiny_rings() {
         // Rings of two slots: every burst overflows them, so the backlog,
         // the pause and the held decisions all get exercised.
         let engine =
-            Engine::start_with_control(config(backend, 2), |_| NoFrames, Box::new(plane.clone()))
+            Engine::start_with_control(config(backend, 2), |_| Forward, Box::new(plane.clone()))
                 .unwrap();
         let addr = engine.tcp_addr(0).unwrap();
         let mut clients: Vec<TcpStream> =
@@ -191,12 +218,14 @@ struct EchoData;
 
 impl Service for EchoData {
     type Conn = ();
-    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
+    type Up = Msg;
+    type Down = Msg;
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_, Msg>) {}
     fn frame(
         &mut self,
         _: &mut (),
         f: LogicalFrame,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, Msg>,
     ) -> Result<(), ErrorCode> {
         out.send(&f)
     }

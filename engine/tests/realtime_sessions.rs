@@ -2,7 +2,7 @@
 //! table (SPEC RT-2, RT-6): a dashboard that takes the snapshot and applies
 //! the events after its checkpoint has exactly the terminal's table. The
 //! terminal plane and the realtime plane run side by side as on the control
-//! thread (`PairPlane`), driven through the `ControlPlane` trait in virtual
+//! thread (`WithRealtime`), driven through the `ControlPlane` trait in virtual
 //! time: the test is the control thread.
 
 #![allow(
@@ -18,9 +18,10 @@ use bytes::Bytes;
 use dtp_codec::realtime::{Envelope, JsonLimits};
 use dtp_codec::{AccessMode, AuthOutcome, AuthRequest, ControlMessage, SessionId, SessionRelease};
 use dtp_crypto::cred::IssuerKeyPair;
+use dtp_engine::app::{GatewayDown, GatewayUp, WithRealtime};
 use dtp_engine::plane::{BUILT_IN_STREAMS, OffsetClock, PlaneConfig};
 use dtp_engine::realtime::{RealtimePlane, RtDecision, RtRequest};
-use dtp_engine::{ControlPlane, Decision, PairPlane, Request, TerminalPlane};
+use dtp_engine::{ControlPlane, Decision, Request, TerminalPlane};
 use dtp_realtime::{RecoveryMode, Retention, StreamSpec};
 use dtp_terminal::{ResourceConfig, ScriptedAccess, SeededRandom, TerminalConfig, UnixMs};
 use dtp_test_kit::keys;
@@ -35,7 +36,7 @@ const T0: u64 = 1_700_000_000_000;
 type Table = BTreeMap<String, Value>;
 
 struct Rig {
-    plane: PairPlane<TerminalPlane<ScriptedAccess>, RealtimePlane>,
+    plane: WithRealtime<TerminalPlane<ScriptedAccess>>,
     issuer: IssuerKeyPair,
     now: Instant,
     origin: Instant,
@@ -80,7 +81,7 @@ impl Rig {
         };
         let realtime = RealtimePlane::new(specs, 1, &mut random).unwrap();
         Rig {
-            plane: PairPlane::new(terminal, realtime),
+            plane: WithRealtime::new(terminal, realtime),
             issuer,
             now: origin,
             origin,
@@ -90,16 +91,16 @@ impl Rig {
     }
 
     /// Hands `r` to the planes; keeps the `sessions` events they published.
-    fn request(&mut self, r: Request) -> Vec<(usize, Decision)> {
+    fn request(&mut self, r: Request<GatewayUp>) -> Vec<(usize, Decision<GatewayDown>)> {
         let mut out = Vec::new();
         self.plane.handle(0, r, self.now, &mut out);
         self.keep_events(&out);
         out
     }
 
-    fn keep_events(&mut self, out: &[(usize, Decision)]) {
+    fn keep_events(&mut self, out: &[(usize, Decision<GatewayDown>)]) {
         for (_, d) in out {
-            if let Decision::Realtime(d) = d
+            if let Decision::Service(GatewayDown::Realtime(d)) = d
                 && let RtDecision::Event(ev) = &**d
             {
                 let env = Envelope::decode(&ev.envelope, &JsonLimits::default()).unwrap();
@@ -118,9 +119,9 @@ impl Rig {
         self.keep_events(&out);
     }
 
-    fn send(&mut self, conn: u64, msg: ControlMessage) -> Vec<(usize, Decision)> {
+    fn send(&mut self, conn: u64, msg: ControlMessage) -> Vec<(usize, Decision<GatewayDown>)> {
         let (conn, msg) = (ConnId::from_u64(conn), Box::new(msg));
-        self.request(Request::Message { conn, msg })
+        self.request(Request::Service(GatewayUp::Message { conn, msg }))
     }
 
     /// A connection up and a session of `fay` on `resource` granted on it.
@@ -149,7 +150,7 @@ impl Rig {
         let out = self.send(conn, ControlMessage::AuthRequest(req));
         out.iter()
             .find_map(|(_, d)| match d {
-                Decision::Send { msg, .. } => match &**msg {
+                Decision::Service(GatewayDown::Send { msg, .. }) => match &**msg {
                     ControlMessage::AuthResult(r) => match r.outcome {
                         AuthOutcome::Granted { session_id } => Some(session_id),
                         _ => None,
@@ -167,11 +168,11 @@ impl Rig {
             conn: ConnId::from_u64(999),
             stream: "sessions".into(),
         };
-        let out = self.request(Request::Realtime(Box::new(r)));
+        let out = self.request(Request::Service(GatewayUp::Realtime(Box::new(r))));
         let body: Bytes = out
             .into_iter()
             .find_map(|(_, d)| match d {
-                Decision::Realtime(d) => match *d {
+                Decision::Service(GatewayDown::Realtime(d)) => match *d {
                     RtDecision::Snapshot { body, .. } => Some(body),
                     _ => None,
                 },
@@ -213,7 +214,7 @@ impl Rig {
     /// The terminal's own table, in the rows' terms.
     fn live(&self) -> BTreeMap<String, (String, String, String)> {
         self.plane
-            .a
+            .main
             .terminal()
             .sessions()
             .into_iter()

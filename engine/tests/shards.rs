@@ -22,6 +22,8 @@ struct Echo;
 
 impl Service for Echo {
     type Conn = u64;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) -> u64 {
         0
@@ -196,6 +198,8 @@ struct WireFlipper;
 
 impl Service for WireFlipper {
     type Conn = Vec<u64>;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) -> Vec<u64> {
         Vec::new()
@@ -311,6 +315,8 @@ struct Burst;
 
 impl Service for Burst {
     type Conn = ();
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
 

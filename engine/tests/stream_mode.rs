@@ -31,6 +31,8 @@ struct Conn {
 
 impl Service for Mixed {
     type Conn = Conn;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, _: ConnId, origin: Origin, _: &mut Outbox<'_>) -> Conn {
         Conn {
@@ -89,7 +91,7 @@ fn start(backend: BackendPreference) -> dtp_engine::EngineHandle {
         EngineConfig {
             shards: 2,
             pin: false,
-            listen: vec![any.clone(), any],
+            listen: vec![any.clone().into(), any.into()],
             driver: DriverConfig {
                 backend,
                 chunk_size: 16 * 1024,

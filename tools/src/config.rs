@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use dtp_codec::Limits;
 use dtp_engine::EngineConfig;
+use dtp_engine::Listener;
 use dtp_transports::Endpoint;
 use dtp_transports::{BackendPreference, DriverConfig};
 use serde::Deserialize;
@@ -426,7 +427,13 @@ impl Config {
         let config = EngineConfig {
             shards: self.engine.shards,
             pin: self.engine.pin,
-            listen: self.engine.listen.clone(),
+            listen: self
+                .engine
+                .listen
+                .iter()
+                .cloned()
+                .map(Listener::from)
+                .collect(),
             driver,
             limits,
             drain: Duration::from_millis(self.engine.drain_ms),

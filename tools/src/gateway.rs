@@ -8,8 +8,9 @@
 use std::time::Instant;
 
 use dtp_bench::workload::{Responder, WorkloadError};
-use dtp_codec::{ControlMessage, ErrorCode, HeartbeatAck, Limits, LogicalFrame};
-use dtp_engine::{ControlPlane, Decision, Origin, Outbox, Request, Service};
+use dtp_codec::{Body, ControlMessage, ErrorCode, HeartbeatAck, Limits, LogicalFrame};
+use dtp_engine::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp};
+use dtp_engine::{Connections, ControlPlane, Decision, Origin, Outbox, Request, Service};
 use dtp_transports::ConnId;
 
 /// One shard's gateway.
@@ -18,24 +19,53 @@ pub(crate) struct Gateway {
 }
 
 impl Service for Gateway {
-    type Conn = Responder;
+    type Conn = (ConnId, Responder);
+    type Up = GatewayUp;
+    type Down = GatewayDown;
 
-    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) -> Responder {
-        Responder::new(self.limits)
+    fn open(&mut self, conn: ConnId, _: Origin, _: &mut Outbox<'_, GatewayUp>) -> Self::Conn {
+        (conn, Responder::new(self.limits))
     }
 
     fn frame(
         &mut self,
-        r: &mut Responder,
+        (conn, r): &mut Self::Conn,
         frame: LogicalFrame,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
+        if let Body::Control(msg) = frame.body {
+            // Control-plane messages (heartbeats) belong to the control
+            // thread, which answers through `decision`.
+            out.to_control(GatewayUp::Message {
+                conn: *conn,
+                msg: Box::new(msg),
+            });
+            return Ok(());
+        }
         match r.handle(frame) {
             Ok(Some(reply)) => out.send(&reply),
             Ok(None) => Ok(()),
             Err(WorkloadError::Unexpected { .. }) => Err(ErrorCode::UNKNOWN_KIND),
             Err(_) => Err(ErrorCode::INVALID_VALUE),
         }
+    }
+
+    /// The control thread's messages go out as plain control frames.
+    fn decision(
+        &mut self,
+        decision: GatewayDown,
+        conns: &mut dyn Connections<Self::Conn, GatewayUp>,
+    ) -> Option<GatewayDown> {
+        let GatewayDown::Send { conn, msg } = decision else {
+            return Some(decision);
+        };
+        let frame = LogicalFrame::plain(0, Body::Control(*msg));
+        conns.visit(conn, &mut |_, out| {
+            if let Err(code) = out.send(&frame) {
+                tracing::warn!(?code, "a control message could not be queued");
+            }
+        });
+        None
     }
 }
 
@@ -45,24 +75,26 @@ impl Service for Gateway {
 /// message with a close frame that says so.
 pub(crate) struct MinimalControl;
 
-impl ControlPlane for MinimalControl {
+impl GatewayPlane for MinimalControl {}
+
+impl ControlPlane<GatewayUp, GatewayDown> for MinimalControl {
     fn handle(
         &mut self,
         shard: usize,
-        request: Request,
+        request: GatewayRequest,
         _now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) {
-        let Request::Message { conn, msg } = request else {
+        let Request::Service(GatewayUp::Message { conn, msg }) = request else {
             return;
         };
         let decision = match *msg {
-            ControlMessage::Heartbeat(h) => Decision::Send {
+            ControlMessage::Heartbeat(h) => Decision::Service(GatewayDown::Send {
                 conn,
                 msg: Box::new(ControlMessage::HeartbeatAck(HeartbeatAck {
                     beats: h.beats,
                 })),
-            },
+            }),
             other => Decision::Close {
                 conn,
                 code: ErrorCode::UNKNOWN_KIND,

@@ -262,6 +262,8 @@ impl Client {
 
 impl Service for Client {
     type Conn = ConnState;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> ConnState {
         self.local.connected += 1;

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dtp_bench::dtp_workload::DtpResponder;
+use dtp_engine::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_engine::dtp::DtpGateway;
 use dtp_engine::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_engine::{
-    ControlPlane, Engine, EngineConfig, EngineHandle, Pair, PairPlane, PlaneHandle, Service,
-    TerminalPlane,
+    Engine, EngineConfig, EngineHandle, Listener, PlaneHandle, Routed, Service, TerminalPlane,
 };
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -70,7 +70,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     let (ports, admin_listener) = claim_ports(&config, &engine_config, realtime.as_ref())?;
     // SPEC §2–3: the terminal plane on the control thread, with its own
     // verifier (same trust and revocations as CAP's) and admin handle.
-    let (control, plane): (Box<dyn ControlPlane>, Option<PlaneHandle>) = match parts {
+    let (control, plane): (Box<dyn GatewayPlane>, Option<PlaneHandle>) = match parts {
         Some(p) => {
             let (plane, handle) =
                 TerminalPlane::new(p.config, p.verifier, p.access).map_err(|e| match e {
@@ -274,7 +274,7 @@ fn claim_ports(
     let mut ports: Vec<Port> = engine
         .listen
         .iter()
-        .filter_map(|a| Some(("engine.listen", a.tcp()?)))
+        .filter_map(|l| Some(("engine.listen", l.at.tcp()?)))
         .collect();
     ports.extend(realtime.map(|r| ("realtime.listen", r.listen)));
     let admin = config.admin.listen.map(|a| ("admin.listen", a));
@@ -384,33 +384,39 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
     }))
 }
 
+/// The name of the realtime front end's listener (the others are DTP's).
+const REALTIME_LISTENER: &str = "realtime";
+
 /// Starts the engine running `make`'s service on the configured listeners
 /// and, with the realtime front end, that too on its own listener, on the
 /// same shards (its plane beside `control` on the control thread).
 fn start<S, F>(
     mut config: EngineConfig,
     make: F,
-    control: Box<dyn ControlPlane>,
+    control: Box<dyn GatewayPlane>,
     realtime: Option<RealtimeParts>,
 ) -> std::io::Result<EngineHandle>
 where
-    S: Service + 'static,
+    S: Service<Up = GatewayUp, Down = GatewayDown> + 'static,
     F: Fn(usize) -> S + Send + Sync + 'static,
 {
     let Some(rt) = realtime else {
-        return Engine::start_with_control(config, make, control);
+        return Engine::start_with_control(config, make, Box::new(control));
     };
-    let split = config.listen.len();
-    config.listen.push(rt.listen.into());
-    let plane = PairPlane::new(control, rt.plane);
+    config
+        .listen
+        .push(Listener::new(REALTIME_LISTENER, rt.listen.into()));
+    let plane = WithRealtime::new(control, rt.plane);
     let (front, metrics) = (rt.config, rt.metrics);
+    let listeners = config.listen.clone();
     Engine::start_with_control(
         config,
         move |i| {
-            Pair::new(
+            Routed::by_name(
+                &listeners,
+                REALTIME_LISTENER,
                 make(i),
                 RealtimeFront::new(front.clone(), i, metrics.clone()),
-                split,
             )
         },
         Box::new(plane),

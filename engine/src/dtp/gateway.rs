@@ -21,7 +21,8 @@ use dtp_transports::{CloseReason, ConnId, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::{DtpEndpoint, DtpError, DtpEvent, SuspendedSessions, TerminalConfig};
-use crate::service::{Origin, Outbox, Service, ToControl};
+use crate::app::{GatewayDown, GatewayUp};
+use crate::service::{Connections, Origin, Outbox, Service};
 
 /// What a gateway does with its DTP sessions: decides agreements, consumes
 /// fragments, produces its own. Called on the shard that owns the
@@ -90,7 +91,12 @@ impl<A: DtpApp> DtpGateway<A> {
     /// Drains the endpoint after an input: events to the application (or,
     /// for resume requests, to the registry), transmits, the next deadline,
     /// and a close once the endpoint has closed.
-    fn drive(&mut self, c: &mut GatewayConn<A::Session>, out: &mut Outbox<'_>, now: Instant) {
+    fn drive(
+        &mut self,
+        c: &mut GatewayConn<A::Session>,
+        out: &mut Outbox<'_, GatewayUp>,
+        now: Instant,
+    ) {
         let mut closed = false;
         loop {
             // The application may queue frames while handling an event, so
@@ -105,14 +111,20 @@ impl<A: DtpApp> DtpGateway<A> {
                     }
                     // Terminal control-plane messages belong to the control
                     // thread (SPEC §2-3), which answers through `control`.
-                    DtpEvent::Control(msg) => out.to_control(ToControl::Message(msg)),
+                    DtpEvent::Control(msg) => out.to_control(GatewayUp::Message {
+                        conn: c.conn,
+                        msg: Box::new(msg),
+                    }),
                     DtpEvent::Established {
                         session_id,
                         peer,
                         resumed,
                     } => {
                         let fay_id = String::from_utf8_lossy(peer.as_bytes());
-                        out.to_control(ToControl::Identified(fay_id.into()));
+                        out.to_control(GatewayUp::Identified {
+                            conn: c.conn,
+                            fay_id: fay_id.into(),
+                        });
                         let event = DtpEvent::Established {
                             session_id,
                             peer,
@@ -199,6 +211,23 @@ impl<A: DtpApp> DtpGateway<A> {
     }
 }
 
+impl<A: DtpApp> DtpGateway<A> {
+    /// Sends a control-plane message in `c`'s session (SPEC §2-3).
+    fn send_control(
+        &mut self,
+        c: &mut GatewayConn<A::Session>,
+        msg: ControlMessage,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        if let Err(e) = c.endpoint.send_control(msg) {
+            // Not established (yet, or any more): the control thread hears
+            // the connection's end; the message has no session to go on.
+            tracing::debug!(error = %e, "a control message found no session");
+        }
+        self.drive(c, out, Instant::now());
+    }
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -207,8 +236,10 @@ fn unix_now() -> u64 {
 
 impl<A: DtpApp> Service for DtpGateway<A> {
     type Conn = Option<GatewayConn<A::Session>>;
+    type Up = GatewayUp;
+    type Down = GatewayDown;
 
-    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Self::Conn {
+    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_, GatewayUp>) -> Self::Conn {
         let now = Instant::now();
         let rng = self.rng.clone();
         let mut fill = |b: &mut [u8]| {
@@ -239,7 +270,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         &mut self,
         _: &mut Self::Conn,
         _: LogicalFrame,
-        _: &mut Outbox<'_>,
+        _: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
         // Never called: frames come as wire bytes (`wants_wire`).
         Err(ErrorCode::INCONSISTENT)
@@ -253,7 +284,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         &mut self,
         state: &mut Self::Conn,
         wire: RecvBuf,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
         let Some(c) = state else {
             out.close();
@@ -265,19 +296,28 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         Ok(())
     }
 
-    fn control(&mut self, state: &mut Self::Conn, msg: ControlMessage, out: &mut Outbox<'_>) {
-        let Some(c) = state else {
-            return;
+    /// The control thread's messages for a connection go out sealed in
+    /// its session.
+    fn decision(
+        &mut self,
+        decision: GatewayDown,
+        conns: &mut dyn Connections<Self::Conn, GatewayUp>,
+    ) -> Option<GatewayDown> {
+        let GatewayDown::Send { conn, msg } = decision else {
+            return Some(decision);
         };
-        if let Err(e) = c.endpoint.send_control(msg) {
-            // Not established (yet, or any more): the control thread hears
-            // the connection's end; the message has no session to go on.
-            tracing::debug!(error = %e, "a control message found no session");
-        }
-        self.drive(c, out, Instant::now());
+        let mut msg = Some(*msg);
+        // A connection closed meanwhile is skipped: the control thread
+        // hears its Down.
+        conns.visit(conn, &mut |state, out| {
+            if let (Some(c), Some(msg)) = (state.as_mut(), msg.take()) {
+                self.send_control(c, msg, out);
+            }
+        });
+        None
     }
 
-    fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_>) {
+    fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
         if let Some(c) = state {
             self.try_resume(c, now);
             c.endpoint.handle_timeout(now);
@@ -285,7 +325,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         }
     }
 
-    fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
+    fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, GatewayUp>) {
         if let Some(c) = state {
             self.drive(c, out, Instant::now());
         }

@@ -6,12 +6,12 @@ use dtp_terminal::{OsAccess, UnixMs};
 use super::TerminalPlane;
 use super::handle::{Command, Ended, PlaneError, answer};
 use super::observe::PlaneMetrics;
-use crate::control::Decision;
+use crate::app::Decisions;
 
 impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
     /// Runs the queued commands, at most a queue's worth per tick; true
     /// when more are waiting.
-    pub(super) fn run_commands(&mut self, now: UnixMs, out: &mut Vec<(usize, Decision)>) -> bool {
+    pub(super) fn run_commands(&mut self, now: UnixMs, out: &mut Decisions) -> bool {
         for _ in 0..self.admin_queue {
             let Ok(command) = self.commands.try_recv() else {
                 return false;

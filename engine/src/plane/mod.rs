@@ -22,7 +22,7 @@
 //!
 //! | output | action |
 //! |---|---|
-//! | `Send` | [`Decision::Send`] to the connection's shard (sealed in its DTP session by the gateway) |
+//! | `Send` | [`GatewayDown::Send`] to the connection's shard (sealed in its DTP session by the gateway) |
 //! | `Close` | [`Decision::Close`] |
 //! | `Refused` | logged (`info`) and counted (`refused`): the codec has no generic error reply, and AuthRequests and handovers already get AuthResult / HandoverFailedNotification from the terminal, so what is left (heartbeat, release, transfer refusals) has no message that can carry it |
 //! | `EvaluatePolicy` | asked of the policy engine (module `policy`): a verdict goes straight back through `policy_decided`; a model call goes to a worker; a human decision waits in the queue |
@@ -79,6 +79,7 @@ use dtp_crypto::cred::Verifier;
 use dtp_terminal::{Input, OsAccess, Output, RandomSource, StateChange, Terminal, UnixMs};
 use uuid::Uuid;
 
+use crate::app::{Decisions, GatewayDown, GatewayPlane, GatewayUp, PlaneEvent};
 use crate::control::{ControlPlane, ControlWaker, Decision, Request};
 use audit::AuditSink;
 use conns::Conns;
@@ -125,7 +126,7 @@ pub struct TerminalPlane<A: OsAccess + Send + 'static> {
     state_changes: Arc<StateRing>,
     /// Events for the built-in realtime streams, until drained; built only
     /// once a realtime plane drains them (`enable_events`).
-    events: Vec<crate::control::PlaneEvent>,
+    events: Vec<PlaneEvent>,
     events_on: bool,
     metrics: Arc<PlaneMetrics>,
 }
@@ -216,14 +217,14 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
     }
 
     /// Drains the terminal's outputs, acting on each (module docs).
-    fn pump(&mut self, now: UnixMs, out: &mut Vec<(usize, Decision)>) {
+    fn pump(&mut self, now: UnixMs, out: &mut Decisions) {
         while let Some(output) = self.terminal.poll_output() {
             match output {
                 Output::Send { conn, msg } => match self.conns.route(conn) {
                     Some((shard, conn)) => {
                         PlaneMetrics::bump(&self.metrics.sent);
                         let msg = Box::new(msg);
-                        out.push((shard, Decision::Send { conn, msg }));
+                        out.push((shard, Decision::Service(GatewayDown::Send { conn, msg })));
                     }
                     None => self.unroutable(conn, msg.name()),
                 },
@@ -290,7 +291,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
 
     /// Queues an event for the built-in realtime streams (drained by the
     /// pair plane after this call; see `streams`).
-    fn emit(&mut self, make: impl FnOnce() -> crate::control::PlaneEvent) {
+    fn emit(&mut self, make: impl FnOnce() -> PlaneEvent) {
         if !self.events_on {
             return;
         }
@@ -320,21 +321,23 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
     }
 }
 
-impl<A: OsAccess + Send + 'static> ControlPlane for TerminalPlane<A> {
+impl<A: OsAccess + Send + 'static> GatewayPlane for TerminalPlane<A> {
     fn enable_events(&mut self) {
         self.events_on = true;
     }
 
-    fn drain_events(&mut self, out: &mut Vec<crate::control::PlaneEvent>) {
+    fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {
         out.append(&mut self.events);
     }
+}
 
+impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for TerminalPlane<A> {
     fn handle(
         &mut self,
         shard: usize,
-        request: Request,
+        request: Request<GatewayUp>,
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) {
         let t = self.clock.unix_ms(now);
         PlaneMetrics::bump(&self.metrics.requests);
@@ -350,17 +353,17 @@ impl<A: OsAccess + Send + 'static> ControlPlane for TerminalPlane<A> {
                     self.conns.forget(key);
                 }
             }
-            Request::Identified { conn, fay_id } => {
+            Request::Service(GatewayUp::Identified { conn, fay_id }) => {
                 let key = self.conns.key(shard, conn);
                 if let Err(r) = self.terminal.identify(key, &fay_id, t) {
                     tracing::warn!(conn = key.0, error = %r, "connection not identified");
                 }
             }
-            Request::Message { conn, msg } => {
+            Request::Service(GatewayUp::Message { conn, msg }) => {
                 let key = self.conns.key(shard, conn);
                 self.terminal.handle(Input::Message(key, *msg), t);
             }
-            Request::Realtime(_) => {
+            Request::Service(GatewayUp::Realtime(_)) => {
                 // Not the terminal plane's: a composite plane routes these
                 // to the realtime plane before they get here.
                 tracing::debug!("a realtime request reached the terminal plane");
@@ -369,7 +372,7 @@ impl<A: OsAccess + Send + 'static> ControlPlane for TerminalPlane<A> {
         self.pump(t, out);
     }
 
-    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+    fn tick(&mut self, now: Instant, out: &mut Decisions) -> Option<Instant> {
         let t = self.clock.unix_ms(now);
         let more_commands = self.run_commands(t, out);
         for (id, answer) in self.policies.model_replies(t) {

@@ -18,7 +18,7 @@ use dtp_terminal::{HandoverAudit, StateChange};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::control::PlaneEvent;
+use crate::app::PlaneEvent;
 use crate::realtime::TableShape;
 
 /// The built-in streams and their event types, for the realtime

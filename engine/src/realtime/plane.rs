@@ -15,7 +15,8 @@ use dtp_transports::ConnId;
 use super::json::published_body;
 use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 use super::state::StreamState;
-use crate::control::{ControlPlane, Decision, PlaneEvent, Request};
+use crate::app::{Decisions, GatewayDown, GatewayUp, PlaneEvent};
+use crate::control::{ControlPlane, Decision, Request};
 use crate::plane::{Clock, SystemClock};
 use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
 
@@ -155,10 +156,16 @@ impl<C: Clock> RealtimePlane<C> {
         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn refuse(&self, shard: usize, conn: ConnId, key: SubKey, why: RtRefusal) -> (usize, Decision) {
+    fn refuse(
+        &self,
+        shard: usize,
+        conn: ConnId,
+        key: SubKey,
+        why: RtRefusal,
+    ) -> (usize, crate::app::GatewayDecision) {
         Self::bump(&self.metrics.refused);
         let d = RtDecision::Refused { conn, key, why };
-        (shard, Decision::Realtime(Box::new(d)))
+        (shard, rt_decision(d))
     }
 
     fn subscribe(
@@ -168,7 +175,7 @@ impl<C: Clock> RealtimePlane<C> {
         stream: &str,
         cursor: Option<&str>,
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) {
         let Some(&n) = self.index.get(stream) else {
             out.push(self.refuse(shard, conn, key, RtRefusal::UnknownStream));
@@ -216,7 +223,7 @@ impl<C: Clock> RealtimePlane<C> {
             replay,
             reset,
         };
-        out.push((shard, Decision::Realtime(Box::new(d))));
+        out.push((shard, rt_decision(d)));
     }
 
     /// Answers a shard's publication with its outcome.
@@ -225,7 +232,7 @@ impl<C: Clock> RealtimePlane<C> {
         (shard, conn): (usize, ConnId),
         what: (&str, &str, Bytes),
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) {
         let d = match self.publish(what, now, out) {
             Ok((n, epoch, at)) => {
@@ -238,7 +245,7 @@ impl<C: Clock> RealtimePlane<C> {
                 RtDecision::Refused { conn, key: 0, why }
             }
         };
-        out.push((shard, Decision::Realtime(Box::new(d))));
+        out.push((shard, rt_decision(d)));
     }
 
     /// Commits an event to its stream's ledger (SPEC RT-6: the append is
@@ -249,7 +256,7 @@ impl<C: Clock> RealtimePlane<C> {
         &mut self,
         (stream, event_type, payload): (&str, &str, Bytes),
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) -> Result<(u32, String, dtp_realtime::Appended), RtRefusal> {
         let &n = self.index.get(stream).ok_or(RtRefusal::UnknownStream)?;
         let occurred_at = format_rfc3339_ms(self.clock.unix_ms(now).0).unwrap_or_default();
@@ -325,19 +332,13 @@ impl<C: Clock> RealtimePlane<C> {
         if let Some(event) = made {
             for to in 0..self.shards {
                 let d = RtDecision::Event(event.clone());
-                out.push((to, Decision::Realtime(Box::new(d))));
+                out.push((to, rt_decision(d)));
             }
         }
         Ok((n, epoch, at))
     }
 
-    fn snapshot(
-        &mut self,
-        shard: usize,
-        conn: ConnId,
-        stream: &str,
-        out: &mut Vec<(usize, Decision)>,
-    ) {
+    fn snapshot(&mut self, shard: usize, conn: ConnId, stream: &str, out: &mut Decisions) {
         let Some(&n) = self.index.get(stream) else {
             out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
             return;
@@ -362,22 +363,20 @@ impl<C: Clock> RealtimePlane<C> {
         let body = super::json::snapshot_body(&s.id, &s.scope, &checkpoint, &state);
         Self::bump(&self.metrics.snapshots);
         let d = RtDecision::Snapshot { conn, body, etag };
-        out.push((shard, Decision::Realtime(Box::new(d))));
+        out.push((shard, rt_decision(d)));
     }
 }
 
-impl<C: Clock> ControlPlane for RealtimePlane<C> {
-    fn handle(
+impl<C: Clock> RealtimePlane<C> {
+    /// Handles one realtime request of shard `shard`.
+    pub fn handle_request(
         &mut self,
         shard: usize,
-        request: Request,
+        r: RtRequest,
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) {
-        let Request::Realtime(r) = request else {
-            return; // connections come and go: the shards keep their subscribers
-        };
-        match *r {
+        match r {
             RtRequest::Subscribe {
                 conn,
                 key,
@@ -401,11 +400,11 @@ impl<C: Clock> ControlPlane for RealtimePlane<C> {
                     return;
                 };
                 for to in 0..self.shards {
-                    out.push((to, Decision::Realtime(Box::new(RtDecision::Kick(n)))));
+                    out.push((to, rt_decision(RtDecision::Kick(n))));
                 }
                 let body = Bytes::from_static(b"{}");
                 let d = RtDecision::Published { conn, body };
-                out.push((shard, Decision::Realtime(Box::new(d))));
+                out.push((shard, rt_decision(d)));
             }
             RtRequest::Cut { conn, stream } => {
                 let cut = self.registry.ledger_mut(&stream).map(|l| l.cut());
@@ -420,16 +419,17 @@ impl<C: Clock> ControlPlane for RealtimePlane<C> {
                         why: RtRefusal::UnknownStream,
                     },
                 };
-                out.push((shard, Decision::Realtime(Box::new(d))));
+                out.push((shard, rt_decision(d)));
             }
         }
     }
 
-    fn publish_events(
+    /// Publishes another plane's events (commit and broadcast each).
+    pub fn publish_events(
         &mut self,
         events: &mut Vec<PlaneEvent>,
         now: Instant,
-        out: &mut Vec<(usize, Decision)>,
+        out: &mut Decisions,
     ) {
         for e in events.drain(..) {
             // A built-in stream that is not configured is simply not served.
@@ -447,12 +447,32 @@ impl<C: Clock> ControlPlane for RealtimePlane<C> {
             }
         }
     }
+}
 
-    fn tick(&mut self, now: Instant, _: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
+    fn handle(
+        &mut self,
+        shard: usize,
+        request: Request<GatewayUp>,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        // Connections come and go: the shards keep their subscribers.
+        if let Request::Service(GatewayUp::Realtime(r)) = request {
+            self.handle_request(shard, *r, now, out);
+        }
+    }
+
+    fn tick(&mut self, now: Instant, _: &mut Decisions) -> Option<Instant> {
         if self.next_expiry.is_none_or(|at| now >= at) {
             self.registry.expire_all(now);
             self.next_expiry = Some(now + EXPIRY_PERIOD);
         }
         self.next_expiry
     }
+}
+
+/// A realtime decision for a shard's front end.
+fn rt_decision(d: RtDecision) -> Decision<GatewayDown> {
+    Decision::Service(GatewayDown::Realtime(Box::new(d)))
 }

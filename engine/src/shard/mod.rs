@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use dtp_codec::{
-    Body, DecodeError, ErrorCode, FrameBuf, FrameDecoder, Limits, LogicalFrame, decode_frame,
+    DecodeError, ErrorCode, FrameBuf, FrameDecoder, Limits, LogicalFrame, decode_frame,
     peek_frame_len,
 };
 use dtp_transports::{ConnId, Endpoint, Event, RecvBuf, SendError, Transport};
@@ -40,7 +40,7 @@ enum Input {
 /// them.
 pub struct Shard<T: Transport, S: Service> {
     service: S,
-    core: Core<T, S::Conn>,
+    core: Core<T, S::Conn, S::Up, S::Down>,
 }
 
 impl<T: Transport, S: Service> Shard<T, S> {
@@ -78,7 +78,7 @@ impl<T: Transport, S: Service> Shard<T, S> {
     }
 
     /// Links the shard to the control thread.
-    pub(crate) fn set_control(&mut self, link: ShardLink) {
+    pub(crate) fn set_control(&mut self, link: ShardLink<S::Up, S::Down>) {
         self.core.control = Some(link);
     }
 
@@ -210,24 +210,18 @@ impl<T: Transport, S: Service> Shard<T, S> {
     }
 
     /// Carries out one decision of the control thread.
-    fn apply(&mut self, d: Decision) {
+    fn apply(&mut self, d: Decision<S::Down>) {
         match d {
-            Decision::Send { conn, msg } => {
-                let service = &mut self.service;
-                // A connection closed meanwhile is skipped: the control
-                // thread hears its Down.
-                Conns {
-                    core: &mut self.core,
-                }
-                .with(conn, |app, out| service.control(app, *msg, out));
-            }
-            Decision::Realtime(d) => {
-                self.service.realtime(
-                    *d,
+            Decision::Service(d) => {
+                let unclaimed = self.service.decision(
+                    d,
                     &mut Conns {
                         core: &mut self.core,
                     },
                 );
+                if unclaimed.is_some() {
+                    tracing::debug!("a decision no service of this shard takes");
+                }
             }
             Decision::Close { conn, code, reason } => self.core.close_with(conn, code, &reason),
         }
@@ -413,30 +407,6 @@ impl<T: Transport, S: Service> Shard<T, S> {
                 }
             };
             match next {
-                Ok(Some(Input::Frame(LogicalFrame {
-                    body: Body::Control(msg),
-                    ..
-                }))) if self.core.control.is_some() => {
-                    self.core.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
-                    // Control-plane messages belong to the control thread.
-                    let r = Request::Message {
-                        conn,
-                        msg: Box::new(msg),
-                    };
-                    let refused = match &mut self.core.control {
-                        Some(l) if self.core.backlog.is_empty() => l.push(r).err(),
-                        _ => Some(r),
-                    };
-                    if let Some(r) = refused {
-                        // Keep this one, and read no more from the connection
-                        // until the ring has room again.
-                        self.core.backlog.push_back(r);
-                        slot.paused = true;
-                        self.core.driver.pause_reading(conn);
-                        self.core.waiting_for_control.push(conn);
-                        break;
-                    }
-                }
                 Ok(Some(input)) => {
                     self.core.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
                     let room = self.core.max_send_queue.saturating_sub(queued);

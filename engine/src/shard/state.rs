@@ -15,7 +15,7 @@ use dtp_transports::{ConnId, Event, ListenerId, Transport};
 
 use crate::control::{Decision, Request, ShardLink};
 use crate::runtime::ShardMetrics;
-use crate::service::{Finished, Outbox, ToControl};
+use crate::service::{Finished, Outbox};
 
 /// A connection's place on the shard.
 pub(super) struct Slot<C> {
@@ -75,8 +75,9 @@ impl<C> Table<C> {
 /// The most [`Core::send_some`] hands the driver in one call.
 const SEND_PIECE: usize = 256 * 1024;
 
-/// Everything of a shard but its service.
-pub(super) struct Core<T, C> {
+/// Everything of a shard but its service (`C`: its connection state; `U`,
+/// `D`: its messages to and from the control thread).
+pub(super) struct Core<T, C, U, D> {
     pub(super) driver: T,
     pub(super) conns: Table<C>,
     pub(super) decoder: FrameDecoder,
@@ -88,14 +89,14 @@ pub(super) struct Core<T, C> {
     pub(super) metrics: Arc<ShardMetrics>,
     pub(super) stopping: bool,
     /// The rings to and from the control thread, if the engine has one.
-    pub(super) control: Option<ShardLink>,
+    pub(super) control: Option<ShardLink<U, D>>,
     /// Requests the control ring had no room for, in order. Bounded: each
     /// connection adds at most an Up, a Down and one message before it is
     /// paused (see `waiting_for_control`).
-    pub(super) backlog: VecDeque<Request>,
+    pub(super) backlog: VecDeque<Request<U>>,
     /// Connections paused until the backlog drains.
     pub(super) waiting_for_control: Vec<ConnId>,
-    pub(super) decisions: Vec<Decision>,
+    pub(super) decisions: Vec<Decision<D>>,
     /// Per-connection deadlines, earliest first (`ConnId::as_u64`); stale
     /// entries (the slot's `timer` changed) are skipped when they come up.
     pub(super) timers: BinaryHeap<Reverse<(Instant, u64)>>,
@@ -103,9 +104,9 @@ pub(super) struct Core<T, C> {
     pub(super) listeners: Vec<ListenerId>,
 }
 
-impl<T: Transport, C> Core<T, C> {
+impl<T: Transport, C, U, D> Core<T, C, U, D> {
     /// Tells the control thread; what its ring cannot take waits in order.
-    pub(super) fn tell_control(&mut self, r: Request) {
+    pub(super) fn tell_control(&mut self, r: Request<U>) {
         let Some(link) = &mut self.control else {
             return;
         };
@@ -134,7 +135,7 @@ impl<T: Transport, C> Core<T, C> {
     /// Carries out what a service callback asked for besides frames: its
     /// timer, its requests to the control thread, the send, a wish to be
     /// told when writable, a close.
-    pub(super) fn after(&mut self, conn: ConnId, done: Finished) {
+    pub(super) fn after(&mut self, conn: ConnId, done: Finished<U>) {
         self.set_timer(conn, done.timer);
         self.forward_to_control(conn, done.to_control);
         self.flush(conn);
@@ -148,19 +149,12 @@ impl<T: Transport, C> Core<T, C> {
 
     /// Forwards a service's requests about `conn` to the control thread;
     /// while they wait for ring room, the connection is not read.
-    pub(super) fn forward_to_control(&mut self, conn: ConnId, items: Vec<ToControl>) {
+    pub(super) fn forward_to_control(&mut self, conn: ConnId, items: Vec<U>) {
         if items.is_empty() {
             return;
         }
         for item in items {
-            self.tell_control(match item {
-                ToControl::Identified(fay_id) => Request::Identified { conn, fay_id },
-                ToControl::Message(msg) => Request::Message {
-                    conn,
-                    msg: Box::new(msg),
-                },
-                ToControl::Realtime(r) => Request::Realtime(Box::new(r)),
-            });
+            self.tell_control(Request::Service(item));
         }
         if !self.backlog.is_empty()
             && let Some(slot) = self.conns.get_mut(conn)
@@ -316,24 +310,24 @@ impl<T: Transport, C> Core<T, C> {
 /// The shard's connections, for a service handling a decision addressed to
 /// the whole shard rather than one connection (e.g. an event to fan out to
 /// every subscriber on this core).
-pub struct Conns<'a, T, C> {
-    pub(super) core: &'a mut Core<T, C>,
+pub struct Conns<'a, T, C, U, D> {
+    pub(super) core: &'a mut Core<T, C, U, D>,
 }
 
-impl<T: Transport, C> crate::service::Connections<C> for Conns<'_, T, C> {
-    fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_>)) -> bool {
+impl<T: Transport, C, U, D> crate::service::Connections<C, U> for Conns<'_, T, C, U, D> {
+    fn visit(&mut self, conn: ConnId, f: &mut dyn FnMut(&mut C, &mut Outbox<'_, U>)) -> bool {
         self.with(conn, f).is_some()
     }
 }
 
-impl<T: Transport, C> Conns<'_, T, C> {
+impl<T: Transport, C, U, D> Conns<'_, T, C, U, D> {
     /// Runs `f` on `conn`'s state with an outbox, then carries out what it
     /// queued or asked for, as after any callback. `None` (and `f` not run)
     /// if the connection is gone or closing.
     pub fn with<R>(
         &mut self,
         conn: ConnId,
-        f: impl FnOnce(&mut C, &mut Outbox<'_>) -> R,
+        f: impl FnOnce(&mut C, &mut Outbox<'_, U>) -> R,
     ) -> Option<R> {
         let core = &mut *self.core;
         core.out.clear();

@@ -349,12 +349,14 @@ fn an_admin_call_made_while_the_engine_starts_is_answered() {
     struct Nothing;
     impl Service for Nothing {
         type Conn = ();
-        fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
+        type Up = dtp_engine::app::GatewayUp;
+        type Down = dtp_engine::app::GatewayDown;
+        fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_, Self::Up>) {}
         fn frame(
             &mut self,
             _: &mut (),
             _: dtp_codec::LogicalFrame,
-            _: &mut Outbox<'_>,
+            _: &mut Outbox<'_, Self::Up>,
         ) -> Result<(), ErrorCode> {
             Ok(())
         }

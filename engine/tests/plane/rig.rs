@@ -13,6 +13,7 @@ use dtp_codec::{
     AccessMode, AuthOutcome, AuthRequest, AuthResult, Beat, ControlMessage, Heartbeat, SessionId,
 };
 use dtp_crypto::cred::{CredentialRequest, Grant, IssuerKeyPair, Verifier};
+use dtp_engine::app::{GatewayDown, GatewayUp};
 use dtp_engine::plane::{AuditSection, FsyncPolicy, OffsetClock, PlaneConfig};
 use dtp_engine::{ControlPlane, ControlWaker, Decision, PlaneHandle, Request, TerminalPlane};
 use dtp_policy::{AiFallback, HumanDecision, PriorityScript};
@@ -151,7 +152,11 @@ impl Rig {
         T0 + (self.now - self.origin).as_millis() as u64
     }
 
-    pub(crate) fn request(&mut self, shard: usize, r: Request) -> Vec<(usize, Decision)> {
+    pub(crate) fn request(
+        &mut self,
+        shard: usize,
+        r: Request<GatewayUp>,
+    ) -> Vec<(usize, Decision<GatewayDown>)> {
         let mut out = Vec::new();
         self.plane.handle(shard, r, self.now, &mut out);
         out
@@ -162,7 +167,7 @@ impl Rig {
         assert!(self.request(shard, Request::Up { conn }).is_empty());
     }
 
-    pub(crate) fn down(&mut self, shard: usize, conn: u64) -> Vec<(usize, Decision)> {
+    pub(crate) fn down(&mut self, shard: usize, conn: u64) -> Vec<(usize, Decision<GatewayDown>)> {
         let conn = ConnId::from_u64(conn);
         self.request(shard, Request::Down { conn })
     }
@@ -172,20 +177,20 @@ impl Rig {
         shard: usize,
         conn: u64,
         msg: ControlMessage,
-    ) -> Vec<(usize, Decision)> {
+    ) -> Vec<(usize, Decision<GatewayDown>)> {
         let (conn, msg) = (ConnId::from_u64(conn), Box::new(msg));
-        self.request(shard, Request::Message { conn, msg })
+        self.request(shard, Request::Service(GatewayUp::Message { conn, msg }))
     }
 
     /// Ticks the plane at the current time; its decisions and next deadline.
-    pub(crate) fn tick(&mut self) -> (Vec<(usize, Decision)>, Option<Instant>) {
+    pub(crate) fn tick(&mut self) -> (Vec<(usize, Decision<GatewayDown>)>, Option<Instant>) {
         let mut out = Vec::new();
         let next = self.plane.tick(self.now, &mut out);
         (out, next)
     }
 
     /// Moves virtual time on by `ms` and ticks.
-    pub(crate) fn advance(&mut self, ms: u64) -> Vec<(usize, Decision)> {
+    pub(crate) fn advance(&mut self, ms: u64) -> Vec<(usize, Decision<GatewayDown>)> {
         self.now += Duration::from_millis(ms);
         self.tick().0
     }
@@ -195,8 +200,8 @@ impl Rig {
     pub(crate) fn tick_until(
         &mut self,
         what: &str,
-        mut done: impl FnMut(&[(usize, Decision)]) -> bool,
-    ) -> Vec<(usize, Decision)> {
+        mut done: impl FnMut(&[(usize, Decision<GatewayDown>)]) -> bool,
+    ) -> Vec<(usize, Decision<GatewayDown>)> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut all = Vec::new();
         loop {
@@ -217,7 +222,7 @@ impl Rig {
     pub(crate) fn admin<T: Send + 'static>(
         &mut self,
         call: impl FnOnce(&PlaneHandle) -> T + Send + 'static,
-    ) -> (T, Vec<(usize, Decision)>) {
+    ) -> (T, Vec<(usize, Decision<GatewayDown>)>) {
         let handle = self.handle.clone();
         let caller = std::thread::spawn(move || call(&handle));
         let out = self.tick_until("admin call", |_| caller.is_finished());
@@ -261,7 +266,7 @@ impl Rig {
         conn: u64,
         fay: &str,
         resource: &str,
-    ) -> (u64, Vec<(usize, Decision)>) {
+    ) -> (u64, Vec<(usize, Decision<GatewayDown>)>) {
         self.next += 1;
         let request_id = self.next;
         let credential = self.cred(fay);
@@ -293,7 +298,7 @@ impl Rig {
         conn: u64,
         s: SessionId,
         seq: u64,
-    ) -> Vec<(usize, Decision)> {
+    ) -> Vec<(usize, Decision<GatewayDown>)> {
         let beats = vec![Beat {
             session_id: s,
             sequence_number: seq,
@@ -303,10 +308,16 @@ impl Rig {
 }
 
 /// The messages sent to (shard, conn), in order.
-pub(crate) fn sent_to(out: &[(usize, Decision)], shard: usize, conn: u64) -> Vec<ControlMessage> {
+pub(crate) fn sent_to(
+    out: &[(usize, Decision<GatewayDown>)],
+    shard: usize,
+    conn: u64,
+) -> Vec<ControlMessage> {
     out.iter()
         .filter_map(|(s, d)| match d {
-            Decision::Send { conn: c, msg } if *s == shard && c.as_u64() == conn => {
+            Decision::Service(GatewayDown::Send { conn: c, msg })
+                if *s == shard && c.as_u64() == conn =>
+            {
                 Some((**msg).clone())
             }
             _ => None,
@@ -316,7 +327,7 @@ pub(crate) fn sent_to(out: &[(usize, Decision)], shard: usize, conn: u64) -> Vec
 
 /// The outcome of the AuthResult for `request_id` sent to (shard, conn).
 pub(crate) fn auth_result(
-    out: &[(usize, Decision)],
+    out: &[(usize, Decision<GatewayDown>)],
     shard: usize,
     conn: u64,
     request_id: u64,

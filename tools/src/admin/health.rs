@@ -21,7 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use dtp_engine::{ControlPlane, ControlWaker, Decision, PlaneEvent, Request};
+use dtp_engine::app::{
+    Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp, PlaneEvent,
+};
+use dtp_engine::{ControlPlane, ControlWaker};
 
 /// The longest `/readyz` waits for the control thread.
 pub(crate) const CONTROL_PROBE: Duration = Duration::from_secs(1);
@@ -74,7 +77,7 @@ impl Health {
     }
 
     /// `plane` with the readiness probe answered on its control thread.
-    pub(crate) fn probed(&self, plane: Box<dyn ControlPlane>) -> Box<dyn ControlPlane> {
+    pub(crate) fn probed(&self, plane: Box<dyn GatewayPlane>) -> Box<dyn GatewayPlane> {
         Box::new(Probed {
             inner: plane,
             probe: self.probe.clone(),
@@ -144,22 +147,16 @@ impl Drop for ShardUp {
 /// A control plane that also answers readiness probes: every tick (which
 /// a probe's wake-up causes) records the probes asked so far.
 struct Probed {
-    inner: Box<dyn ControlPlane>,
+    inner: Box<dyn GatewayPlane>,
     probe: Arc<ControlProbe>,
 }
 
-impl ControlPlane for Probed {
-    fn handle(
-        &mut self,
-        shard: usize,
-        request: Request,
-        now: Instant,
-        out: &mut Vec<(usize, Decision)>,
-    ) {
+impl ControlPlane<GatewayUp, GatewayDown> for Probed {
+    fn handle(&mut self, shard: usize, request: GatewayRequest, now: Instant, out: &mut Decisions) {
         self.inner.handle(shard, request, now, out);
     }
 
-    fn tick(&mut self, now: Instant, out: &mut Vec<(usize, Decision)>) -> Option<Instant> {
+    fn tick(&mut self, now: Instant, out: &mut Decisions) -> Option<Instant> {
         let asked = self.probe.asked.load(Ordering::Acquire);
         self.probe.answered.store(asked, Ordering::Release);
         self.inner.tick(now, out)
@@ -169,22 +166,15 @@ impl ControlPlane for Probed {
         let _ = self.probe.waker.set(waker.clone());
         self.inner.attach(waker);
     }
+}
 
+impl GatewayPlane for Probed {
     fn enable_events(&mut self) {
         self.inner.enable_events();
     }
 
     fn drain_events(&mut self, out: &mut Vec<PlaneEvent>) {
         self.inner.drain_events(out);
-    }
-
-    fn publish_events(
-        &mut self,
-        events: &mut Vec<PlaneEvent>,
-        now: Instant,
-        out: &mut Vec<(usize, Decision)>,
-    ) {
-        self.inner.publish_events(events, now, out);
     }
 }
 

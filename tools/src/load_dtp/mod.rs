@@ -296,6 +296,8 @@ impl Client {
 
 impl Service for Client {
     type Conn = Option<usize>;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Option<usize> {
         let now = Instant::now();

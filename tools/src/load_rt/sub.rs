@@ -375,6 +375,8 @@ impl Subs {
 
 impl Service for Subs {
     type Conn = Sub;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, out: &mut Outbox<'_>) -> Sub {
         self.pending = self.pending.saturating_sub(1);

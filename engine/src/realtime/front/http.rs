@@ -10,8 +10,9 @@ use dtp_realtime::registry::is_valid_name;
 
 use super::reply::{refuse, refuse_head, reply};
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn, Waiting};
+use crate::app::GatewayUp;
 use crate::realtime::{RtDecision, RtRefusal, RtRequest};
-use crate::service::{Outbox, ToControl};
+use crate::service::Outbox;
 use dtp_codec::ErrorCode;
 use dtp_codec::realtime::FailureKind;
 
@@ -47,7 +48,7 @@ impl RealtimeFront {
     pub(super) fn next_request(
         &mut self,
         c: &mut RtConn,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<bool, ErrorCode> {
         let limits = self.config.limits.http;
         let (head, n) = match parse_request_head(&c.input, &limits) {
@@ -75,7 +76,13 @@ impl RealtimeFront {
         Ok(matches!(c.phase, Phase::Http))
     }
 
-    fn route(&mut self, c: &mut RtConn, head: &RequestHead, body: Bytes, out: &mut Outbox<'_>) {
+    fn route(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        body: Bytes,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
         use FailureKind::{MalformedEvent, ProviderUnavailable, Unsupported};
         let keep = head.keep_alive();
         if head.version() == Version::Http11 && head.host().is_none() {
@@ -158,7 +165,13 @@ impl RealtimeFront {
 
     /// 405 with `Allow`: a method this server knows, on a path that takes
     /// another one.
-    fn wrong_method(&self, c: &mut RtConn, out: &mut Outbox<'_>, allow: &str, keep: bool) {
+    fn wrong_method(
+        &self,
+        c: &mut RtConn,
+        out: &mut Outbox<'_, GatewayUp>,
+        allow: &str,
+        keep: bool,
+    ) {
         let message = format!("this path takes {allow} only");
         let why = (405, FailureKind::Unsupported, message.as_str());
         self.refuse(c, out, why, keep, &[("Allow", allow)]);
@@ -168,7 +181,7 @@ impl RealtimeFront {
     pub(super) fn refuse(
         &self,
         c: &mut RtConn,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
         (status, kind, message): Why<'_>,
         keep: bool,
         extra: &[(&str, &str)],
@@ -202,7 +215,7 @@ impl RealtimeFront {
         head: &RequestHead,
         stream: &str,
         need: Need,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> Option<usize> {
         let keep = head.keep_alive();
         let Some(client) = self.authenticate(head) else {
@@ -242,7 +255,13 @@ impl RealtimeFront {
     /// `POST /v1/login` with a bearer token: answers 204 with the session
     /// cookie (HttpOnly, SameSite=Strict), so a browser page's EventSource
     /// and WebSocket authenticate without the token in script reach.
-    fn login(&mut self, c: &mut RtConn, head: &RequestHead, keep: bool, out: &mut Outbox<'_>) {
+    fn login(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        keep: bool,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
         let Some(client) = head.bearer_token().and_then(|t| self.config.client(t)) else {
             let extra = [("WWW-Authenticate", "Bearer")];
             let why = (
@@ -259,8 +278,8 @@ impl RealtimeFront {
         reply(out, 204, None, b"", keep, &[("Set-Cookie", &cookie)]);
     }
 
-    fn ask(&self, c: &mut RtConn, out: &mut Outbox<'_>, r: RtRequest, waiting: Waiting) {
-        out.to_control(ToControl::Realtime(r));
+    fn ask(&self, c: &mut RtConn, out: &mut Outbox<'_, GatewayUp>, r: RtRequest, waiting: Waiting) {
+        out.to_control(GatewayUp::Realtime(Box::new(r)));
         c.phase = Phase::Waiting(waiting);
     }
 
@@ -270,7 +289,7 @@ impl RealtimeFront {
         head: &RequestHead,
         stream: &str,
         keep: bool,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
         let Some(client) = self.authorise(c, head, stream, Need::Read, out) else {
             return;
@@ -303,7 +322,7 @@ impl RealtimeFront {
         head: &RequestHead,
         stream: &str,
         keep: bool,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
         let Some(client) = self.authorise(c, head, stream, Need::Read, out) else {
             return;
@@ -349,7 +368,7 @@ impl RealtimeFront {
         stream: &str,
         body: &[u8],
         keep: bool,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
         if self
             .authorise(c, head, stream, Need::Publish, out)
@@ -402,7 +421,7 @@ impl RealtimeFront {
         stream: &str,
         cut: bool,
         keep: bool,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
         if self.authorise(c, head, stream, Need::Admin, out).is_none() {
             return;
@@ -423,7 +442,12 @@ impl RealtimeFront {
 
     /// Answers the request that waited for `d` (a decision for a request
     /// no longer waiting is dropped: the connection moved on or closed).
-    pub(super) fn answer(&mut self, c: &mut RtConn, d: RtDecision, out: &mut Outbox<'_>) {
+    pub(super) fn answer(
+        &mut self,
+        c: &mut RtConn,
+        d: RtDecision,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
         if let Phase::Ws(_) = c.phase {
             return self.ws_answer(c, d, out);
         }

@@ -40,6 +40,7 @@ use self::sse::SseState;
 use self::ws::WsState;
 use super::config::RtConfig;
 use super::msg::{RtDecision, SubKey};
+use crate::app::{GatewayDown, GatewayUp};
 use crate::service::Connections;
 use crate::service::{InputMode, Origin, Outbox, Service};
 
@@ -141,7 +142,7 @@ impl RealtimeFront {
     }
 
     /// Uses what `c` has received, as far as its phase allows.
-    fn drive(&mut self, c: &mut RtConn, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+    fn drive(&mut self, c: &mut RtConn, out: &mut Outbox<'_, GatewayUp>) -> Result<(), ErrorCode> {
         loop {
             match &c.phase {
                 Phase::Http => {
@@ -195,7 +196,7 @@ impl RealtimeFront {
     }
 
     /// Carries out one of the realtime plane's decisions.
-    fn decide(&mut self, d: RtDecision, conns: &mut dyn Connections<RtConn>) {
+    fn decide(&mut self, d: RtDecision, conns: &mut dyn Connections<RtConn, GatewayUp>) {
         match d {
             RtDecision::Event(ev) => {
                 let mut dropped = Vec::new();
@@ -261,7 +262,7 @@ impl RealtimeFront {
         c: &mut RtConn,
         key: SubKey,
         ev: &super::RtEvent,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
         let max = self.config.limits.max_outbound;
         self.metrics.queued(out.queued());
@@ -279,8 +280,10 @@ impl RealtimeFront {
 
 impl Service for RealtimeFront {
     type Conn = RtConn;
+    type Up = GatewayUp;
+    type Down = GatewayDown;
 
-    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> RtConn {
+    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_, GatewayUp>) -> RtConn {
         out.set_timer(Some(Instant::now() + self.config.limits.idle_timeout));
         self.metrics.opened();
         RtConn {
@@ -299,7 +302,7 @@ impl Service for RealtimeFront {
         &mut self,
         _: &mut RtConn,
         _: LogicalFrame,
-        _: &mut Outbox<'_>,
+        _: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
         Err(ErrorCode::UNKNOWN_KIND) // never called: the input is a stream
     }
@@ -308,7 +311,7 @@ impl Service for RealtimeFront {
         &mut self,
         c: &mut RtConn,
         data: RecvBuf,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
         c.input.extend_from_slice(&data);
         let r = self.drive(c, out);
@@ -319,11 +322,21 @@ impl Service for RealtimeFront {
         r
     }
 
-    fn realtime(&mut self, decision: RtDecision, conns: &mut dyn Connections<RtConn>) {
-        self.decide(decision, conns);
+    fn decision(
+        &mut self,
+        decision: GatewayDown,
+        conns: &mut dyn Connections<RtConn, GatewayUp>,
+    ) -> Option<GatewayDown> {
+        match decision {
+            GatewayDown::Realtime(d) => {
+                self.decide(*d, conns);
+                None
+            }
+            other => Some(other),
+        }
     }
 
-    fn timeout(&mut self, c: &mut RtConn, now: Instant, out: &mut Outbox<'_>) {
+    fn timeout(&mut self, c: &mut RtConn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
         let limits = &self.config.limits;
         match &mut c.phase {
             Phase::Sse(s) => s.heartbeat(now, limits, out),
@@ -349,7 +362,7 @@ impl Service for RealtimeFront {
     /// control block and every WebSocket session with CLOSE RESTART and
     /// close code 1012 (Service Restart), so clients reconnect and resume
     /// from their cursors instead of seeing a cut (SPEC RT-8, RT-9).
-    fn stopping(&mut self, c: &mut RtConn, out: &mut Outbox<'_>) {
+    fn stopping(&mut self, c: &mut RtConn, out: &mut Outbox<'_, GatewayUp>) {
         self.stopping = true;
         match &c.phase {
             Phase::Sse(_) => sse::end(out, CloseCategory::Restart),

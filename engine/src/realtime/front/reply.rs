@@ -3,6 +3,7 @@
 use dtp_codec::http::{HttpError, ResponseHead, write_chunk, write_last_chunk};
 use dtp_codec::realtime::FailureKind;
 
+use crate::app::GatewayUp;
 use crate::service::Outbox;
 
 /// Writes a whole response: `status`, the headers, `Content-Length` and
@@ -10,7 +11,7 @@ use crate::service::Outbox;
 /// Header values are ours (validated names, numbers, entity tags); one that
 /// a response head refuses is left out and logged, never sent broken.
 pub(super) fn reply(
-    out: &mut Outbox<'_>,
+    out: &mut Outbox<'_, GatewayUp>,
     status: u16,
     content_type: Option<&str>,
     body: &[u8],
@@ -53,7 +54,7 @@ const MAX_MESSAGE: usize = 200;
 /// The message never holds a token, a cursor or a payload: callers build it
 /// from fixed text and ids checked by `is_valid_name`.
 pub(super) fn refuse(
-    out: &mut Outbox<'_>,
+    out: &mut Outbox<'_, GatewayUp>,
     status: u16,
     kind: &str,
     message: &str,
@@ -74,7 +75,7 @@ pub(super) fn refuse(
 /// A request head the codec refused ([`HttpError`]), answered in the same
 /// JSON form as every other refusal; the connection is closed after it
 /// (the framing of what follows is unknown).
-pub(super) fn refuse_head(out: &mut Outbox<'_>, e: HttpError) {
+pub(super) fn refuse_head(out: &mut Outbox<'_, GatewayUp>, e: HttpError) {
     let kind = match e {
         HttpError::BodyTooLarge => FailureKind::EventTooLarge,
         HttpError::VersionNotSupported
@@ -117,7 +118,7 @@ fn error_body(kind: &str, message: &str) -> Vec<u8> {
 }
 
 /// Starts a streamed (chunked) response: the head only.
-pub(super) fn start_stream(out: &mut Outbox<'_>, content_type: &str) {
+pub(super) fn start_stream(out: &mut Outbox<'_, GatewayUp>, content_type: &str) {
     let mut head = ResponseHead::new(200).chunked();
     for (name, value) in [
         ("Content-Type", content_type),
@@ -134,12 +135,12 @@ pub(super) fn start_stream(out: &mut Outbox<'_>, content_type: &str) {
 }
 
 /// One chunk of a streamed response (nothing for empty `data`).
-pub(super) fn chunk(out: &mut Outbox<'_>, data: &[u8]) {
+pub(super) fn chunk(out: &mut Outbox<'_, GatewayUp>, data: &[u8]) {
     write_chunk(out.wire(), data);
 }
 
 /// Ends a streamed response and closes the connection after it.
-pub(super) fn end_stream(out: &mut Outbox<'_>) {
+pub(super) fn end_stream(out: &mut Outbox<'_, GatewayUp>) {
     write_last_chunk(out.wire());
     out.close();
 }

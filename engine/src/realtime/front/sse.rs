@@ -16,6 +16,7 @@ use dtp_codec::realtime::{
 
 use super::reply::{chunk, end_stream, start_stream};
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
+use crate::app::GatewayUp;
 use crate::realtime::config::RtLimits;
 use crate::realtime::{RtEvent, RtRefusal};
 use crate::service::Outbox;
@@ -31,7 +32,12 @@ impl SseState {
     /// Writes `ev`; a subscriber with more than `max` bytes still queued is
     /// told QUEUE_OVERFLOW and its stream ended instead (SPEC RT-10).
     /// Returns whether it stays subscribed.
-    pub(super) fn deliver(&mut self, ev: &RtEvent, max: usize, out: &mut Outbox<'_>) -> bool {
+    pub(super) fn deliver(
+        &mut self,
+        ev: &RtEvent,
+        max: usize,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> bool {
         if out.queued() + ev.sse.len() > max {
             let mut b = BytesMut::new();
             let reset = SseControl::ResetRequired {
@@ -49,7 +55,12 @@ impl SseState {
     }
 
     /// A comment heartbeat, and the next one scheduled.
-    pub(super) fn heartbeat(&mut self, now: Instant, limits: &RtLimits, out: &mut Outbox<'_>) {
+    pub(super) fn heartbeat(
+        &mut self,
+        now: Instant,
+        limits: &RtLimits,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
         chunk(out, b": heartbeat\n\n");
         out.set_timer(Some(now + limits.sse_heartbeat));
     }
@@ -57,7 +68,7 @@ impl SseState {
 
 /// Ends an SSE stream with a CLOSE control block of `category` (the
 /// client's EventSource reconnects and resumes from `Last-Event-ID`).
-pub(super) fn end(out: &mut Outbox<'_>, category: CloseCategory) {
+pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
     let mut b = BytesMut::new();
     if write_sse_control(&mut b, &SseControl::Close { category }).is_ok() {
         chunk(out, &b);
@@ -75,7 +86,7 @@ impl RealtimeFront {
         stream: u32,
         replay: &[Arc<RtEvent>],
         reset: Option<RtRefusal>,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
         let limits = &self.config.limits;
         start_stream(out, "text/event-stream");

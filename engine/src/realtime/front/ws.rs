@@ -26,9 +26,10 @@ use dtp_codec::ws::{
 use super::http::NEED_CREDENTIALS;
 use super::reply::refuse_head;
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
+use crate::app::GatewayUp;
 use crate::realtime::config::RtLimits;
 use crate::realtime::{RtDecision, RtEvent, RtRequest, SubKey};
-use crate::service::{Outbox, ToControl};
+use crate::service::Outbox;
 
 /// One logical subscription of a session.
 #[derive(Debug)]
@@ -66,7 +67,7 @@ impl WsState {
         ev: &RtEvent,
         max: usize,
         scratch: &mut BytesMut,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
         let Some(sub) = self
             .subs
@@ -86,7 +87,7 @@ impl WsState {
 
     /// Ends the session for a restart of the server: CLOSE RESTART and
     /// close code 1012 (`realtime.v1`), or the close frame alone (echo).
-    pub(super) fn restart(&self, out: &mut Outbox<'_>) {
+    pub(super) fn restart(&self, out: &mut Outbox<'_, GatewayUp>) {
         let category = CloseCategory::Restart;
         if self.echo {
             close_frame(out, category.close_code().unwrap_or(CloseCode::GOING_AWAY));
@@ -102,7 +103,7 @@ impl WsState {
         &mut self,
         now: Instant,
         limits: &RtLimits,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
         let silent_for = now.saturating_duration_since(self.last_input);
         let allowed = limits.ws_heartbeat_max * 2;
@@ -117,7 +118,7 @@ impl WsState {
 }
 
 /// Appends one unmasked server frame.
-fn frame(out: &mut Outbox<'_>, opcode: Opcode, payload: &[u8]) {
+fn frame(out: &mut Outbox<'_, GatewayUp>, opcode: Opcode, payload: &[u8]) {
     match encode_header(Role::Server, true, opcode, payload.len() as u64, None) {
         Ok(h) => {
             out.wire().extend_from_slice(h.as_slice());
@@ -141,7 +142,7 @@ fn event_len(subscription_id: &str, ev: &RtEvent, scratch: &mut BytesMut) -> usi
 
 /// One EVENT message frame: its header, the head in `scratch`, the shared
 /// envelope (copied once, straight into the outgoing batch), the end.
-fn event_frame(out: &mut Outbox<'_>, head: &[u8], envelope: &[u8]) {
+fn event_frame(out: &mut Outbox<'_, GatewayUp>, head: &[u8], envelope: &[u8]) {
     let len = head.len() + envelope.len() + 1;
     match encode_header(Role::Server, true, Opcode::Text, len as u64, None) {
         Ok(h) => {
@@ -155,7 +156,7 @@ fn event_frame(out: &mut Outbox<'_>, head: &[u8], envelope: &[u8]) {
     }
 }
 
-fn send(out: &mut Outbox<'_>, msg: &ServerMessage) {
+fn send(out: &mut Outbox<'_, GatewayUp>, msg: &ServerMessage) {
     match msg.encode() {
         Ok(bytes) => frame(out, Opcode::Text, &bytes),
         Err(_) => tracing::error!(
@@ -165,18 +166,18 @@ fn send(out: &mut Outbox<'_>, msg: &ServerMessage) {
     }
 }
 
-fn close_frame(out: &mut Outbox<'_>, code: CloseCode) {
+fn close_frame(out: &mut Outbox<'_, GatewayUp>, code: CloseCode) {
     frame(out, Opcode::Close, &code.0.to_be_bytes());
 }
 
 /// Ends a session: CLOSE{category}, its close frame, then the connection.
-pub(super) fn end(out: &mut Outbox<'_>, category: CloseCategory) {
+pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
     close_session(out, category);
 }
 
 /// CLOSE{category}, then the close frame with the category's code, then
 /// the connection is closed once both are sent.
-fn close_session(out: &mut Outbox<'_>, category: CloseCategory) {
+fn close_session(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
     send(out, &ServerMessage::Close { category });
     close_frame(out, category.close_code().unwrap_or(CloseCode::NORMAL));
     out.close();
@@ -190,7 +191,7 @@ impl RealtimeFront {
         c: &mut RtConn,
         head: &RequestHead,
         echo: bool,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
         let keep = head.keep_alive();
         let up = match websocket_upgrade(head) {
@@ -297,7 +298,7 @@ impl RealtimeFront {
     pub(super) fn ws_input(
         &mut self,
         c: &mut RtConn,
-        out: &mut Outbox<'_>,
+        out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
         loop {
             let Phase::Ws(w) = &mut c.phase else {
@@ -333,7 +334,7 @@ impl RealtimeFront {
         c.input.clear();
     }
 
-    fn ws_message(&mut self, c: &mut RtConn, msg: Message, out: &mut Outbox<'_>) {
+    fn ws_message(&mut self, c: &mut RtConn, msg: Message, out: &mut Outbox<'_, GatewayUp>) {
         let Phase::Ws(w) = &mut c.phase else {
             return;
         };
@@ -369,7 +370,7 @@ impl RealtimeFront {
         }
     }
 
-    fn rt_message(&mut self, c: &mut RtConn, msg: ClientMessage, out: &mut Outbox<'_>) {
+    fn rt_message(&mut self, c: &mut RtConn, msg: ClientMessage, out: &mut Outbox<'_, GatewayUp>) {
         let client = c.client.and_then(|i| self.config.clients.get(i));
         let Phase::Ws(w) = &mut c.phase else {
             return;
@@ -411,12 +412,12 @@ impl RealtimeFront {
                     key,
                     stream: None,
                 });
-                out.to_control(ToControl::Realtime(RtRequest::Subscribe {
+                out.to_control(GatewayUp::Realtime(Box::new(RtRequest::Subscribe {
                     conn: c.id,
                     key,
                     stream: stream_id.into(),
                     cursor: cursor.map(String::into_boxed_str),
-                }));
+                })));
             }
             ClientMessage::Unsubscribe { subscription_id } => {
                 if let Some(i) = w.subs.iter().position(|s| s.id == subscription_id) {
@@ -443,7 +444,12 @@ impl RealtimeFront {
     }
 
     /// The realtime plane answered a SUBSCRIBE of this session.
-    pub(super) fn ws_answer(&mut self, c: &mut RtConn, d: RtDecision, out: &mut Outbox<'_>) {
+    pub(super) fn ws_answer(
+        &mut self,
+        c: &mut RtConn,
+        d: RtDecision,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
         let Phase::Ws(w) = &mut c.phase else {
             return;
         };

@@ -149,6 +149,8 @@ impl ControlClient {
 
 impl Service for ControlClient {
     type Conn = Option<usize>;
+    type Up = ();
+    type Down = ();
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Option<usize> {
         let now = Instant::now();
