@@ -3,7 +3,7 @@
 //!
 //! This module owns the application rules of the DTP workloads and nothing
 //! else: [`DtpResponder`] is *the* server application of every benchmarked
-//! DTP server (our gateway's [`DtpGateway`](dtp_engine::dtp::DtpGateway) and
+//! DTP server (our gateway's [`DtpGateway`](dtp_gateway::dtp::DtpGateway) and
 //! the tokio peer), so a CPU-per-operation ratio compares their IO paths and
 //! not two implementations of the protocol.
 //!
@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use dtp_codec::{AgreementId, ErrorCode, Terms};
-use dtp_engine::dtp::{DtpApp, DtpEndpoint, DtpEvent};
+use dtp_gateway::dtp::{DtpApp, DtpEndpoint, DtpEvent};
 use ring::rand::{SecureRandom, SystemRandom};
 
 /// The agreement term that names the workload.
@@ -228,8 +228,8 @@ impl BenchKeys {
 
     /// The Fay's configuration: these keys, AES-256-GCM preferred, the
     /// terminal's key pinned.
-    pub fn fay_config(&self) -> dtp_engine::dtp::FayConfig {
-        dtp_engine::dtp::FayConfig {
+    pub fn fay_config(&self) -> dtp_gateway::dtp::FayConfig {
+        dtp_gateway::dtp::FayConfig {
             cap: dtp_crypto::cap::InitiatorConfig {
                 static_keypair: self.fay_noise.clone(),
                 credential: self.credential.clone(),
@@ -240,17 +240,17 @@ impl BenchKeys {
                 pinned_responder_key: Some(*self.terminal_noise.public()),
                 handshake_timeout: dtp_crypto::cap::DEFAULT_HANDSHAKE_TIMEOUT,
             },
-            endpoint: dtp_engine::dtp::EndpointConfig::fay(),
+            endpoint: dtp_gateway::dtp::EndpointConfig::fay(),
         }
     }
 
     /// The terminal's configuration: these keys, trusting this issuer.
-    pub fn terminal_config(&self) -> Result<dtp_engine::dtp::TerminalConfig, String> {
+    pub fn terminal_config(&self) -> Result<dtp_gateway::dtp::TerminalConfig, String> {
         let mut verifier = dtp_crypto::cred::Verifier::new();
         verifier
             .trust(*self.issuer.public_key())
             .map_err(|e| e.to_string())?;
-        Ok(dtp_engine::dtp::TerminalConfig {
+        Ok(dtp_gateway::dtp::TerminalConfig {
             cap: dtp_crypto::cap::ResponderConfig {
                 static_keypair: self.terminal_noise.clone(),
                 algorithms: vec![
@@ -260,7 +260,7 @@ impl BenchKeys {
                 handshake_timeout: dtp_crypto::cap::DEFAULT_HANDSHAKE_TIMEOUT,
             },
             verifier: std::sync::Arc::new(verifier),
-            endpoint: dtp_engine::dtp::EndpointConfig::terminal(),
+            endpoint: dtp_gateway::dtp::EndpointConfig::terminal(),
         })
     }
 }

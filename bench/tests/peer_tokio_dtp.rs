@@ -19,7 +19,7 @@ use bytes::Bytes;
 use dtp_bench::dtp_workload::{BenchKeys, DtpWorkload};
 use dtp_bench::peer_tokio_dtp::{DtpPeerConfig, DtpPeerHandle, DtpPeerStats, serve};
 use dtp_codec::{AgreementId, ErrorCode, Limits, peek_frame_len};
-use dtp_engine::dtp::{DtpEvent, FayConfig};
+use dtp_gateway::dtp::{DtpEvent, FayConfig};
 use dtp_test_kit::Fay;
 
 /// Generous: a debug build on two shared cores.

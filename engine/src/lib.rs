@@ -1,33 +1,29 @@
-//! DTP engine: thread-per-core shards over the IO driver, the frame pipeline
-//! of every connection, and (growing) the sans-IO protocol machines.
+//! DTP's runtime: thread-per-core shards over a [`Transport`], the services
+//! they run, and the control thread they share. It names no application:
+//! the DTP gateway, the terminal plane and the realtime front end are
+//! services of the `dtp-gateway` crate, run on it like any other.
 //!
-//! A connection lives on one shard for its whole life. Bytes arrive in the
-//! core's pool chunks, are decoded into frames (zero-copy slices of one
-//! assembly buffer), handed to the shard's [`Service`], and the frames it
-//! answers with are encoded and queued in one batch per connection per
-//! poll. Between decode and service, and between service and encode, sit
-//! the slots where the DTP protocol (decrypt / encrypt, sessions, resume)
-//! plugs in.
+//! A connection lives on one shard for its whole life. Bytes arrive in
+//! buffers the transport lends, are cut into frames (or handed over as a
+//! stream) for the shard's [`Service`], and what it answers is queued in
+//! one batch per connection per poll. [`Routed`] runs several services on
+//! one shard, by listener name.
 //!
-//! Decisions that span connections and cores (terminal sessions, handover)
-//! belong to one control thread, linked to every shard by a pair of bounded
-//! lock-free rings ([`ControlPlane`], module `control`).
+//! Decisions that span connections and cores belong to one control
+//! thread, linked to every shard by a pair of bounded lock-free rings
+//! ([`ControlPlane`]): each service talks to its own control-plane half in
+//! its own messages ([`Service::Up`], [`Service::Down`]), which the rings
+//! carry without looking inside.
 //!
-//! Nothing here uses `unsafe`; nothing here blocks except the driver's poll
-//! and the idle control thread.
+//! Nothing here uses `unsafe`; nothing here blocks except the transport's
+//! poll and the idle control thread.
+//!
+//! [`Transport`]: dtp_transports::Transport
 #![forbid(unsafe_code)]
 
-#[cfg(not(loom))]
-pub mod app;
 mod control;
-#[cfg(not(loom))]
-pub mod dtp;
-#[cfg(not(loom))]
-pub mod plane;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
-#[cfg(not(loom))]
-pub mod realtime;
 #[cfg(not(loom))]
 mod routed;
 #[cfg(not(loom))]
@@ -39,8 +35,6 @@ mod shard;
 mod sync;
 
 pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
-#[cfg(not(loom))]
-pub use plane::{PlaneConfig, PlaneError, PlaneHandle, TerminalPlane};
 #[cfg(not(loom))]
 pub use routed::{Routed, RoutedConn};
 #[cfg(not(loom))]

@@ -62,12 +62,11 @@ pub(crate) struct Finished<U> {
 }
 
 impl<'a, U> Outbox<'a, U> {
-    pub(crate) fn new(
-        buf: &'a mut BytesMut,
-        limits: &'a Limits,
-        room: usize,
-        budget: usize,
-    ) -> Self {
+    /// An outbox appending to `buf`, with `room` bytes that may still be
+    /// queued and a send budget of `budget`: what a shard makes for every
+    /// callback, and what a test (or another driver) makes to call a
+    /// service directly.
+    pub fn new(buf: &'a mut BytesMut, limits: &'a Limits, room: usize, budget: usize) -> Self {
         Self {
             buf,
             limits,
@@ -138,6 +137,12 @@ impl<'a, U> Outbox<'a, U> {
     /// that wrote its own.
     pub fn close(&mut self) {
         self.close = true;
+    }
+
+    /// Whether the service asked for the connection to be closed
+    /// ([`Outbox::close`]).
+    pub fn closing(&self) -> bool {
+        self.close
     }
 
     /// Bytes that may still be queued on this connection now.

@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{AccessMode, AeadAlgorithm, Limits, Terms, peek_frame_len};
-use dtp_engine::dtp::{
+use dtp_engine::{Engine, EngineConfig};
+use dtp_gateway::dtp::{
     DtpApp, DtpEndpoint, DtpEvent, DtpGateway, FayConfig, SessionRegistry, SuspendedSession,
     TerminalConfig,
 };
-use dtp_engine::{Engine, EngineConfig};
 use dtp_test_kit::Keys;
 use dtp_transports::{
     BackendPreference, Driver, DriverConfig, Endpoint, Event, FaultInjector, FaultPlan, Transport,

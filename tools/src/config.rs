@@ -263,7 +263,7 @@ impl DtpSection {
     pub(crate) fn terminal(
         &self,
         limits: Limits,
-    ) -> Result<Option<dtp_engine::dtp::TerminalConfig>, String> {
+    ) -> Result<Option<dtp_gateway::dtp::TerminalConfig>, String> {
         use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, NoiseKeypair, ResponderConfig};
         if !self.enabled {
             return Ok(None);
@@ -290,10 +290,10 @@ impl DtpSection {
         if self.max_suspended == 0 {
             return Err("dtp.max_suspended must be positive".to_owned());
         }
-        let mut endpoint = dtp_engine::dtp::EndpointConfig::terminal();
+        let mut endpoint = dtp_gateway::dtp::EndpointConfig::terminal();
         endpoint.limits = limits;
         endpoint.validate().map_err(|e| format!("dtp: {e}"))?;
-        Ok(Some(dtp_engine::dtp::TerminalConfig {
+        Ok(Some(dtp_gateway::dtp::TerminalConfig {
             cap: ResponderConfig {
                 static_keypair: keys,
                 algorithms,
@@ -312,9 +312,9 @@ impl DtpSection {
     /// way. `endpoint` bounds what the store reads back.
     pub(crate) fn suspended_sessions(
         &self,
-        endpoint: dtp_engine::dtp::EndpointConfig,
-    ) -> Result<std::sync::Arc<dyn dtp_engine::dtp::SuspendedSessions>, String> {
-        use dtp_engine::dtp::{DirSessionStore, SessionRegistry, StoreLimits};
+        endpoint: dtp_gateway::dtp::EndpointConfig,
+    ) -> Result<std::sync::Arc<dyn dtp_gateway::dtp::SuspendedSessions>, String> {
+        use dtp_gateway::dtp::{DirSessionStore, SessionRegistry, StoreLimits};
         if self.session_store.is_empty() {
             return Ok(std::sync::Arc::new(SessionRegistry::new(
                 self.max_suspended,

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use dtp_bench::workload::{Responder, WorkloadError};
 use dtp_codec::{Body, ControlMessage, ErrorCode, HeartbeatAck, Limits, LogicalFrame};
-use dtp_engine::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp};
 use dtp_engine::{Connections, ControlPlane, Decision, Origin, Outbox, Request, Service};
+use dtp_gateway::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp};
 use dtp_transports::ConnId;
 
 /// One shard's gateway.

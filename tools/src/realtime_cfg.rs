@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dtp_engine::realtime::{RtClient, RtConfig, RtLimits};
+use dtp_gateway::realtime::{RtClient, RtConfig, RtLimits};
 use dtp_realtime::{RecoveryMode, Retention, StreamSpec};
 use serde::{Deserialize, Serialize};
 
@@ -161,7 +161,7 @@ impl RealtimeSection {
         if !terminal {
             return s;
         }
-        for (id, types) in dtp_engine::plane::BUILT_IN_STREAMS {
+        for (id, types) in dtp_gateway::plane::BUILT_IN_STREAMS {
             if s.streams.iter().any(|x| x.id == id) {
                 continue;
             }

@@ -10,12 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dtp_bench::dtp_workload::DtpResponder;
-use dtp_engine::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
-use dtp_engine::dtp::DtpGateway;
-use dtp_engine::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
-use dtp_engine::{
-    Engine, EngineConfig, EngineHandle, Listener, PlaneHandle, Routed, Service, TerminalPlane,
-};
+use dtp_engine::{Engine, EngineConfig, EngineHandle, Listener, Routed, Service};
+use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
+use dtp_gateway::dtp::DtpGateway;
+use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
+use dtp_gateway::{PlaneHandle, TerminalPlane};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -74,7 +73,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         Some(p) => {
             let (plane, handle) =
                 TerminalPlane::new(p.config, p.verifier, p.access).map_err(|e| match e {
-                    dtp_engine::PlaneError::Audit(e) => {
+                    dtp_gateway::PlaneError::Audit(e) => {
                         CliError::Io(format!("terminal.audit.path: {e}"))
                     }
                     e => CliError::Io(format!("terminal: {e}")),

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use dtp_crypto::cred::Verifier;
-use dtp_engine::plane::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
+use dtp_gateway::plane::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
 use dtp_policy::{AiFallback, HumanDecision, PolicySet, PriorityScript};
 use dtp_terminal::{
     AccessGrant, CommandAccess, CommandAccessConfig, NoopAccess, OsAccess, OsError, TerminalConfig,
@@ -245,7 +245,7 @@ impl TerminalSection {
             admin_queue: self.admin_queue,
         };
         config.validate().map_err(|e| match e {
-            dtp_engine::PlaneError::Config(what) => format!("terminal.{what}"),
+            dtp_gateway::PlaneError::Config(what) => format!("terminal.{what}"),
             other => format!("terminal: {other}"),
         })?;
         let access = match &self.os_access {

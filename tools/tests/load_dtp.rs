@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use dtp_bench::dtp_workload::{BenchKeys, DtpResponder};
 use dtp_codec::Limits;
-use dtp_engine::dtp::{DtpGateway, SessionRegistry};
 use dtp_engine::{Engine, EngineConfig, EngineHandle};
+use dtp_gateway::dtp::{DtpGateway, SessionRegistry};
 use dtp_transports::DriverConfig;
 
 fn dtp() -> Command {

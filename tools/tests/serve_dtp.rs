@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_codec::{AccessMode, AgreementId, ErrorCode};
-use dtp_engine::dtp::{DtpEvent, SuspendedSession};
+use dtp_gateway::dtp::{DtpEvent, SuspendedSession};
 use dtp_test_kit::{Fay, Keys};
 use support::{Scratch, Serve, dtp};
 

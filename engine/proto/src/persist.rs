@@ -5,7 +5,7 @@
 //! **Owns**: [`Writer`] (big-endian integers, length-prefixed bytes), the
 //! bounded [`Reader`] and [`PersistError`]. **Never touches**: files, the
 //! clock or the layout of a whole session (that is the driver's envelope,
-//! e.g. `dtp_engine::dtp::SuspendedSession::to_bytes`); each machine writes
+//! e.g. `dtp_endpoint::SuspendedSession::to_bytes`); each machine writes
 //! its own part next to its type (`agreement/persist.rs`,
 //! `resume/persist.rs`, `dag/persist.rs`, and the engine FSM here).
 //!

@@ -19,7 +19,7 @@ use dtp_codec::{
     AccessMode, AgreementId, AuthOutcome, AuthRequest, AuthResult, ControlMessage, ErrorCode,
     Limits, SessionId, SessionState, Terms, peek_frame_len,
 };
-use dtp_engine::dtp::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession};
+use dtp_endpoint::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession};
 
 /// How long [`Fay::wait`] waits for its event, unless told otherwise
 /// ([`Fay::with_patience`]).

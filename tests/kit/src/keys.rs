@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use dtp_codec::{AccessMode, AeadAlgorithm};
 use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair, ResponderConfig};
 use dtp_crypto::cred::{Credential, CredentialRequest, Grant, IssuerKeyPair, Verifier};
-use dtp_engine::dtp::{EndpointConfig, FayConfig, TerminalConfig};
+use dtp_endpoint::{EndpointConfig, FayConfig, TerminalConfig};
 
 /// The wall clock in Unix seconds.
 pub fn unix_now() -> u64 {

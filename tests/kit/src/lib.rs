@@ -6,7 +6,7 @@
 //!   them (also written to files, for tests of the `dtp` binary).
 //! - [`frames`]: reading whole `LogicalFrame`s from a blocking
 //!   [`TcpStream`](std::net::TcpStream), with a timeout.
-//! - [`fay`]: a Fay — a [`DtpEndpoint`](dtp_engine::dtp::DtpEndpoint)
+//! - [`fay`]: a Fay — a [`DtpEndpoint`](dtp_endpoint::DtpEndpoint)
 //!   driven over a blocking `TcpStream`: CAP, agreements, sealed
 //!   fragments, control messages, a cut connection and its resume.
 //!

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use dtp_codec::ErrorCode;
 use dtp_crypto::cred::Credential;
-use dtp_engine::{PlaneError, PlaneHandle};
+use dtp_gateway::{PlaneError, PlaneHandle};
 use dtp_policy::HumanError;
 use dtp_terminal::{AdminHandover, Refusal};
 use serde::Deserialize;

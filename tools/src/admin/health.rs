@@ -21,10 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use dtp_engine::app::{
+use dtp_engine::{ControlPlane, ControlWaker};
+use dtp_gateway::app::{
     Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp, PlaneEvent,
 };
-use dtp_engine::{ControlPlane, ControlWaker};
 
 /// The longest `/readyz` waits for the control thread.
 pub(crate) const CONTROL_PROBE: Duration = Duration::from_secs(1);

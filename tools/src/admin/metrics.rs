@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use dtp_engine::plane::PlaneSnapshot;
 use dtp_engine::{ControlMetrics, ShardMetrics, ShardSnapshot};
+use dtp_gateway::plane::PlaneSnapshot;
 use dtp_transports::BackendChoice;
 
 /// One exported series: name, type, help, and how to read it from a snapshot.
@@ -21,9 +21,9 @@ pub(crate) struct Exporter {
     pub(crate) control: Option<Arc<ControlMetrics>>,
     pub(crate) backend: BackendChoice,
     /// The terminal plane's counters, when `[terminal]` runs.
-    pub(crate) plane: Option<dtp_engine::PlaneHandle>,
+    pub(crate) plane: Option<dtp_gateway::PlaneHandle>,
     /// The realtime front ends' counters, when `[realtime]` runs.
-    pub(crate) realtime: Option<Arc<dtp_engine::realtime::FrontMetrics>>,
+    pub(crate) realtime: Option<Arc<dtp_gateway::realtime::FrontMetrics>>,
 }
 
 impl Exporter {
@@ -224,7 +224,7 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
 }
 
 /// The realtime front ends' series (SPEC RT-15).
-fn render_realtime(out: &mut String, m: &dtp_engine::realtime::FrontMetrics) {
+fn render_realtime(out: &mut String, m: &dtp_gateway::realtime::FrontMetrics) {
     let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     for (name, kind, help, v) in [
         (
@@ -294,10 +294,10 @@ fn render_realtime(out: &mut String, m: &dtp_engine::realtime::FrontMetrics) {
     }
 }
 
-/// Refused CAP handshakes by code (`dtp_engine::dtp::cap_refusals`).
+/// Refused CAP handshakes by code (`dtp_gateway::dtp::cap_refusals`).
 fn render_cap_refusals(out: &mut String) {
     out.push_str("# HELP dtp_cap_refused_total CAP handshakes this terminal refused, by code.\n# TYPE dtp_cap_refused_total counter\n");
-    for (code, n) in dtp_engine::dtp::cap_refusals().snapshot() {
+    for (code, n) in dtp_gateway::dtp::cap_refusals().snapshot() {
         out.push_str(&format!(
             "dtp_cap_refused_total{{code=\"{}\"}} {n}\n",
             code.0

@@ -134,7 +134,7 @@ fn days_from_civil(year: u32, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-pub(crate) use dtp_engine::realtime::format_rfc3339;
+pub(crate) use dtp_gateway::realtime::format_rfc3339;
 
 /// Unix seconds with their RFC 3339 form when there is one:
 /// `1798761600 (2027-01-01T00:00:00Z)`.

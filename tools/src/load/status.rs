@@ -92,7 +92,7 @@ impl Failures {
 
 /// A DTP error's text without the code it starts with (the report names
 /// the code already).
-pub(crate) fn reason(e: &dtp_engine::dtp::DtpError) -> String {
+pub(crate) fn reason(e: &dtp_gateway::dtp::DtpError) -> String {
     let text = e.to_string();
     let code = e.code().to_string();
     text.strip_prefix(&code)

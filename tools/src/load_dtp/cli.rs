@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use dtp_crypto::cap::{DEFAULT_HANDSHAKE_TIMEOUT, InitiatorConfig, NoiseKeypair};
 use dtp_crypto::cred::Credential;
-use dtp_engine::dtp::{EndpointConfig, FayConfig};
+use dtp_gateway::dtp::{EndpointConfig, FayConfig};
 
 use super::{DtpLoadResult, DtpSpec};
 use crate::cli_error::CliError;

@@ -22,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::LatencyRecorder;
 use dtp_codec::{AgreementId, ErrorCode, FragmentId, FrameBuf, peek_frame_len};
-use dtp_engine::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig, SuspendedSession};
+use dtp_gateway::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig, SuspendedSession};
 
 use crate::load::Failures;
 

@@ -8,7 +8,7 @@
 //!
 //! **Owns**: the engine [`Service`] that drives one [`flow::Flow`] per
 //! logical connection (the Fay-side twin of
-//! [`DtpGateway`](dtp_engine::dtp::DtpGateway)), the run loop, and the DTP
+//! [`DtpGateway`](dtp_gateway::dtp::DtpGateway)), the run loop, and the DTP
 //! counters. **Never touches**: the protocol's rules (the endpoint's), the
 //! plaintext load generator's behaviour (`crate::load`, whose `LoadSpec`,
 //! `Tally` and `LoadResult` it reuses), the gateway or the bench.
@@ -65,8 +65,8 @@ use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary};
 use dtp_bench::workload::{self, Workload};
 use dtp_codec::{ErrorCode, LogicalFrame};
-use dtp_engine::dtp::FayConfig;
 use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_gateway::dtp::FayConfig;
 use dtp_transports::{CloseReason, ConnId, DriverConfig, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use dtp_codec::AeadAlgorithm;
 use dtp_crypto::cap::NoiseKeypair;
 use dtp_crypto::cred::Credential;
-use dtp_engine::dtp::FayConfig;
+use dtp_gateway::dtp::FayConfig;
 
 /// The `dtp` binary under test.
 pub(crate) fn dtp() -> Command {

@@ -22,7 +22,7 @@ use dtp_codec::{
     AccessMode, AuthOutcome, AuthRequest, AuthResult, ControlMessage, FrameBuf, SessionId,
     SessionRelease, SessionState,
 };
-use dtp_engine::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig};
+use dtp_gateway::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig};
 
 use super::stats::ControlStats;
 use crate::load_dtp::flow::MAX_FRESH_ATTEMPTS;

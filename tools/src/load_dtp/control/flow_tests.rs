@@ -13,7 +13,7 @@ use dtp_codec::{
     AccessMode, AuthOutcome, AuthResult, ControlMessage, ErrorCode, Limits, SessionId,
     SessionState, SessionStateChanged, peek_frame_len,
 };
-use dtp_engine::dtp::{DtpEndpoint, DtpEvent};
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent};
 
 use super::{ControlFlow, ControlFlowConfig, ControlStats, Phase, STALL};
 use crate::load_dtp::control::ControlSpec;

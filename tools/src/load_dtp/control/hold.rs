@@ -20,7 +20,7 @@ use dtp_codec::{
     AccessMode, AuthOutcome, AuthRequest, Beat, ControlMessage, ErrorCode, Heartbeat, SessionId,
     SessionRelease, SessionState, peek_frame_len,
 };
-use dtp_engine::dtp::{DtpEndpoint, DtpEvent, FayConfig};
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, FayConfig};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::cli_error::CliError;

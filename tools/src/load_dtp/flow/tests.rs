@@ -12,7 +12,9 @@ use crate::load_dtp::payload;
 use bytes::BytesMut;
 use dtp_bench::dtp_workload::{BenchKeys, DtpResponder, DtpWorkload, ResponderSession};
 use dtp_codec::{Limits, peek_frame_len};
-use dtp_engine::dtp::{DtpApp, DtpEndpoint, DtpEvent, FayConfig, SuspendedSession, TerminalConfig};
+use dtp_gateway::dtp::{
+    DtpApp, DtpEndpoint, DtpEvent, FayConfig, SuspendedSession, TerminalConfig,
+};
 
 /// Deterministic bytes: a xorshift stream from `seed`.
 struct TestRng(u64);

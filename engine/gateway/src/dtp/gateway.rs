@@ -1,0 +1,348 @@
+//! The terminal side of DTP on the shards: [`DtpGateway`] is an engine
+//! [`Service`] that runs one terminal [`DtpEndpoint`] per accepted
+//! connection and hands its events to a [`DtpApp`].
+//!
+//! **Owns**: the wiring between a shard and its endpoints — frames in as
+//! wire bytes (decrypted in place by the endpoint), sealed bytes out, the
+//! endpoint's deadline as the connection's timer, resume requests answered
+//! from the [`SessionRegistry`] the shards share, and lost connections'
+//! sessions parked there. **Never touches**: the protocol's rules (the
+//! endpoint's) or the application's decisions (the [`DtpApp`]'s).
+//!
+//! This is the one place of the module that reads the clock and draws
+//! random bytes (`ring`'s system generator): it is a driver, like the
+//! tests' virtual-time pair.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
+use dtp_transports::{CloseReason, ConnId, RecvBuf};
+use ring::rand::{SecureRandom, SystemRandom};
+
+use super::{DtpEndpoint, DtpError, DtpEvent, SuspendedSessions, TerminalConfig};
+use crate::app::{GatewayDown, GatewayUp};
+use dtp_engine::{Connections, Origin, Outbox, Service};
+
+/// What a gateway does with its DTP sessions: decides agreements, consumes
+/// fragments, produces its own. Called on the shard that owns the
+/// connection, with the endpoint to act on.
+pub trait DtpApp {
+    /// Per-connection application state.
+    type Session: Default;
+
+    /// One event of a connection's endpoint (resume requests are answered
+    /// by the gateway before the application sees anything).
+    fn event(
+        &mut self,
+        session: &mut Self::Session,
+        endpoint: &mut DtpEndpoint,
+        event: DtpEvent,
+        now: Instant,
+    );
+}
+
+/// How long a resume request waits for its session to be parked. A Fay
+/// that saw its connection cut reconnects at once, often to another core,
+/// and may ask for its session before the old connection's end has reached
+/// the core that held it; that core parks the session as soon as it does.
+pub const RESUME_GRACE: Duration = Duration::from_secs(2);
+
+/// An engine service running the terminal side of DTP (SPEC §1) for every
+/// accepted connection.
+pub struct DtpGateway<A: DtpApp> {
+    config: Arc<TerminalConfig>,
+    registry: Arc<dyn SuspendedSessions>,
+    app: A,
+    rng: SystemRandom,
+}
+
+/// One connection of a [`DtpGateway`]: its endpoint and application state
+/// (`None` when the endpoint could not be created; the connection is then
+/// closed at once).
+pub struct GatewayConn<S> {
+    /// The transport connection (what a log line can name).
+    conn: ConnId,
+    endpoint: DtpEndpoint,
+    session: S,
+    /// A resume request whose session is not parked yet, and until when it
+    /// may wait ([`RESUME_GRACE`]).
+    waiting_resume: Option<(SessionId, Instant)>,
+}
+
+impl<A: DtpApp> DtpGateway<A> {
+    /// A gateway of one shard; `registry` is shared by all shards, so a
+    /// session cut on one core resumes on any (a
+    /// [`SessionRegistry`](super::SessionRegistry) by default).
+    pub fn new(config: Arc<TerminalConfig>, registry: Arc<dyn SuspendedSessions>, app: A) -> Self {
+        Self {
+            config,
+            registry,
+            app,
+            rng: SystemRandom::new(),
+        }
+    }
+
+    /// The application.
+    pub fn app(&self) -> &A {
+        &self.app
+    }
+
+    /// Drains the endpoint after an input: events to the application (or,
+    /// for resume requests, to the registry), transmits, the next deadline,
+    /// and a close once the endpoint has closed.
+    fn drive(
+        &mut self,
+        c: &mut GatewayConn<A::Session>,
+        out: &mut Outbox<'_, GatewayUp>,
+        now: Instant,
+    ) {
+        let mut closed = false;
+        loop {
+            // The application may queue frames while handling an event, so
+            // transmit after every event batch, and look again.
+            let mut any = false;
+            while let Some(event) = c.endpoint.poll_event() {
+                any = true;
+                match event {
+                    DtpEvent::ResumeRequested { session_id } => {
+                        c.waiting_resume = Some((session_id, now + RESUME_GRACE));
+                        self.try_resume(c, now);
+                    }
+                    // Terminal control-plane messages belong to the control
+                    // thread (SPEC §2-3), which answers through `control`.
+                    DtpEvent::Control(msg) => out.to_control(GatewayUp::Message {
+                        conn: c.conn,
+                        msg: Box::new(msg),
+                    }),
+                    DtpEvent::Established {
+                        session_id,
+                        peer,
+                        resumed,
+                    } => {
+                        let fay_id = String::from_utf8_lossy(peer.as_bytes());
+                        out.to_control(GatewayUp::Identified {
+                            conn: c.conn,
+                            fay_id: fay_id.into(),
+                        });
+                        let event = DtpEvent::Established {
+                            session_id,
+                            peer,
+                            resumed,
+                        };
+                        self.app.event(&mut c.session, &mut c.endpoint, event, now);
+                    }
+                    DtpEvent::Error(DtpError::Cap(e)) => {
+                        refused_handshake(c.conn, &e);
+                        let event = DtpEvent::Error(DtpError::Cap(e));
+                        self.app.event(&mut c.session, &mut c.endpoint, event, now);
+                    }
+                    DtpEvent::Closed { code } => {
+                        closed = true;
+                        self.app.event(
+                            &mut c.session,
+                            &mut c.endpoint,
+                            DtpEvent::Closed { code },
+                            now,
+                        );
+                    }
+                    other => self.app.event(&mut c.session, &mut c.endpoint, other, now),
+                }
+            }
+            c.endpoint.poll_transmit(out.wire());
+            if !any {
+                break;
+            }
+        }
+        let wait = c
+            .waiting_resume
+            .map(|(_, until)| (now + RESUME_POLL).min(until));
+        out.set_timer(match (c.endpoint.poll_timeout(), wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        });
+        if closed || c.endpoint.is_closed() {
+            out.close();
+        }
+    }
+}
+
+/// A handshake this terminal refused: logged (the code, the connection,
+/// why — a credential's descriptor id at most, never key material) and
+/// counted for `/metrics` ([`cap_refusals`](super::cap_refusals)). A
+/// handshake that timed out is an `info`, every other refusal a `warn`.
+fn refused_handshake(conn: ConnId, e: &dtp_crypto::cap::CapError) {
+    let code = e.code();
+    super::cap_refusals().record(code);
+    if code == ErrorCode::CAP_TIMEOUT {
+        tracing::info!(%code, conn = conn.as_u64(), reason = %e, "CAP handshake refused");
+    } else {
+        tracing::warn!(%code, conn = conn.as_u64(), reason = %e, "CAP handshake refused");
+    }
+}
+
+/// How often a waiting resume request looks for its session again: the
+/// wait is rare (only when the resume outran the old connection's end), so
+/// a short poll costs little and keeps resume latency low.
+pub const RESUME_POLL: Duration = Duration::from_millis(1);
+
+impl<A: DtpApp> DtpGateway<A> {
+    /// Answers a waiting resume request from the registry: resumes, refuses
+    /// (the grace is over), or leaves it waiting.
+    fn try_resume(&mut self, c: &mut GatewayConn<A::Session>, now: Instant) {
+        let Some((session_id, until)) = c.waiting_resume else {
+            return;
+        };
+        match self.registry.take(session_id, now) {
+            Some(s) => {
+                c.waiting_resume = None;
+                if let Err(refused) = c.endpoint.resume_with(s, now) {
+                    // Not this peer's (or not now): the session stays
+                    // parked for its owner.
+                    let _ = self.registry.park(*refused.session, now);
+                }
+            }
+            None if now >= until => {
+                c.waiting_resume = None;
+                c.endpoint.refuse_resume();
+            }
+            None => {}
+        }
+    }
+}
+
+impl<A: DtpApp> DtpGateway<A> {
+    /// Sends a control-plane message in `c`'s session (SPEC §2-3).
+    fn send_control(
+        &mut self,
+        c: &mut GatewayConn<A::Session>,
+        msg: ControlMessage,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        if let Err(e) = c.endpoint.send_control(msg) {
+            // Not established (yet, or any more): the control thread hears
+            // the connection's end; the message has no session to go on.
+            tracing::debug!(error = %e, "a control message found no session");
+        }
+        self.drive(c, out, Instant::now());
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl<A: DtpApp> Service for DtpGateway<A> {
+    type Conn = Option<GatewayConn<A::Session>>;
+    type Up = GatewayUp;
+    type Down = GatewayDown;
+
+    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_, GatewayUp>) -> Self::Conn {
+        let now = Instant::now();
+        let rng = self.rng.clone();
+        let mut fill = |b: &mut [u8]| {
+            if rng.fill(b).is_err() {
+                panic!("the system random generator failed");
+            }
+        };
+        match DtpEndpoint::terminal(&self.config, now, unix_now(), &mut fill) {
+            Ok(endpoint) => {
+                let mut c = GatewayConn {
+                    conn,
+                    endpoint,
+                    session: A::Session::default(),
+                    waiting_resume: None,
+                };
+                self.drive(&mut c, out, now);
+                Some(c)
+            }
+            Err(e) => {
+                tracing::error!(conn = conn.as_u64(), error = %e, "no DTP endpoint for this connection");
+                out.close();
+                None
+            }
+        }
+    }
+
+    fn frame(
+        &mut self,
+        _: &mut Self::Conn,
+        _: LogicalFrame,
+        _: &mut Outbox<'_, GatewayUp>,
+    ) -> Result<(), ErrorCode> {
+        // Never called: frames come as wire bytes (`wants_wire`).
+        Err(ErrorCode::INCONSISTENT)
+    }
+
+    fn wants_wire(&self) -> bool {
+        true
+    }
+
+    fn frame_wire(
+        &mut self,
+        state: &mut Self::Conn,
+        wire: RecvBuf,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> Result<(), ErrorCode> {
+        let Some(c) = state else {
+            out.close();
+            return Ok(());
+        };
+        let now = Instant::now();
+        c.endpoint.handle_frame(wire, now);
+        self.drive(c, out, now);
+        Ok(())
+    }
+
+    /// The control thread's messages for a connection go out sealed in
+    /// its session.
+    fn decision(
+        &mut self,
+        decision: GatewayDown,
+        conns: &mut dyn Connections<Self::Conn, GatewayUp>,
+    ) -> Option<GatewayDown> {
+        let GatewayDown::Send { conn, msg } = decision else {
+            return Some(decision);
+        };
+        let mut msg = Some(*msg);
+        // A connection closed meanwhile is skipped: the control thread
+        // hears its Down.
+        conns.visit(conn, &mut |state, out| {
+            if let (Some(c), Some(msg)) = (state.as_mut(), msg.take()) {
+                self.send_control(c, msg, out);
+            }
+        });
+        None
+    }
+
+    fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
+        if let Some(c) = state {
+            self.try_resume(c, now);
+            c.endpoint.handle_timeout(now);
+            self.drive(c, out, now);
+        }
+    }
+
+    fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, GatewayUp>) {
+        if let Some(c) = state {
+            self.drive(c, out, Instant::now());
+        }
+    }
+
+    fn close(&mut self, state: Self::Conn, _: CloseReason) {
+        let Some(mut c) = state else {
+            return;
+        };
+        let now = Instant::now();
+        if let Some(s) = c.endpoint.connection_lost(now) {
+            // SES-2: park the session for a reconnect on any shard; a full
+            // (or failing) store ends it (bounded memory).
+            if let Err(refused) = self.registry.park(s, now) {
+                tracing::warn!(error = %refused, "a suspended session is dropped");
+            }
+        }
+        let _ = self.registry.expire(now);
+    }
+}

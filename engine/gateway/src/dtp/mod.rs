@@ -1,0 +1,18 @@
+//! DTP on the shards: the terminal side's [`DtpGateway`] service, the
+//! registry and the directory store that keep suspended sessions for a
+//! Fay that comes back (SPEC SES-2, SES-3), and the sans-IO endpoint
+//! itself, re-exported from `dtp-endpoint`.
+
+mod gateway;
+mod refused;
+mod registry;
+mod store_dir;
+
+#[cfg(test)]
+mod tests;
+
+pub use dtp_endpoint::*;
+pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE, RESUME_POLL};
+pub use refused::{CapRefusals, cap_refusals};
+pub use registry::{ParkError, ParkRefused, RegistryFull, SessionRegistry, SuspendedSessions};
+pub use store_dir::{DirSessionStore, DirStoreError, StoreLimits, WallClock};

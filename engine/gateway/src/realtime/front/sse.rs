@@ -1,0 +1,116 @@
+//! SSE streams (SPEC RT-8): `200 text/event-stream`, chunked, a `retry:`
+//! hint, the replay, then every event of the stream as it is published,
+//! with comment heartbeats in between. A CURSOR stream's blocks carry
+//! `id:` = the envelope's resumeCursor (encoded once, on the control
+//! thread), so a reconnecting EventSource resumes from `Last-Event-ID`.
+//! Resets and slow-consumer ends are `event: control` blocks the page
+//! sees, never a silent gap.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use dtp_codec::realtime::{
+    CloseCategory, FailureKind, SseControl, write_sse_control, write_sse_retry,
+};
+
+use super::reply::{chunk, end_stream, start_stream};
+use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
+use crate::app::GatewayUp;
+use crate::realtime::config::RtLimits;
+use crate::realtime::{RtEvent, RtRefusal};
+use dtp_engine::Outbox;
+
+/// A live SSE stream.
+#[derive(Debug)]
+pub(super) struct SseState {
+    /// The stream (index) while subscribed.
+    pub(super) stream: Option<u32>,
+}
+
+impl SseState {
+    /// Writes `ev`; a subscriber with more than `max` bytes still queued is
+    /// told QUEUE_OVERFLOW and its stream ended instead (SPEC RT-10).
+    /// Returns whether it stays subscribed.
+    pub(super) fn deliver(
+        &mut self,
+        ev: &RtEvent,
+        max: usize,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> bool {
+        if out.queued() + ev.sse.len() > max {
+            let mut b = BytesMut::new();
+            let reset = SseControl::ResetRequired {
+                reason: FailureKind::QueueOverflow,
+            };
+            if write_sse_control(&mut b, &reset).is_ok() {
+                chunk(out, &b);
+            }
+            end_stream(out);
+            self.stream = None;
+            return false;
+        }
+        chunk(out, &ev.sse);
+        true
+    }
+
+    /// A comment heartbeat, and the next one scheduled.
+    pub(super) fn heartbeat(
+        &mut self,
+        now: Instant,
+        limits: &RtLimits,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        chunk(out, b": heartbeat\n\n");
+        out.set_timer(Some(now + limits.sse_heartbeat));
+    }
+}
+
+/// Ends an SSE stream with a CLOSE control block of `category` (the
+/// client's EventSource reconnects and resumes from `Last-Event-ID`).
+pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
+    let mut b = BytesMut::new();
+    if write_sse_control(&mut b, &SseControl::Close { category }).is_ok() {
+        chunk(out, &b);
+    }
+    end_stream(out);
+}
+
+impl RealtimeFront {
+    /// Starts `c`'s SSE stream on `stream` once the plane accepted it:
+    /// the head, `retry:`, a reset if the cursor could not be resumed, the
+    /// replay.
+    pub(super) fn sse_open(
+        &mut self,
+        c: &mut RtConn,
+        stream: u32,
+        replay: &[Arc<RtEvent>],
+        reset: Option<RtRefusal>,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        let limits = &self.config.limits;
+        start_stream(out, "text/event-stream");
+        let mut first = BytesMut::new();
+        let retry = u32::try_from(limits.sse_retry.as_millis()).unwrap_or(u32::MAX);
+        write_sse_retry(&mut first, retry);
+        if let Some(why) = reset {
+            FrontMetrics::bump(&self.metrics.resets);
+            let control = SseControl::ResetRequired {
+                reason: why.failure_kind(),
+            };
+            if write_sse_control(&mut first, &control).is_err() {
+                tracing::error!("an SSE control block could not be written");
+            }
+        }
+        for ev in replay {
+            first.extend_from_slice(&ev.sse);
+        }
+        chunk(out, &first);
+        out.set_timer(Some(Instant::now() + limits.sse_heartbeat));
+        self.index.stream(stream).insert((c.id, 0));
+        c.phase = Phase::Sse(SseState {
+            stream: Some(stream),
+        });
+        self.publish_gauges();
+    }
+}

@@ -1,0 +1,509 @@
+//! WebSocket sessions (SPEC RT-9, RT-10): `realtime.v1` and the plain echo
+//! endpoint, on the RFC 6455 layer of `dtp_codec::ws`.
+//!
+//! `realtime.v1`: the upgrade must offer the subprotocol and, if it comes
+//! from a browser (an `Origin`), from an allowed origin exactly; the client
+//! is authenticated at the upgrade and authorised again at every SUBSCRIBE.
+//! A subscription is pending until the realtime plane answers: SUBSCRIBED
+//! (then the replay, then live events) or RESET_REQUIRED (the client takes
+//! a snapshot and subscribes again with its checkpoint's cursor). Any
+//! malformed, unknown, binary or out-of-order message closes the session
+//! with CLOSE PROTOCOL_MISMATCH; a slow consumer with CLOSE OVERLOADED.
+
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use dtp_codec::ErrorCode;
+use dtp_codec::http::{RequestHead, websocket_upgrade};
+use dtp_codec::realtime::{
+    ClientMessage, CloseCategory, ConnectionLimits, EVENT_MESSAGE_END, FailureKind,
+    HeartbeatPolicy, JsonLimits, SUBPROTOCOL, ServerMessage, write_event_message_head,
+};
+use dtp_codec::ws::{
+    CloseCode, Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_header,
+};
+
+use super::http::NEED_CREDENTIALS;
+use super::reply::refuse_head;
+use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
+use crate::app::GatewayUp;
+use crate::realtime::config::RtLimits;
+use crate::realtime::{RtDecision, RtEvent, RtRequest, SubKey};
+use dtp_engine::Outbox;
+
+/// One logical subscription of a session.
+#[derive(Debug)]
+struct Sub {
+    id: String,
+    key: SubKey,
+    /// The stream (index) once SUBSCRIBED; `None` while pending.
+    stream: Option<u32>,
+}
+
+/// A WebSocket session.
+pub(super) struct WsState {
+    decoder: Decoder,
+    /// The echo endpoint rather than `realtime.v1`.
+    echo: bool,
+    subs: Vec<Sub>,
+    next_key: SubKey,
+    last_input: Instant,
+}
+
+impl WsState {
+    /// The live subscriptions: (key, stream).
+    pub(super) fn live_streams(&self) -> impl Iterator<Item = (SubKey, u32)> + '_ {
+        self.subs
+            .iter()
+            .filter_map(|s| s.stream.map(|st| (s.key, st)))
+    }
+
+    /// Sends `ev` to subscription `key`; a session with more than `max`
+    /// bytes queued is a slow consumer: CLOSE OVERLOADED (QUEUE_OVERFLOW)
+    /// and closed (SPEC RT-10). Returns whether the subscription stays.
+    pub(super) fn deliver(
+        &mut self,
+        key: SubKey,
+        ev: &RtEvent,
+        max: usize,
+        scratch: &mut BytesMut,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> bool {
+        let Some(sub) = self
+            .subs
+            .iter()
+            .find(|s| s.key == key && s.stream.is_some())
+        else {
+            return false;
+        };
+        if out.queued() + event_len(&sub.id, ev, scratch) + 10 > max {
+            close_session(out, CloseCategory::Overloaded);
+            self.subs.clear();
+            return false;
+        }
+        event_frame(out, scratch, &ev.envelope);
+        true
+    }
+
+    /// Ends the session for a restart of the server: CLOSE RESTART and
+    /// close code 1012 (`realtime.v1`), or the close frame alone (echo).
+    pub(super) fn restart(&self, out: &mut Outbox<'_, GatewayUp>) {
+        let category = CloseCategory::Restart;
+        if self.echo {
+            close_frame(out, category.close_code().unwrap_or(CloseCode::GOING_AWAY));
+            out.close();
+        } else {
+            close_session(out, category);
+        }
+    }
+
+    /// The idle check: a session silent for twice the heartbeat's maximum
+    /// interval is closed (going away). Returns whether it stays.
+    pub(super) fn timeout(
+        &mut self,
+        now: Instant,
+        limits: &RtLimits,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> bool {
+        let silent_for = now.saturating_duration_since(self.last_input);
+        let allowed = limits.ws_heartbeat_max * 2;
+        if silent_for >= allowed {
+            close_frame(out, CloseCode::GOING_AWAY);
+            out.close();
+            return false;
+        }
+        out.set_timer(Some(self.last_input + allowed));
+        true
+    }
+}
+
+/// Appends one unmasked server frame.
+fn frame(out: &mut Outbox<'_, GatewayUp>, opcode: Opcode, payload: &[u8]) {
+    match encode_header(Role::Server, true, opcode, payload.len() as u64, None) {
+        Ok(h) => {
+            out.wire().extend_from_slice(h.as_slice());
+            out.wire().extend_from_slice(payload);
+        }
+        Err(_) => tracing::error!("a WebSocket frame header could not be encoded"),
+    }
+}
+
+/// Writes the head of an EVENT message for `subscription_id` into
+/// `scratch` and returns the whole message's length (head, the shared
+/// envelope, the end).
+fn event_len(subscription_id: &str, ev: &RtEvent, scratch: &mut BytesMut) -> usize {
+    scratch.clear();
+    if write_event_message_head(scratch, subscription_id).is_err() {
+        // Ids are checked by the SUBSCRIBE decoder: unreachable in practice.
+        scratch.clear();
+    }
+    scratch.len() + ev.envelope.len() + 1
+}
+
+/// One EVENT message frame: its header, the head in `scratch`, the shared
+/// envelope (copied once, straight into the outgoing batch), the end.
+fn event_frame(out: &mut Outbox<'_, GatewayUp>, head: &[u8], envelope: &[u8]) {
+    let len = head.len() + envelope.len() + 1;
+    match encode_header(Role::Server, true, Opcode::Text, len as u64, None) {
+        Ok(h) => {
+            let wire = out.wire();
+            wire.extend_from_slice(h.as_slice());
+            wire.extend_from_slice(head);
+            wire.extend_from_slice(envelope);
+            wire.extend_from_slice(&[EVENT_MESSAGE_END]);
+        }
+        Err(_) => tracing::error!("a WebSocket frame header could not be encoded"),
+    }
+}
+
+fn send(out: &mut Outbox<'_, GatewayUp>, msg: &ServerMessage) {
+    match msg.encode() {
+        Ok(bytes) => frame(out, Opcode::Text, &bytes),
+        Err(_) => tracing::error!(
+            kind = msg.type_name(),
+            "a realtime.v1 message could not be encoded"
+        ),
+    }
+}
+
+fn close_frame(out: &mut Outbox<'_, GatewayUp>, code: CloseCode) {
+    frame(out, Opcode::Close, &code.0.to_be_bytes());
+}
+
+/// Ends a session: CLOSE{category}, its close frame, then the connection.
+pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
+    close_session(out, category);
+}
+
+/// CLOSE{category}, then the close frame with the category's code, then
+/// the connection is closed once both are sent.
+fn close_session(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
+    send(out, &ServerMessage::Close { category });
+    close_frame(out, category.close_code().unwrap_or(CloseCode::NORMAL));
+    out.close();
+}
+
+impl RealtimeFront {
+    /// A WebSocket upgrade request: `/v1/ws` (`realtime.v1`) or, when
+    /// switched on, `/v1/echo`.
+    pub(super) fn ws_request(
+        &mut self,
+        c: &mut RtConn,
+        head: &RequestHead,
+        echo: bool,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        let keep = head.keep_alive();
+        let up = match websocket_upgrade(head) {
+            Ok(Some(up)) => up,
+            Ok(None) => {
+                let extra = [("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")];
+                let why = (
+                    426,
+                    FailureKind::Unsupported,
+                    "this endpoint takes a WebSocket upgrade",
+                );
+                return self.refuse(c, out, why, keep, &extra);
+            }
+            Err(e) => {
+                FrontMetrics::bump(&self.metrics.refused);
+                refuse_head(out, e);
+                c.phase = Phase::Done;
+                return;
+            }
+        };
+        // An allowed origin exactly, or the page's own (served from here:
+        // `http://` + the Host it asked for).
+        let same_origin = |o: &str| {
+            o.strip_prefix("http://")
+                .is_some_and(|h| head.host() == Some(h))
+        };
+        if let Some(origin) = &up.origin
+            && !self.config.origins.iter().any(|o| o == origin)
+            && !same_origin(origin)
+        {
+            let why = (
+                403,
+                FailureKind::Forbidden,
+                "this Origin may not open a WebSocket here",
+            );
+            return self.refuse(c, out, why, false, &[]);
+        }
+        let protocol = if echo {
+            None
+        } else {
+            let Some(client) = self.authenticate(head) else {
+                let extra = [("WWW-Authenticate", "Bearer")];
+                let why = (401, FailureKind::AuthRequired, NEED_CREDENTIALS);
+                return self.refuse(c, out, why, false, &extra);
+            };
+            if !up.offers(SUBPROTOCOL) {
+                let why = (
+                    400,
+                    FailureKind::ProtocolMismatch,
+                    "the upgrade must offer the subprotocol realtime.v1",
+                );
+                return self.refuse(c, out, why, false, &[]);
+            }
+            c.client = Some(client);
+            Some(SUBPROTOCOL)
+        };
+        match up.response(protocol) {
+            Ok(head) => head.write(out.wire()),
+            Err(_) => {
+                let why = (
+                    400,
+                    FailureKind::ProtocolMismatch,
+                    "the WebSocket handshake could not be answered",
+                );
+                return self.refuse(c, out, why, false, &[]);
+            }
+        }
+        let limits = &self.config.limits;
+        let max = match self.config.echo_max_message {
+            Some(n) if echo => n,
+            _ => limits.max_message,
+        };
+        let now = Instant::now();
+        if !echo {
+            self.serial += 1;
+            let ms = |d: std::time::Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+            let welcome = ServerMessage::Welcome {
+                connection_id: format!("c{}-{}", self.shard, self.serial),
+                heartbeat: HeartbeatPolicy {
+                    min_interval_ms: ms(limits.ws_heartbeat_min),
+                    max_interval_ms: ms(limits.ws_heartbeat_max),
+                    ack_timeout_ms: ms(limits.ws_heartbeat_max),
+                },
+                limits: ConnectionLimits {
+                    max_message_bytes: u32::try_from(limits.max_message).unwrap_or(u32::MAX),
+                    max_subscriptions: u32::try_from(limits.max_subscriptions).unwrap_or(u32::MAX),
+                    max_queued_messages: ConnectionLimits::RT13.max_queued_messages,
+                    max_queued_bytes: u32::try_from(limits.max_outbound).unwrap_or(u32::MAX),
+                },
+            };
+            send(out, &welcome);
+        }
+        out.set_timer(Some(now + limits.ws_heartbeat_max * 2));
+        c.phase = Phase::Ws(Box::new(WsState {
+            decoder: Decoder::new(FrameConfig::server(max as u64)),
+            echo,
+            subs: Vec::new(),
+            next_key: 1,
+            last_input: now,
+        }));
+    }
+
+    /// Decodes and serves every whole message of `c`'s input.
+    pub(super) fn ws_input(
+        &mut self,
+        c: &mut RtConn,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> Result<(), ErrorCode> {
+        loop {
+            let Phase::Ws(w) = &mut c.phase else {
+                c.input.clear();
+                return Ok(());
+            };
+            if c.input.is_empty() {
+                return Ok(());
+            }
+            match w.decoder.decode(&mut c.input[..]) {
+                Err(FrameError::Incomplete { .. }) => return Ok(()),
+                Err(FrameError::Protocol(e)) => {
+                    FrontMetrics::bump(&self.metrics.ws_protocol_errors);
+                    close_frame(out, e.close_code());
+                    out.close();
+                    self.end_ws(c);
+                    return Ok(());
+                }
+                Ok((used, msg)) => {
+                    c.input.advance(used);
+                    w.last_input = Instant::now();
+                    if let Some(msg) = msg {
+                        self.ws_message(c, msg, out);
+                    }
+                }
+            }
+        }
+    }
+
+    fn end_ws(&mut self, c: &mut RtConn) {
+        self.forget(c);
+        c.phase = Phase::Done;
+        c.input.clear();
+    }
+
+    fn ws_message(&mut self, c: &mut RtConn, msg: Message, out: &mut Outbox<'_, GatewayUp>) {
+        let Phase::Ws(w) = &mut c.phase else {
+            return;
+        };
+        match msg {
+            Message::Ping(p) => frame(out, Opcode::Pong, &p),
+            Message::Pong(_) => {}
+            Message::Close(cf) => {
+                // RFC 6455 §5.5.1: echo the code, then close.
+                match cf {
+                    Some(cf) => close_frame(out, cf.code),
+                    None => frame(out, Opcode::Close, &[]),
+                }
+                out.close();
+                self.end_ws(c);
+            }
+            Message::Text(t) if w.echo => frame(out, Opcode::Text, t.as_bytes()),
+            Message::Binary(b) if w.echo => frame(out, Opcode::Binary, &b),
+            // realtime.v1 is text only (RT-9 baseline).
+            Message::Binary(_) => {
+                FrontMetrics::bump(&self.metrics.ws_protocol_errors);
+                close_frame(out, CloseCode::UNSUPPORTED_DATA);
+                out.close();
+                self.end_ws(c);
+            }
+            Message::Text(t) => match ClientMessage::decode(t.as_bytes(), &JsonLimits::default()) {
+                Ok(m) => self.rt_message(c, m, out),
+                Err(_) => {
+                    FrontMetrics::bump(&self.metrics.ws_protocol_errors);
+                    close_session(out, CloseCategory::ProtocolMismatch);
+                    self.end_ws(c);
+                }
+            },
+        }
+    }
+
+    fn rt_message(&mut self, c: &mut RtConn, msg: ClientMessage, out: &mut Outbox<'_, GatewayUp>) {
+        let client = c.client.and_then(|i| self.config.clients.get(i));
+        let Phase::Ws(w) = &mut c.phase else {
+            return;
+        };
+        match msg {
+            ClientMessage::Subscribe {
+                subscription_id,
+                stream_id,
+                cursor,
+                scope_binding,
+            } => {
+                if w.subs.iter().any(|s| s.id == subscription_id) {
+                    // The same id twice: the client lost track (RT-9).
+                    close_session(out, CloseCategory::ProtocolMismatch);
+                    return self.end_ws(c);
+                }
+                let refuse = |reason| ServerMessage::ResetRequired {
+                    subscription_id: subscription_id.clone(),
+                    reason,
+                };
+                if w.subs.len() >= self.config.limits.max_subscriptions {
+                    return send(out, &refuse(FailureKind::QueueOverflow));
+                }
+                if !client.is_some_and(|cl| cl.may_read(&stream_id)) {
+                    return send(out, &refuse(FailureKind::Forbidden));
+                }
+                if self
+                    .config
+                    .scopes
+                    .get(&stream_id)
+                    .is_some_and(|s| *s != scope_binding)
+                {
+                    return send(out, &refuse(FailureKind::ScopeProtocolViolation));
+                }
+                let key = w.next_key;
+                w.next_key = w.next_key.wrapping_add(1).max(1);
+                w.subs.push(Sub {
+                    id: subscription_id,
+                    key,
+                    stream: None,
+                });
+                out.to_control(GatewayUp::Realtime(Box::new(RtRequest::Subscribe {
+                    conn: c.id,
+                    key,
+                    stream: stream_id.into(),
+                    cursor: cursor.map(String::into_boxed_str),
+                })));
+            }
+            ClientMessage::Unsubscribe { subscription_id } => {
+                if let Some(i) = w.subs.iter().position(|s| s.id == subscription_id) {
+                    let sub = w.subs.swap_remove(i);
+                    if let Some(stream) = sub.stream {
+                        self.index.remove(stream, (c.id, sub.key));
+                        self.publish_gauges();
+                    }
+                }
+                // Idempotent: an id not (or no longer) subscribed is
+                // answered too, so the client's tombstone ends.
+                send(out, &ServerMessage::Unsubscribed { subscription_id });
+            }
+            ClientMessage::Heartbeat { nonce } => {
+                FrontMetrics::bump(&self.metrics.heartbeats);
+                send(out, &ServerMessage::HeartbeatAck { nonce });
+            }
+            ClientMessage::Close { .. } => {
+                close_frame(out, CloseCode::NORMAL);
+                out.close();
+                self.end_ws(c);
+            }
+        }
+    }
+
+    /// The realtime plane answered a SUBSCRIBE of this session.
+    pub(super) fn ws_answer(
+        &mut self,
+        c: &mut RtConn,
+        d: RtDecision,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        let Phase::Ws(w) = &mut c.phase else {
+            return;
+        };
+        let (key, reset) = match &d {
+            RtDecision::Subscribed { key, reset, .. } => (*key, *reset),
+            RtDecision::Refused { key, why, .. } => (*key, Some(*why)),
+            _ => return,
+        };
+        // Unsubscribed meanwhile: nothing to say.
+        let Some(i) = w
+            .subs
+            .iter()
+            .position(|s| s.key == key && s.stream.is_none())
+        else {
+            return;
+        };
+        if let Some(why) = reset {
+            FrontMetrics::bump(&self.metrics.resets);
+            let sub = w.subs.swap_remove(i);
+            return send(
+                out,
+                &ServerMessage::ResetRequired {
+                    subscription_id: sub.id,
+                    reason: why.failure_kind(),
+                },
+            );
+        }
+        let RtDecision::Subscribed {
+            stream,
+            epoch,
+            next,
+            accepted,
+            replay,
+            ..
+        } = d
+        else {
+            return;
+        };
+        let sub = &mut w.subs[i];
+        sub.stream = Some(stream);
+        send(
+            out,
+            &ServerMessage::Subscribed {
+                subscription_id: sub.id.clone(),
+                stream_epoch: epoch.to_string(),
+                accepted_cursor: accepted.map(|a| a.to_string()),
+                next_expected_sequence: next,
+            },
+        );
+        for ev in &replay {
+            event_len(&sub.id, ev, &mut self.scratch);
+            event_frame(out, &self.scratch, &ev.envelope);
+        }
+        self.index.stream(stream).insert((c.id, key));
+        self.publish_gauges();
+    }
+}

@@ -1,0 +1,478 @@
+//! The realtime plane: every stream's ledger, on the control thread (the
+//! ledgers' one writer, DESIGN.md §1). It answers the shards' subscribe,
+//! publish, snapshot and cut requests, and broadcasts each committed event
+//! once per shard; the shards fan it out to their subscribers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use dtp_codec::realtime::{EnvelopeHead, SnapshotCheckpoint, write_envelope, write_sse_event};
+use dtp_realtime::{Epoch, LedgerItem, PublishError, ResumeRefusal, StreamRegistry, StreamSpec};
+use dtp_transports::ConnId;
+
+use super::json::published_body;
+use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
+use super::state::StreamState;
+use crate::app::{Decisions, GatewayDown, GatewayUp, PlaneEvent};
+use crate::plane::{Clock, SystemClock};
+use dtp_engine::{ControlPlane, Decision, Request};
+use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
+
+/// The largest envelope published: the event ceiling of SPEC RT-13
+/// (64 KiB) less room for the `realtime.v1` EVENT message around it (its
+/// type and a subscription id of at most 128 bytes), so that no message
+/// exceeds the `maxMessageBytes` a session announces.
+const MAX_ENVELOPE: usize = 64 * 1024 - 256;
+
+/// An upper bound of an envelope's bytes besides its payload and the
+/// stream's own names: member names, epoch (twice), sequence (twice),
+/// timestamp, cursor, recovery mode.
+const ENVELOPE_HEAD: usize = 512;
+
+/// How often retained events are aged out when nothing else happens.
+const EXPIRY_PERIOD: Duration = Duration::from_secs(1);
+
+/// A committed event as the ledger keeps it: shared with every shard.
+#[derive(Clone, Debug)]
+struct Stored(Arc<RtEvent>);
+
+impl LedgerItem for Stored {
+    fn byte_len(&self) -> usize {
+        self.0.envelope.len() + self.0.sse.len()
+    }
+}
+
+/// One stream as the plane knows it besides its ledger.
+struct Stream {
+    id: Arc<str>,
+    /// The stream's scope binding, carried by every envelope (SPEC RT-3:
+    /// opaque, exact-match).
+    scope: Box<str>,
+    /// The stream's state in a snapshot: the latest payload, or the table
+    /// of a built-in stream that keeps one (`sessions`).
+    state: StreamState,
+}
+
+/// Counters of the realtime plane (for `/metrics`).
+#[derive(Debug, Default)]
+pub struct RealtimeMetrics {
+    /// Events committed.
+    pub published: std::sync::atomic::AtomicU64,
+    /// Subscriptions accepted (resumed or fresh).
+    pub subscribed: std::sync::atomic::AtomicU64,
+    /// Resumes refused (RESET_REQUIRED), by any reason.
+    pub resets: std::sync::atomic::AtomicU64,
+    /// Snapshots served.
+    pub snapshots: std::sync::atomic::AtomicU64,
+    /// Requests refused (unknown stream, unknown event type, …).
+    pub refused: std::sync::atomic::AtomicU64,
+}
+
+/// The realtime plane (a [`ControlPlane`] for [`Request::Realtime`]).
+pub struct RealtimePlane<C: Clock = SystemClock> {
+    registry: StreamRegistry<Stored>,
+    streams: Vec<Stream>,
+    index: HashMap<Arc<str>, u32>,
+    shards: usize,
+    clock: C,
+    next_expiry: Option<Instant>,
+    metrics: Arc<RealtimeMetrics>,
+}
+
+/// A stream of the configuration could not be registered.
+#[derive(Debug, thiserror::Error)]
+#[error("stream {stream:?}: {why}")]
+pub struct StreamSetupError {
+    stream: String,
+    why: String,
+}
+
+impl RealtimePlane<SystemClock> {
+    /// A plane over `specs` for `shards` shards, on the system clock.
+    /// `random` gives the cursor key and the epochs (a restart without
+    /// persistence is a new epoch, SPEC RT-6): pass the OS's randomness.
+    pub fn new(
+        specs: Vec<StreamSpec>,
+        shards: usize,
+        random: &mut dyn FnMut() -> u64,
+    ) -> Result<Self, StreamSetupError> {
+        Self::with_clock(specs, shards, random, SystemClock::default())
+    }
+}
+
+impl<C: Clock> RealtimePlane<C> {
+    /// [`RealtimePlane::new`] on a given clock (tests: virtual time).
+    pub fn with_clock(
+        specs: Vec<StreamSpec>,
+        shards: usize,
+        random: &mut dyn FnMut() -> u64,
+        clock: C,
+    ) -> Result<Self, StreamSetupError> {
+        let mut key = [0u8; 32];
+        for part in key.chunks_mut(8) {
+            part.copy_from_slice(&random().to_le_bytes());
+        }
+        let mut registry = StreamRegistry::new(key);
+        let mut streams = Vec::new();
+        let mut index = HashMap::new();
+        for spec in specs {
+            let id: Arc<str> = spec.id.as_str().into();
+            let scope = spec.scope.clone().into_boxed_str();
+            registry
+                .register(spec, Epoch::from_random(random()))
+                .map_err(|e| StreamSetupError {
+                    stream: id.to_string(),
+                    why: e.to_string(),
+                })?;
+            let n = u32::try_from(streams.len()).unwrap_or(u32::MAX);
+            index.insert(id.clone(), n);
+            let state = StreamState::new(crate::plane::built_in_table(&id));
+            streams.push(Stream { id, scope, state });
+        }
+        Ok(Self {
+            registry,
+            streams,
+            index,
+            shards,
+            clock,
+            next_expiry: None,
+            metrics: Arc::default(),
+        })
+    }
+
+    /// The plane's counters.
+    pub fn metrics(&self) -> Arc<RealtimeMetrics> {
+        self.metrics.clone()
+    }
+
+    /// The configured streams' ids, in index order.
+    pub fn stream_ids(&self) -> impl Iterator<Item = &str> {
+        self.streams.iter().map(|s| &*s.id)
+    }
+
+    fn bump(counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn refuse(
+        &self,
+        shard: usize,
+        conn: ConnId,
+        key: SubKey,
+        why: RtRefusal,
+    ) -> (usize, crate::app::GatewayDecision) {
+        Self::bump(&self.metrics.refused);
+        let d = RtDecision::Refused { conn, key, why };
+        (shard, rt_decision(d))
+    }
+
+    fn subscribe(
+        &mut self,
+        shard: usize,
+        (conn, key): (ConnId, SubKey),
+        stream: &str,
+        cursor: Option<&str>,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        let Some(&n) = self.index.get(stream) else {
+            out.push(self.refuse(shard, conn, key, RtRefusal::UnknownStream));
+            return;
+        };
+        let s = &self.streams[n as usize];
+        let Some(ledger) = self.registry.ledger_mut(&s.id) else {
+            out.push(self.refuse(shard, conn, key, RtRefusal::UnknownStream));
+            return;
+        };
+        let epoch: Arc<str> = ledger.epoch().as_str().into();
+        let fresh = ledger.resume_from_start().next_expected_sequence;
+        let (next, accepted, replay, reset) = match cursor {
+            None => (fresh, None, Vec::new(), None),
+            Some(c) => match ledger.resume(c, &s.scope, now) {
+                Ok(r) => (
+                    r.next_expected_sequence(),
+                    Some(Arc::<str>::from(c)),
+                    r.iter().map(|e| e.item.0.clone()).collect(),
+                    None,
+                ),
+                Err(why) => {
+                    Self::bump(&self.metrics.resets);
+                    let why = match why {
+                        ResumeRefusal::Expired | ResumeRefusal::EpochChanged => {
+                            RtRefusal::CursorExpired
+                        }
+                        ResumeRefusal::NotResumable => RtRefusal::NotResumable,
+                        ResumeRefusal::Malformed
+                        | ResumeRefusal::Tampered
+                        | ResumeRefusal::Future => RtRefusal::CursorInvalid,
+                    };
+                    (fresh, None, Vec::new(), Some(why))
+                }
+            },
+        };
+        Self::bump(&self.metrics.subscribed);
+        let d = RtDecision::Subscribed {
+            conn,
+            key,
+            stream: n,
+            epoch,
+            next,
+            accepted,
+            replay,
+            reset,
+        };
+        out.push((shard, rt_decision(d)));
+    }
+
+    /// Answers a shard's publication with its outcome.
+    fn publish_for(
+        &mut self,
+        (shard, conn): (usize, ConnId),
+        what: (&str, &str, Bytes),
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        let d = match self.publish(what, now, out) {
+            Ok((n, epoch, at)) => {
+                let id = &self.streams[n as usize].id;
+                let body = published_body(id, &epoch, at.sequence, at.cursor.as_deref());
+                RtDecision::Published { conn, body }
+            }
+            Err(why) => {
+                Self::bump(&self.metrics.refused);
+                RtDecision::Refused { conn, key: 0, why }
+            }
+        };
+        out.push((shard, rt_decision(d)));
+    }
+
+    /// Commits an event to its stream's ledger (SPEC RT-6: the append is
+    /// the commit), encodes its envelope and SSE block once, and broadcasts
+    /// it to every shard. Returns the stream's index, its epoch and the
+    /// event's position (for a publisher's answer).
+    fn publish(
+        &mut self,
+        (stream, event_type, payload): (&str, &str, Bytes),
+        now: Instant,
+        out: &mut Decisions,
+    ) -> Result<(u32, String, dtp_realtime::Appended), RtRefusal> {
+        let &n = self.index.get(stream).ok_or(RtRefusal::UnknownStream)?;
+        let occurred_at = format_rfc3339_ms(self.clock.unix_ms(now).0).unwrap_or_default();
+        let s = &self.streams[n as usize];
+        // Refused before it takes a sequence: a refusal is never a gap.
+        let bound = ENVELOPE_HEAD + s.id.len() + s.scope.len() + event_type.len() + payload.len();
+        if bound > MAX_ENVELOPE {
+            return Err(RtRefusal::TooLarge);
+        }
+        let registered = self
+            .registry
+            .spec(&s.id)
+            .is_some_and(|spec| spec.event_types.iter().any(|t| t == event_type));
+        if !registered {
+            return Err(RtRefusal::UnknownEventType);
+        }
+        let change = s.state.check(&payload)?;
+        let ledger = self
+            .registry
+            .ledger(&s.id)
+            .ok_or(RtRefusal::UnknownStream)?;
+        let epoch = ledger.epoch().as_str().to_owned();
+        let recovery = ledger.recovery();
+        let mut encoded = Err(RtRefusal::TooLarge);
+        let mut made = None;
+        let published = self.registry.publish_with(&s.id, event_type, now, |at| {
+            let event_id = format!("{epoch}-{}", at.sequence);
+            let head = EnvelopeHead {
+                stream_id: &s.id,
+                stream_epoch: &epoch,
+                event_type,
+                event_id: &event_id,
+                sequence: at.sequence,
+                occurred_at: &occurred_at,
+                scope_binding: &s.scope,
+                recovery,
+                resume_cursor: at.cursor.as_deref(),
+            };
+            // Sized once: growing them cost more than encoding (a profile of
+            // the built-in streams showed realloc at the top).
+            let mut envelope = BytesMut::with_capacity(bound);
+            let mut sse = BytesMut::with_capacity(bound + 160);
+            encoded = write_envelope(&mut envelope, &head, &payload)
+                .map_err(|_| RtRefusal::TooLarge)
+                .and_then(|()| {
+                    write_sse_event(&mut sse, at.cursor.as_deref(), &envelope)
+                        .map_err(|_| RtRefusal::TooLarge)
+                });
+            let event = Arc::new(RtEvent {
+                stream: n,
+                sequence: at.sequence,
+                envelope: envelope.freeze(),
+                sse: sse.freeze(),
+            });
+            made = Some(event.clone());
+            Stored(event)
+        });
+        let at = match (published, encoded) {
+            (Ok(at), Ok(())) => at,
+            (Err(PublishError::UnknownEventType), _) => return Err(RtRefusal::UnknownEventType),
+            (Err(_), _) => return Err(RtRefusal::UnknownStream),
+            // The payload was checked by the shard and the head is built
+            // from validated config: an encoding failure here is a bug. The
+            // ledger holds an empty item in its place, which subscribers
+            // see as a gap (and resync), never as a silent skip.
+            (Ok(_), Err(why)) => {
+                tracing::error!(stream = %s.id, "an event could not be encoded");
+                return Err(why);
+            }
+        };
+        Self::bump(&self.metrics.published);
+        self.streams[n as usize].state.apply(change, payload);
+        if let Some(event) = made {
+            for to in 0..self.shards {
+                let d = RtDecision::Event(event.clone());
+                out.push((to, rt_decision(d)));
+            }
+        }
+        Ok((n, epoch, at))
+    }
+
+    fn snapshot(&mut self, shard: usize, conn: ConnId, stream: &str, out: &mut Decisions) {
+        let Some(&n) = self.index.get(stream) else {
+            out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
+            return;
+        };
+        let s = &self.streams[n as usize];
+        let Some(ledger) = self.registry.ledger(&s.id) else {
+            out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
+            return;
+        };
+        // The checkpoint and the state are read in this one step: the
+        // same commit point (SPEC RT-6).
+        let c = ledger.checkpoint();
+        let checkpoint = SnapshotCheckpoint {
+            stream_epoch: c.epoch.as_str().to_owned(),
+            last_applied_sequence: c.last_sequence,
+            snapshot_revision: c.revision.to_string(),
+            recovery_mode: c.recovery,
+            resume_cursor: c.cursor,
+        };
+        let etag: Arc<str> = format!("\"{}-{}\"", c.epoch.as_str(), c.revision).into();
+        let state = s.state.to_json();
+        let body = super::json::snapshot_body(&s.id, &s.scope, &checkpoint, &state);
+        Self::bump(&self.metrics.snapshots);
+        let d = RtDecision::Snapshot { conn, body, etag };
+        out.push((shard, rt_decision(d)));
+    }
+}
+
+impl<C: Clock> RealtimePlane<C> {
+    /// Handles one realtime request of shard `shard`.
+    pub fn handle_request(
+        &mut self,
+        shard: usize,
+        r: RtRequest,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        match r {
+            RtRequest::Subscribe {
+                conn,
+                key,
+                stream,
+                cursor,
+            } => {
+                self.subscribe(shard, (conn, key), &stream, cursor.as_deref(), now, out);
+            }
+            RtRequest::Publish {
+                conn,
+                stream,
+                event_type,
+                payload,
+            } => {
+                self.publish_for((shard, conn), (&stream, &event_type, payload), now, out);
+            }
+            RtRequest::Snapshot { conn, stream } => self.snapshot(shard, conn, &stream, out),
+            RtRequest::Kick { conn, stream } => {
+                let Some(&n) = self.index.get(&*stream) else {
+                    out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
+                    return;
+                };
+                for to in 0..self.shards {
+                    out.push((to, rt_decision(RtDecision::Kick(n))));
+                }
+                let body = Bytes::from_static(b"{}");
+                let d = RtDecision::Published { conn, body };
+                out.push((shard, rt_decision(d)));
+            }
+            RtRequest::Cut { conn, stream } => {
+                let cut = self.registry.ledger_mut(&stream).map(|l| l.cut());
+                let d = match cut {
+                    Some(_) => RtDecision::Published {
+                        conn,
+                        body: Bytes::from_static(b"{}"),
+                    },
+                    None => RtDecision::Refused {
+                        conn,
+                        key: 0,
+                        why: RtRefusal::UnknownStream,
+                    },
+                };
+                out.push((shard, rt_decision(d)));
+            }
+        }
+    }
+
+    /// Publishes another plane's events (commit and broadcast each).
+    pub fn publish_events(
+        &mut self,
+        events: &mut Vec<PlaneEvent>,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        for e in events.drain(..) {
+            // A built-in stream that is not configured is simply not served.
+            if !self.index.contains_key(e.stream) {
+                continue;
+            }
+            let what = (e.stream, e.event_type, Bytes::from(e.payload));
+            if let Err(why) = self.publish(what, now, out) {
+                Self::bump(&self.metrics.refused);
+                tracing::warn!(
+                    stream = e.stream,
+                    ?why,
+                    "a built-in event was not published"
+                );
+            }
+        }
+    }
+}
+
+impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
+    fn handle(
+        &mut self,
+        shard: usize,
+        request: Request<GatewayUp>,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        // Connections come and go: the shards keep their subscribers.
+        if let Request::Service(GatewayUp::Realtime(r)) = request {
+            self.handle_request(shard, *r, now, out);
+        }
+    }
+
+    fn tick(&mut self, now: Instant, _: &mut Decisions) -> Option<Instant> {
+        if self.next_expiry.is_none_or(|at| now >= at) {
+            self.registry.expire_all(now);
+            self.next_expiry = Some(now + EXPIRY_PERIOD);
+        }
+        self.next_expiry
+    }
+}
+
+/// A realtime decision for a shard's front end.
+fn rt_decision(d: RtDecision) -> Decision<GatewayDown> {
+    Decision::Service(GatewayDown::Realtime(Box::new(d)))
+}
