@@ -5,7 +5,8 @@
 //! with every step — connect, write, read — inside one hard deadline. The
 //! endpoint, the request bytes and the response framing are sans-IO in
 //! `dtp_policy::ai::http`; only `Content-Length` bodies are read (no chunked
-//! encoding), and a response larger than [`MAX_RESPONSE_BYTES`] is refused.
+//! encoding), and a response larger than
+//! [`MAX_RESPONSE_BYTES`](dtp_policy::ai::http::MAX_RESPONSE_BYTES) is refused.
 //!
 //! **Name resolution** uses the system resolver (`ToSocketAddrs`), which
 //! std cannot bound in time: the deadline is checked after it, so a slow
@@ -20,8 +21,6 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use dtp_policy::ModelCall;
-#[cfg(doc)]
-use dtp_policy::ai::http::MAX_RESPONSE_BYTES;
 use dtp_policy::ai::http::{self, Endpoint, HttpError, HttpResponse, ResponseReader};
 
 /// SPEC HO-3b: runs `call` (blocking IO, for a worker thread).

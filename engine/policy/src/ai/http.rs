@@ -314,6 +314,7 @@ mod tests {
         let done = r.response().unwrap().unwrap();
         assert_eq!((done.status, done.body.as_slice()), (200, &b"{}"[..]));
         let mut big = ResponseReader::new();
+        big.push(b"HTTP/1.1 200 OK\r\nX-Pad: ");
         big.push(&vec![b'x'; 2 * MAX_RESPONSE_BYTES]);
         assert_eq!(big.response(), Err(HttpError::TooLarge));
     }
