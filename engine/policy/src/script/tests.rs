@@ -157,40 +157,40 @@ fn mixed_int_and_float_scores_compare() {
     );
 }
 
-#[test]
-fn infinite_loop_is_stopped_by_the_step_limit() {
-    let mut r = ScriptRegistry::new(
-        ScriptLimits {
-            // Generous, so only the step limit can stop it.
-            time_budget: Duration::from_secs(3600),
-            ..ScriptLimits::default()
-        },
-        wall_clock(),
-    );
+/// What stops an endless loop under `limits`, timed by `clock`.
+fn spin_stopped_by(limits: ScriptLimits, clock: BudgetClock) -> ScriptErrorKind {
+    let mut r = ScriptRegistry::new(limits, clock);
     r.load("spin", "loop { } #{ source: 0, target: 1 }")
         .unwrap();
-    let err = r
-        .scores("spin", &sample::input(), &BTreeMap::new())
-        .unwrap_err();
-    assert_eq!(err.kind, ScriptErrorKind::StepLimit);
+    r.scores("spin", &sample::input(), &BTreeMap::new())
+        .unwrap_err()
+        .kind
+}
+
+#[test]
+fn infinite_loop_is_stopped_by_the_step_limit() {
+    let limits = ScriptLimits {
+        // Generous, so only the step limit can stop it.
+        time_budget: Duration::from_secs(3600),
+        ..ScriptLimits::default()
+    };
+    assert_eq!(
+        spin_stopped_by(limits, wall_clock()),
+        ScriptErrorKind::StepLimit
+    );
 }
 
 #[test]
 fn time_budget_stops_a_run_the_step_limit_would_not() {
-    let mut r = ScriptRegistry::new(
-        ScriptLimits {
-            max_operations: 0, // Rhai: unlimited
-            time_budget: Duration::from_millis(1),
-            ..ScriptLimits::default()
-        },
-        wall_clock(),
+    let limits = ScriptLimits {
+        max_operations: 0, // Rhai: unlimited
+        time_budget: Duration::from_millis(1),
+        ..ScriptLimits::default()
+    };
+    assert_eq!(
+        spin_stopped_by(limits, wall_clock()),
+        ScriptErrorKind::TimeBudget
     );
-    r.load("spin", "loop { } #{ source: 0, target: 1 }")
-        .unwrap();
-    let err = r
-        .scores("spin", &sample::input(), &BTreeMap::new())
-        .unwrap_err();
-    assert_eq!(err.kind, ScriptErrorKind::TimeBudget);
 }
 
 #[test]
@@ -202,20 +202,12 @@ fn the_time_budget_is_measured_by_the_callers_clock() {
     let counted = reads.clone();
     let clock: BudgetClock =
         Arc::new(move || t0 + Duration::from_millis(counted.fetch_add(1, Ordering::Relaxed)));
-    let mut r = ScriptRegistry::new(
-        ScriptLimits {
-            max_operations: 0, // Rhai: unlimited
-            time_budget: Duration::from_millis(10),
-            ..ScriptLimits::default()
-        },
-        clock,
-    );
-    r.load("spin", "loop { } #{ source: 0, target: 1 }")
-        .unwrap();
-    let err = r
-        .scores("spin", &sample::input(), &BTreeMap::new())
-        .unwrap_err();
-    assert_eq!(err.kind, ScriptErrorKind::TimeBudget);
+    let limits = ScriptLimits {
+        max_operations: 0, // Rhai: unlimited
+        time_budget: Duration::from_millis(10),
+        ..ScriptLimits::default()
+    };
+    assert_eq!(spin_stopped_by(limits, clock), ScriptErrorKind::TimeBudget);
     // The start, then one read per check until more than 10 ms passed.
     assert!(reads.load(Ordering::Relaxed) >= 12);
 }
