@@ -1,5 +1,10 @@
 //! SPEC MEM-9: the eight acceptance checks of seed §6, one test each.
 #![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test code: a failed setup step should fail the test loudly"

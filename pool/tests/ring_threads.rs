@@ -3,6 +3,11 @@
 //! protocol driven by a real blocking primitive; `Full` handing values back;
 //! items left in a dropped ring dropped exactly once.
 #![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test code: a failed setup step should fail the test loudly"

@@ -28,10 +28,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use dtp_crypto::cred::Verifier;
-use dtp_gateway::plane::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
+use dtp_gateway::plane::{AuditSection, CommandAccess, FsyncPolicy, PlaneConfig, RotationSection};
 use dtp_policy::{AiFallback, HumanDecision, PolicySet, PriorityScript};
 use dtp_terminal::{
-    AccessGrant, CommandAccess, CommandAccessConfig, NoopAccess, OsAccess, OsError, TerminalConfig,
+    AccessGrant, CommandAccessConfig, NoopAccess, OsAccess, OsError, TerminalConfig,
 };
 use serde::{Deserialize, Serialize};
 

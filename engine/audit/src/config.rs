@@ -10,7 +10,7 @@ pub enum Fsync {
     #[default]
     EveryRecord,
     /// At most once per this many milliseconds of the caller's time: when an
-    /// append or [`crate::AuditLog::handle_timeout`] finds the oldest unsynced
+    /// append or the writer's `handle_timeout` finds the oldest unsynced
     /// record this old, and on `flush()` and drop.
     Interval(u64),
     /// Only on an explicit `flush()`; otherwise the OS writes back when it likes.
@@ -29,7 +29,7 @@ pub struct Rotation {
     pub keep: NonZeroUsize,
 }
 
-/// SPEC TS-12, HO-10: how an [`crate::AuditLog`] behaves; the default syncs
+/// SPEC TS-12, HO-10: how the audit writer (`dtp_gateway::plane::AuditLog`) behaves; the default syncs
 /// every record and never rotates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AuditConfig {

@@ -17,9 +17,9 @@ pub struct Envelope<T> {
     pub record: T,
 }
 
-/// Encodes one record as a complete line, newline included, or fails
-/// without side effects.
-pub(crate) fn encode_line<T: Serialize>(
+/// SPEC HO-10, TS-12: encodes one record as a complete line, newline
+/// included, or fails without side effects (what the writer appends).
+pub fn encode_line<T: Serialize>(
     seq: u64,
     at_unix_ms: u64,
     record: &T,

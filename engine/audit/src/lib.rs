@@ -2,10 +2,20 @@
 //! record of every handover and every session termination, one JSON object
 //! per line, so that `jq`, `grep` and `tail -f` work on it as they are.
 //!
+//! This crate is the sans-IO half: the format ([`Envelope`],
+//! [`encode_line`]), the configuration ([`AuditConfig`]), the errors, the
+//! file names ([`rotated_path`], [`torn_path`]), the tail scan that finds the
+//! last complete record ([`scan_tail`]) and the reader ([`AuditReader`]),
+//! the last two over any reader they are given. It opens no file (its
+//! `clippy.toml` enforces it). The writer that owns the files — appends,
+//! fsyncs, rotates, locks, repairs — is `dtp_gateway::plane::AuditLog`, and
+//! `dtp_gateway::plane::open_audit_file` opens a file for [`AuditReader`];
+//! "the writer" below is that one.
+//!
 //! The crate is generic over the record: the terminal and handover machines
 //! define what they log (HO-10 asks for handover_id, source, target, policy
 //! decision and outcome; TS-12 for the session, its reason and state) and
-//! pass it to [`AuditLog::append`] with the time of the event. The writer
+//! the writer's `append` takes it with the time of the event. The writer
 //! reads no clock.
 //!
 //! # Record envelope
@@ -39,8 +49,8 @@
 //! | policy | process crash | power loss / kernel crash |
 //! |---|---|---|
 //! | [`Fsync::EveryRecord`] (default) | every record whose `append` returned `Ok` | the same: `fdatasync` ran before `append` returned |
-//! | [`Fsync::Interval`]`(ms)` | every record whose `append` returned `Ok` | every record up to [`AuditLog::durable_seq`]; later ones (at most `ms` of the caller's time, if the driver honours [`AuditLog::sync_deadline`]) may be lost |
-//! | [`Fsync::Never`] | every record whose `append` returned `Ok` | whatever the OS had written back (Linux: typically up to 30 s of records may be lost), plus up to [`AuditLog::durable_seq`] after a `flush()` |
+//! | [`Fsync::Interval`]`(ms)` | every record whose `append` returned `Ok` | every record up to the writer's `durable_seq()`; later ones (at most `ms` of the caller's time, if the driver honours its `sync_deadline()`) may be lost |
+//! | [`Fsync::Never`] | every record whose `append` returned `Ok` | whatever the OS had written back (Linux: typically up to 30 s of records may be lost), plus up to the writer's `durable_seq()` after a `flush()` |
 //!
 //! In every case a crash inside `append` can leave a torn last line; a
 //! record is either whole on its line or not logged at all. New files and
@@ -53,7 +63,7 @@
 //!
 //! A line without its trailing newline was never completely written. The
 //! reader ([`AuditReader`]) skips it and reports its bytes
-//! ([`ReadOutcome::torn_tail`]). [`AuditLog::open`] moves it aside: the
+//! ([`ReadOutcome::torn_tail`]). The writer's `open` moves it aside: the
 //! bytes are appended to `<name>.torn` (and synced) and only then truncated
 //! from the log, so the next record starts on its own line and no evidence is
 //! destroyed. A complete line that does not parse, anywhere in the file, is
@@ -79,18 +89,31 @@ mod envelope;
 mod error;
 mod reader;
 mod tail;
-mod writer;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub use config::{AuditConfig, Fsync, Rotation};
-pub use envelope::Envelope;
+pub use envelope::{Envelope, encode_line};
 pub use error::AuditError;
 pub use reader::{AuditReader, ReadOutcome};
-pub use writer::AuditLog;
+pub use tail::{Tail, line_number_at, scan_tail};
 
 /// SPEC TS-12, HO-10: the path of the `n`-th most recent rotated file of the
 /// log at `path` (`<name>.<n>`, n ≥ 1), for tools that read the whole history.
 pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
-    writer::numbered(path, n)
+    suffixed(path, &n.to_string())
+}
+
+/// SPEC TS-14: where the writer saves a torn last line of the log at `path`
+/// before it truncates it (`<name>.torn`).
+pub fn torn_path(path: &Path) -> PathBuf {
+    suffixed(path, "torn")
+}
+
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
 }

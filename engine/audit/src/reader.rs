@@ -1,10 +1,9 @@
 //! Reading one log file back: every complete record in order, the torn tail
 //! reported rather than failed on (SPEC TS-12, HO-10).
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::marker::PhantomData;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 
@@ -20,8 +19,9 @@ pub struct ReadOutcome<T> {
     pub torn_tail: Option<Vec<u8>>,
 }
 
-/// SPEC HO-10, TS-12: an iterator over the records of one log file (or any
-/// `BufRead`), `T` being the record type (`serde_json::Value` by default).
+/// SPEC HO-10, TS-12: an iterator over the records of one log file (any
+/// `BufRead`: the runtime's `dtp_gateway::plane::open_audit_file` opens a
+/// file), `T` being the record type (`serde_json::Value` by default).
 ///
 /// A newline-terminated line that does not parse is [`AuditError::Corrupt`]
 /// with its line number, and a `seq` that does not follow its predecessor is
@@ -39,28 +39,17 @@ pub struct AuditReader<R, T = serde_json::Value> {
     record: PhantomData<fn() -> T>,
 }
 
-impl<T: DeserializeOwned> AuditReader<BufReader<File>, T> {
-    /// Opens one file of the log (the current one or a rotated `<name>.<n>`).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
-        let path = path.as_ref();
-        let file = File::open(path).map_err(|source| AuditError::Io {
-            action: "open for reading",
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            ..Self::new(BufReader::new(file))
-        })
-    }
-}
-
 impl<R: BufRead, T: DeserializeOwned> AuditReader<R, T> {
     /// Reads records from `reader`, which must start at the start of a line.
     pub fn new(reader: R) -> Self {
+        Self::with_path(reader, PathBuf::from("<reader>"))
+    }
+
+    /// Reads records from `reader`, the file at `path` (named in I/O errors).
+    pub fn with_path(reader: R, path: PathBuf) -> Self {
         Self {
             reader,
-            path: PathBuf::from("<reader>"),
+            path,
             line: 0,
             next_seq: None,
             torn_tail: None,

@@ -5,11 +5,12 @@
 //!
 //! Sans-IO: [`PolicyEngine::evaluate`] and [`PolicyEngine::on_model_reply`]
 //! take `now` (Unix ms) and never block, open a socket or read a clock (a
-//! priority-script run reads one for its 100 ms budget only, see
-//! [`crate::script`]). The driver loop is:
+//! priority-script run reads the caller's [`BudgetClock`] for its 100 ms
+//! budget, see [`crate::script`]). The driver loop is:
 //!
 //! 1. `evaluate(policy, &input, now)`;
-//! 2. on [`Step::CallModel`], run [`ModelCall::run`] on a worker thread and
+//! 2. on [`Step::CallModel`], run the call on a worker thread (the runtime's
+//!    `dtp_gateway::plane::run_model_call`: blocking HTTP) and
 //!    feed its result to `on_model_reply(&call, &input, result, now)`, which
 //!    returns the next step;
 //! 3. on [`Step::AskHuman`], queue a [`crate::PendingDecisions`] entry with
@@ -22,11 +23,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::ai::http::{self, HttpError, HttpResponse};
+use crate::ai::http::{HttpError, HttpResponse};
 use crate::ai::{self, CacheKey, ContextField, DecisionCache, ModelReply};
 use crate::config::{ConfigError, HandoverPolicy, HumanDecision, PriorityScript};
 use crate::input::{PolicyInput, Verdict};
-use crate::script::{ScriptError, ScriptLimits, ScriptRegistry};
+use crate::script::{BudgetClock, ScriptError, ScriptLimits, ScriptRegistry};
 
 /// Entries the model decision cache holds at most.
 pub const DECISION_CACHE_CAPACITY: usize = 1024;
@@ -90,13 +91,6 @@ pub struct ModelCall {
     key: CacheKey,
 }
 
-impl ModelCall {
-    /// Runs the call: blocking IO, for a worker thread.
-    pub fn run(&self) -> Result<HttpResponse, HttpError> {
-        http::post_json(&self.endpoint, &self.body, self.timeout)
-    }
-}
-
 /// SPEC HO-2 step 3: a policy that could not decide; the terminal rejects
 /// with E_HANDOVER_REJECTED_BY_POLICY.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -143,9 +137,15 @@ enum Compiled {
 }
 
 impl PolicyEngine {
-    /// Compiles every script and checks every policy, reference and range.
-    pub fn new(set: PolicySet, limits: ScriptLimits) -> Result<Self, ConfigError> {
-        let mut scripts = ScriptRegistry::new(limits);
+    /// Compiles every script and checks every policy, reference and range;
+    /// script runs are held to `limits`, their time budget measured by
+    /// `clock`.
+    pub fn new(
+        set: PolicySet,
+        limits: ScriptLimits,
+        clock: BudgetClock,
+    ) -> Result<Self, ConfigError> {
+        let mut scripts = ScriptRegistry::new(limits, clock);
         for (id, source) in &set.scripts {
             scripts.load(id, source)?;
         }

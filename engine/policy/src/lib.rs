@@ -5,15 +5,16 @@
 //!   implement: sandboxed, deterministic Rhai scripts with step, depth, size
 //!   and 100 ms time limits.
 //! - [`ai`] — HO-3b `ai_model`: the decision request and answer, the ≤ 5 s
-//!   decision cache, the timeout/unavailable rule, and a small blocking
-//!   HTTP/1.1 client for the edge's worker thread.
+//!   decision cache, the timeout/unavailable rule, and the HTTP/1.1 request
+//!   and response framing of the model call (the blocking client that sends
+//!   it is `dtp_gateway::plane::post_json`, on the edge's worker thread).
 //! - [`human`] — HO-3c `human_decision`: the pending-decision queue an admin
 //!   panel serves and the [`HumanChannel`] trait for other user interfaces.
 //! - [`PolicyEngine`] — the facade: configured policies in, a [`Step`] out.
 //!
-//! The crate is sans-IO except for [`ai::http`] (which the caller runs off
-//! the state machine) and the one clock read that enforces a script's time
-//! budget. It knows nothing of the terminal's session machine: the terminal
+//! The crate is sans-IO, and its `clippy.toml` enforces it: no clock, socket,
+//! file, thread or process. A script's time budget is measured by the
+//! caller's [`BudgetClock`]. It knows nothing of the terminal's session machine: the terminal
 //! builds a [`PolicyInput`] and is told a [`Verdict`]. It never sees a
 //! credential's signature or key id.
 //!
@@ -44,4 +45,4 @@ pub use human::{
 pub use input::{
     HUMAN_PREFIX, Holder, PolicyInput, ResourceInfo, SourceSession, TargetGrant, Verdict,
 };
-pub use script::{ScriptError, ScriptErrorKind, ScriptLimits, ScriptRegistry};
+pub use script::{BudgetClock, ScriptError, ScriptErrorKind, ScriptLimits, ScriptRegistry};

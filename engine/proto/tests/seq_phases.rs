@@ -3,6 +3,11 @@
 //! state machine) and an `AgreementManager`, exchange frames through a
 //! lossless in-memory link. CAP is a stub that always succeeds; time only
 //! moves when the test says so.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::time::{Duration, Instant};

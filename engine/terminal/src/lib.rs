@@ -69,8 +69,8 @@ pub use config::{
     ResourceConfig, SessionLimits, TerminalConfig,
 };
 pub use os_access::{
-    AccessCall, AccessGrant, CommandAccess, CommandAccessConfig, NoopAccess, OsAccess, OsError,
-    ScriptedAccess,
+    AccessCall, AccessGrant, CommandAccessConfig, CommandConfigError, CommandTemplates, NoopAccess,
+    OsAccess, OsError, ScriptedAccess,
 };
 pub use output::{ConnKey, Output, Refusal, RequestKind, StateChange};
 pub use policy::{

@@ -15,6 +15,8 @@
 //! the handover it starts (see [`super::world`]).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
 
 use dtp_policy::ai::http::{HttpError, HttpResponse};
 use dtp_policy::{
@@ -106,7 +108,9 @@ impl PolicySide {
                 default_action: dtp_policy::DefaultAction::Reject,
             },
         });
-        let engine = PolicyEngine::new(set, ScriptLimits::default()).map_err(|e| e.to_string())?;
+        // The wall clock measures each script's budget, as in `dtp serve`.
+        let engine = PolicyEngine::new(set, ScriptLimits::default(), Arc::new(Instant::now))
+            .map_err(|e| e.to_string())?;
         Ok(PolicySide {
             engine,
             humans: PendingDecisions::new(64),

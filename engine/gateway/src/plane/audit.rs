@@ -1,5 +1,6 @@
 //! SPEC TS-12, TS-14, HO-10: the terminal's audit records into the
-//! append-only log (`dtp_audit`), on the control thread.
+//! append-only log ([`AuditLog`], over `dtp_audit`'s format), on the
+//! control thread.
 //!
 //! **A failing log never stops the plane.** The SPEC's audit log is a MAY
 //! and availability matters more: a record that cannot be written is logged
@@ -11,9 +12,10 @@
 
 use std::path::PathBuf;
 
-use dtp_audit::{AuditConfig, AuditError, AuditLog};
+use dtp_audit::{AuditConfig, AuditError};
 use dtp_terminal::{AuditRecord, UnixMs};
 
+use super::audit_log::AuditLog;
 use super::observe::PlaneMetrics;
 
 /// The least time between two attempts to reopen a failed log.

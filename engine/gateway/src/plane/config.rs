@@ -30,6 +30,8 @@
 
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
 use dtp_audit::{AuditConfig, Fsync, Rotation};
 use dtp_policy::{
@@ -239,7 +241,9 @@ impl PlaneConfig {
             .iter()
             .map(|(name, p)| (name.clone(), handover_policy(&p.policy)))
             .collect();
-        PolicyEngine::new(derived, ScriptLimits::default()).map_err(|e| config_error("policy", e))
+        // The wall clock measures each priority script's 100 ms budget.
+        PolicyEngine::new(derived, ScriptLimits::default(), Arc::new(Instant::now))
+            .map_err(|e| config_error("policy", e))
     }
 }
 

@@ -55,20 +55,26 @@
 
 mod admin;
 mod audit;
+mod audit_log;
 mod clock;
 mod config;
 mod conns;
 mod handle;
+mod model_http;
 mod observe;
+mod os_command;
 mod policy;
 mod streams;
 mod workers;
 
 pub use audit::REOPEN_AFTER_MS;
+pub use audit_log::{AuditLog, open_audit_file};
 pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
 pub use config::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
 pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHandle};
+pub use model_http::{post_json, run_model_call};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
+pub use os_command::CommandAccess;
 pub use streams::{BUILT_IN_STREAMS, SESSIONS_TABLE, built_in_table};
 
 use std::sync::mpsc::{self, Receiver};

@@ -1,5 +1,5 @@
 //! SPEC HO-3b: the model calls' worker threads. A model call is blocking
-//! HTTP (`dtp_policy::ModelCall::run`), so it never runs on the control
+//! HTTP ([`run_model_call`]), so it never runs on the control
 //! thread: a small fixed pool runs them and sends each result back over a
 //! channel, then wakes the control thread.
 //!
@@ -18,6 +18,7 @@ use dtp_policy::ai::http::{HttpError, HttpResponse};
 use uuid::Uuid;
 
 use super::WakerSlot;
+use super::model_http::run_model_call;
 
 /// One call to run.
 struct Job {
@@ -29,7 +30,7 @@ struct Job {
 pub(crate) struct Done {
     /// The handover it decides.
     pub(crate) handover_id: Uuid,
-    /// What `ModelCall::run` returned.
+    /// What [`run_model_call`] returned.
     pub(crate) result: Result<HttpResponse, HttpError>,
 }
 
@@ -95,7 +96,7 @@ fn work(queue: &Mutex<Receiver<Job>>, results: &Sender<Done>, waker: &WakerSlot)
         let Ok(job) = job else {
             return;
         };
-        let result = job.call.run();
+        let result = run_model_call(&job.call);
         let done = Done {
             handover_id: job.handover_id,
             result,

@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use dtp_audit::AuditReader;
 use dtp_codec::{AuthOutcome, ControlMessage, ErrorCode, SessionState};
 use dtp_crypto::cred::Verifier;
-use dtp_gateway::plane::{FsyncPolicy, PlaneConfig};
+use dtp_gateway::plane::{FsyncPolicy, PlaneConfig, open_audit_file};
 use dtp_gateway::{PlaneError, TerminalPlane};
 use dtp_policy::{HandoverPolicy, HumanError, PriorityScript, Verdict};
 use dtp_terminal::{NoopAccess, PolicyRef};
@@ -150,7 +149,7 @@ fn handle_times_out_and_sees_the_plane_stop() {
 }
 
 /// SPEC TS-12, HO-10: the audit log file holds the handover (with its
-/// policy decision) and the terminations, read back with `AuditReader`.
+/// policy decision) and the terminations, read back with `open_audit_file`.
 #[test]
 fn audit_log_holds_handover_and_termination_records() {
     let dir = scratch("audit");
@@ -172,7 +171,7 @@ fn audit_log_holds_handover_and_termination_records() {
     let end = rig.unix();
     drop(rig);
 
-    let log = AuditReader::<_, serde_json::Value>::open(&path)
+    let log = open_audit_file::<serde_json::Value>(&path)
         .unwrap()
         .read_to_end()
         .unwrap();

@@ -12,17 +12,13 @@
 //! endpoint is a configuration error; put a TLS-terminating proxy on
 //! localhost if the model is remote.
 //!
-//! **Name resolution** uses the system resolver (`ToSocketAddrs`), which
-//! std cannot bound in time: the deadline is checked after it, so a slow
-//! resolver turns into [`HttpError::Timeout`] but may overrun the deadline.
-//! Use an IP literal as the endpoint host where that matters.
-//!
-//! This is IO: it blocks and reads the clock. The control thread's edge
-//! runs it on a worker thread, never inside a state machine.
+//! This module is the sans-IO half: the endpoint, the request bytes
+//! ([`request`]) and the response framing ([`ResponseReader`]). The blocking
+//! half — resolve, connect, write and read inside the deadline — is
+//! `dtp_gateway::plane::post_json`, which the control thread's edge runs on a
+//! worker thread, never inside a state machine.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::io;
 
 use dtp_codec::http::{ResponseError, ResponseLimits, parse_response_head};
 
@@ -155,22 +151,9 @@ impl HttpError {
     }
 }
 
-/// SPEC HO-3b: POSTs `body` (JSON) to `endpoint_url` and returns the
-/// response, all within `timeout`.
-pub fn post_json(
-    endpoint_url: &str,
-    body: &[u8],
-    timeout: Duration,
-) -> Result<HttpResponse, HttpError> {
-    let deadline = Instant::now() + timeout;
-    let endpoint = Endpoint::parse(endpoint_url)?;
-    let addrs: Vec<SocketAddr> = (endpoint.host.as_str(), endpoint.port)
-        .to_socket_addrs()
-        .map_err(|e| HttpError::Resolve(e.to_string()))?
-        .collect();
-    let mut stream = connect(&addrs, deadline)?;
-    let _ = stream.set_nodelay(true);
-
+/// SPEC HO-3b: the bytes of one `POST` of `body` (JSON) to `endpoint`,
+/// head and body, on a connection the request closes.
+pub fn request(endpoint: &Endpoint, body: &[u8]) -> Vec<u8> {
     let head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
          Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\
@@ -181,84 +164,54 @@ pub fn post_json(
     );
     let mut request = head.into_bytes();
     request.extend_from_slice(body);
-    stream
-        .set_write_timeout(Some(remaining(deadline)?))
-        .map_err(io_err)?;
-    stream.write_all(&request).map_err(io_err)?;
-    read_response(&mut stream, deadline)
+    request
 }
 
-fn remaining(deadline: Instant) -> Result<Duration, HttpError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(HttpError::Timeout)
-    } else {
-        Ok(left)
-    }
+/// SPEC HO-3b: frames the model's response from the bytes read so far:
+/// push what the connection gave ([`ResponseReader::push`]), then ask
+/// whether the response is complete ([`ResponseReader::response`]). Holds
+/// at most [`MAX_RESPONSE_BYTES`] + 1 bytes.
+#[derive(Debug, Default)]
+pub struct ResponseReader {
+    buf: Vec<u8>,
+    /// `(status, head length, head + body length)` once the head is parsed.
+    head: Option<(u16, usize, usize)>,
 }
 
-fn io_err(e: io::Error) -> HttpError {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HttpError::Timeout,
-        _ => HttpError::Io(e.to_string()),
-    }
-}
-
-fn connect(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, HttpError> {
-    let mut last = HttpError::Resolve("no address".into());
-    for addr in addrs {
-        match TcpStream::connect_timeout(addr, remaining(deadline)?) {
-            Ok(stream) => return Ok(stream),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                ) =>
-            {
-                last = HttpError::Timeout;
-            }
-            Err(e) => last = HttpError::Connect(e.kind()),
+impl ResponseReader {
+    /// An empty reader.
+    pub fn new() -> Self {
+        Self {
+            buf: Vec::with_capacity(4096),
+            head: None,
         }
     }
-    Err(last)
-}
 
-fn read_response(stream: &mut TcpStream, deadline: Instant) -> Result<HttpResponse, HttpError> {
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    let mut head: Option<(u16, usize, usize)> = None; // (status, head_len, total)
-    loop {
-        if let Some((status, head_len, total)) = head {
-            if buf.len() >= total {
-                return Ok(HttpResponse {
-                    status,
-                    body: buf[head_len..total].to_vec(),
-                });
+    /// The whole response once it has arrived; `Ok(None)` while more bytes
+    /// are needed.
+    pub fn response(&mut self) -> Result<Option<HttpResponse>, HttpError> {
+        if self.head.is_none() {
+            match parse_head(&self.buf)? {
+                Some(parsed) if parsed.2 > MAX_RESPONSE_BYTES => return Err(HttpError::TooLarge),
+                Some(parsed) => self.head = Some(parsed),
+                None if self.buf.len() >= MAX_RESPONSE_BYTES => return Err(HttpError::TooLarge),
+                None => return Ok(None),
             }
-        } else if let Some(parsed) = parse_head(&buf)? {
-            if parsed.2 > MAX_RESPONSE_BYTES {
-                return Err(HttpError::TooLarge);
-            }
-            head = Some(parsed);
-            continue;
-        } else if buf.len() >= MAX_RESPONSE_BYTES {
-            return Err(HttpError::TooLarge);
         }
-        stream
-            .set_read_timeout(Some(remaining(deadline)?))
-            .map_err(io_err)?;
-        let n = match stream.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_err(e)),
-        };
-        if n == 0 {
-            return Err(HttpError::Io(
-                "connection closed before the response was complete".into(),
-            ));
-        }
-        let room = MAX_RESPONSE_BYTES + 1 - buf.len().min(MAX_RESPONSE_BYTES);
-        buf.extend_from_slice(&chunk[..n.min(room)]);
+        Ok(match self.head {
+            Some((status, head_len, total)) if self.buf.len() >= total => Some(HttpResponse {
+                status,
+                body: self.buf[head_len..total].to_vec(),
+            }),
+            _ => None,
+        })
+    }
+
+    /// Takes bytes read from the connection (beyond the limit they are
+    /// dropped: [`ResponseReader::response`] then refuses the response).
+    pub fn push(&mut self, bytes: &[u8]) {
+        let room = MAX_RESPONSE_BYTES + 1 - self.buf.len().min(MAX_RESPONSE_BYTES);
+        self.buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 }
 
@@ -335,6 +288,35 @@ mod tests {
                 "{url:?} was accepted"
             );
         }
+    }
+
+    #[test]
+    fn requests_are_one_post_that_closes() {
+        let e = Endpoint::parse("http://[::1]:9000/v1/decide").unwrap();
+        let r = String::from_utf8(request(&e, b"{}")).unwrap();
+        assert_eq!(
+            r,
+            "POST /v1/decide HTTP/1.1\r\nHost: [::1]:9000\r\nContent-Type: application/json\r\n\
+             Accept: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\
+             User-Agent: dtp-policy\r\n\r\n{}"
+        );
+    }
+
+    #[test]
+    fn responses_are_framed_from_pieces() {
+        let mut r = ResponseReader::new();
+        assert_eq!(r.response(), Ok(None));
+        r.push(b"HTTP/1.1 200 OK\r\nContent-");
+        assert_eq!(r.response(), Ok(None));
+        r.push(b"Length: 2\r\n\r\n{");
+        assert_eq!(r.response(), Ok(None));
+        r.push(b"}");
+        let done = r.response().unwrap().unwrap();
+        assert_eq!((done.status, done.body.as_slice()), (200, &b"{}"[..]));
+        let mut big = ResponseReader::new();
+        big.push(b"HTTP/1.1 200 OK\r\nX-Pad: ");
+        big.push(&vec![b'x'; 2 * MAX_RESPONSE_BYTES]);
+        assert_eq!(big.response(), Err(HttpError::TooLarge));
     }
 
     #[test]

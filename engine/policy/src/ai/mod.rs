@@ -5,9 +5,10 @@
 //! signature, key id or secret, so none can be sent), [`parse_answer`]
 //! reads the model's `{"decision": "allow"|"reject"|"require_human",
 //! "reason"?: string}`, [`DecisionCache`] keeps answers for at most 5 s, and
-//! [`classify`] turns the outcome of a call into a [`ModelReply`]. The IO
-//! half is [`http::post_json`], a small blocking HTTP/1.1 client the
-//! control thread's edge runs on a worker thread — never inside a state
+//! [`classify`] turns the outcome of a call into a [`ModelReply`]; [`http`]
+//! holds the endpoint, the request bytes and the response framing. The IO
+//! half is `dtp_gateway::plane::post_json`, a small blocking HTTP/1.1 client
+//! the control thread's edge runs on a worker thread — never inside a state
 //! machine.
 //!
 //! **Failure rule** (HO-3b says "timeout → reject" and "unavailable → fall
@@ -243,7 +244,8 @@ pub enum ModelReply {
     Unavailable(String),
 }
 
-/// SPEC HO-3b: classifies the result of [`http::post_json`].
+/// SPEC HO-3b: classifies the result of a model call (the runtime's
+/// `post_json`).
 pub fn classify(result: Result<http::HttpResponse, http::HttpError>) -> ModelReply {
     match result {
         Err(e) if e.is_timeout() => ModelReply::Timeout,

@@ -4,6 +4,7 @@ use super::*;
 use crate::config::{DefaultAction, UiChannel};
 use crate::input::sample;
 use crate::script::ScriptErrorKind;
+use crate::script::tests::wall_clock;
 
 /// Target wins iff the parameter `target` is greater than `source`.
 const CONFIG: &str = r#"
@@ -51,7 +52,7 @@ fn set() -> PolicySet {
 }
 
 fn engine() -> PolicyEngine {
-    PolicyEngine::new(set(), ScriptLimits::default()).unwrap()
+    PolicyEngine::new(set(), ScriptLimits::default(), wall_clock()).unwrap()
 }
 
 fn model_call(engine: &mut PolicyEngine, now_ms: u64) -> ModelCall {
@@ -231,7 +232,7 @@ fn fallback_script_can_allow() {
     fb.priority_script
         .parameters
         .insert("target".into(), "9".into());
-    let mut e = PolicyEngine::new(set, ScriptLimits::default()).unwrap();
+    let mut e = PolicyEngine::new(set, ScriptLimits::default(), wall_clock()).unwrap();
     let call = model_call(&mut e, 0);
     let step = e.on_model_reply(
         &call,
@@ -270,7 +271,8 @@ fn replies_for_other_policies_are_refused() {
 
 #[test]
 fn bad_configurations_fail_at_start_up() {
-    let new = |s: PolicySet| PolicyEngine::new(s, ScriptLimits::default()).unwrap_err();
+    let new =
+        |s: PolicySet| PolicyEngine::new(s, ScriptLimits::default(), wall_clock()).unwrap_err();
 
     let mut s = set();
     s.scripts.insert("bad".into(), "let = ;".into());
@@ -357,7 +359,8 @@ fn bad_configurations_fail_at_start_up() {
 
 #[test]
 fn an_empty_set_is_valid_but_knows_no_policy() {
-    let mut e = PolicyEngine::new(PolicySet::default(), ScriptLimits::default()).unwrap();
+    let mut e =
+        PolicyEngine::new(PolicySet::default(), ScriptLimits::default(), wall_clock()).unwrap();
     assert_eq!(e.policy_for("cam-1"), None);
     assert!(e.evaluate("script", &sample::input(), 0).is_err());
 }
@@ -372,7 +375,7 @@ fn readme_examples_work() {
         readme[start..start + len].to_owned()
     };
     let set: PolicySet = toml::from_str(&block("```toml\n")).unwrap();
-    let mut e = PolicyEngine::new(set, ScriptLimits::default()).unwrap();
+    let mut e = PolicyEngine::new(set, ScriptLimits::default(), wall_clock()).unwrap();
     assert_eq!(e.policy_for("cam-1"), Some("camera_model"));
     // Source age 60 s, threshold 600 s: the target wins.
     assert_eq!(
@@ -380,7 +383,7 @@ fn readme_examples_work() {
         Ok(Step::Decided(Verdict::Allow))
     );
 
-    let mut scripts = ScriptRegistry::new(ScriptLimits::default());
+    let mut scripts = ScriptRegistry::new(ScriptLimits::default(), wall_clock());
     scripts.load("example", &block("```rhai\n")).unwrap();
     let none = BTreeMap::new();
     let mut input = sample::input();

@@ -18,29 +18,36 @@
 //! functions are bounded ([`ScriptLimits`]). The result is a function of the
 //! input alone (deterministic), or an error.
 //!
-//! **The one clock read**: HO-3a caps a run at 100 ms of wall time. The step
+//! **The time budget**: HO-3a caps a run at 100 ms of wall time. The step
 //! limit is the deterministic guard; as a backstop the progress callback
-//! compares `std::time::Instant` with the run's start every
-//! [`BUDGET_CHECK_EVERY`] operations and stops the run past
-//! [`ScriptLimits::time_budget`]. It is the only clock use in this crate, it
-//! can only turn a result into [`ScriptErrorKind::TimeBudget`], and the
-//! terminal treats every [`ScriptError`] as a reject (SPEC HO-2 step 3).
+//! reads the caller's [`BudgetClock`] every [`BUDGET_CHECK_EVERY`]
+//! operations and stops the run past [`ScriptLimits::time_budget`]. The
+//! crate reads no clock itself (the runtime passes the wall clock); the
+//! budget can only turn a result into [`ScriptErrorKind::TimeBudget`], and
+//! the terminal treats every [`ScriptError`] as a reject (SPEC HO-2 step 3).
 //!
 //! SPEC HO-7: the priority-script handover has a 1 s (0.5–2 s) hard timeout;
 //! the 100 ms run budget keeps the decision well inside it.
 
 mod sandbox;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rhai::{AST, Module, Shared};
 
 use crate::config::PriorityScript;
 use crate::input::{PolicyInput, Verdict};
+
+/// SPEC HO-3a: the clock a run's time budget is measured by, passed in by
+/// the caller (the runtime gives the wall clock, `Instant::now`; a test may
+/// give a virtual one). Read once at a run's start and every
+/// [`BUDGET_CHECK_EVERY`] operations.
+pub type BudgetClock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// How often (in operations) a run compares the clock with its budget.
 pub const BUDGET_CHECK_EVERY: u64 = 64;
@@ -96,6 +103,7 @@ pub struct ScriptRegistry {
     scripts: HashMap<String, AST>,
     packages: Vec<Shared<Module>>,
     limits: ScriptLimits,
+    clock: BudgetClock,
 }
 
 impl fmt::Debug for ScriptRegistry {
@@ -110,12 +118,14 @@ impl fmt::Debug for ScriptRegistry {
 }
 
 impl ScriptRegistry {
-    /// An empty registry whose runs are held to `limits`.
-    pub fn new(limits: ScriptLimits) -> Self {
+    /// An empty registry whose runs are held to `limits`, their time budget
+    /// measured by `clock`.
+    pub fn new(limits: ScriptLimits, clock: BudgetClock) -> Self {
         Self {
             scripts: HashMap::new(),
             packages: sandbox::packages(),
             limits,
+            clock,
         }
     }
 
@@ -161,7 +171,8 @@ impl ScriptRegistry {
             .scripts
             .get(script_id)
             .ok_or_else(|| err(ScriptErrorKind::Unknown))?;
-        let engine = sandbox::engine(&self.packages, &self.limits, Some(self.limits.time_budget));
+        let budget = (self.limits.time_budget, self.clock.clone());
+        let engine = sandbox::engine(&self.packages, &self.limits, Some(budget));
         let out = sandbox::run(&engine, ast, input, parameters).map_err(err)?;
         Scores::from_output(out).map_err(|m| err(ScriptErrorKind::Output(m)))
     }

@@ -1,10 +1,10 @@
 //! The Rhai engine a priority script runs in (SPEC HO-3a): which functions
 //! exist, which symbols are disabled, the limits, and how the inputs are
 //! shown to the script. Nothing here touches the network, files, a random
-//! source or (outside the documented budget check) a clock.
+//! source or a clock (the budget check reads the caller's [`BudgetClock`]).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rhai::packages::{
     BasicArrayPackage, BasicMapPackage, BasicMathPackage, BitFieldPackage, CorePackage,
@@ -12,7 +12,7 @@ use rhai::packages::{
 };
 use rhai::{AST, Array, Dynamic, Engine, EvalAltResult, Map, Module, ParseError, Scope, Shared};
 
-use super::{BUDGET_CHECK_EVERY, ScriptErrorKind, ScriptLimits};
+use super::{BUDGET_CHECK_EVERY, BudgetClock, ScriptErrorKind, ScriptLimits};
 use crate::input::PolicyInput;
 
 /// Symbols a script may not use: module loading (`import`, `export`),
@@ -36,11 +36,11 @@ pub(super) fn packages() -> Vec<Shared<Module>> {
 }
 
 /// A sandboxed engine. With `budget`, the run that follows is stopped once
-/// it has used that much wall time (measured from this call).
+/// it has used that much time on the clock (measured from this call).
 pub(super) fn engine(
     packages: &[Shared<Module>],
     limits: &ScriptLimits,
-    budget: Option<Duration>,
+    budget: Option<(Duration, BudgetClock)>,
 ) -> Engine {
     // `new_raw`: no packages, no module resolver, no print/debug sink.
     let mut engine = Engine::new_raw();
@@ -62,11 +62,12 @@ pub(super) fn engine(
         .set_max_variables(limits.max_variables)
         .set_max_functions(limits.max_functions)
         .set_max_modules(0);
-    if let Some(budget) = budget {
-        // The crate's only clock read (see the module doc of `script`).
-        let start = Instant::now();
+    if let Some((budget, clock)) = budget {
+        // The caller's clock (see the module doc of `script`).
+        let start = clock();
         engine.on_progress(move |ops| {
-            (ops % BUDGET_CHECK_EVERY == 0 && start.elapsed() > budget).then_some(Dynamic::UNIT)
+            (ops % BUDGET_CHECK_EVERY == 0 && clock().saturating_duration_since(start) > budget)
+                .then_some(Dynamic::UNIT)
         });
     }
     engine

@@ -1,8 +1,19 @@
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests: the wall clock measures the time budget, as in the runtime"
+)]
+
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::*;
 use crate::input::sample;
+
+/// The wall clock, as the runtime passes it.
+pub(crate) fn wall_clock() -> BudgetClock {
+    Arc::new(Instant::now)
+}
 
 /// Scores by seniority: the older session keeps control unless the target
 /// holds a `configure` grant on the resource and a parameter boosts it.
@@ -17,7 +28,7 @@ const SENIORITY: &str = r#"
 "#;
 
 fn registry(id: &str, source: &str) -> ScriptRegistry {
-    let mut r = ScriptRegistry::new(ScriptLimits::default());
+    let mut r = ScriptRegistry::new(ScriptLimits::default(), wall_clock());
     r.load(id, source).unwrap();
     r
 }
@@ -40,7 +51,7 @@ fn run_err(source: &str) -> ScriptErrorKind {
 }
 
 fn compile_err(source: &str) -> ScriptErrorKind {
-    let mut r = ScriptRegistry::new(ScriptLimits::default());
+    let mut r = ScriptRegistry::new(ScriptLimits::default(), wall_clock());
     let err = r.load("s", source).unwrap_err();
     assert_eq!(err.script_id, "s");
     assert!(!r.contains("s"));
@@ -146,34 +157,59 @@ fn mixed_int_and_float_scores_compare() {
     );
 }
 
+/// What stops an endless loop under `limits`, timed by `clock`.
+fn spin_stopped_by(limits: ScriptLimits, clock: BudgetClock) -> ScriptErrorKind {
+    let mut r = ScriptRegistry::new(limits, clock);
+    r.load("spin", "loop { } #{ source: 0, target: 1 }")
+        .unwrap();
+    r.scores("spin", &sample::input(), &BTreeMap::new())
+        .unwrap_err()
+        .kind
+}
+
 #[test]
 fn infinite_loop_is_stopped_by_the_step_limit() {
-    let mut r = ScriptRegistry::new(ScriptLimits {
+    let limits = ScriptLimits {
         // Generous, so only the step limit can stop it.
         time_budget: Duration::from_secs(3600),
         ..ScriptLimits::default()
-    });
-    r.load("spin", "loop { } #{ source: 0, target: 1 }")
-        .unwrap();
-    let err = r
-        .scores("spin", &sample::input(), &BTreeMap::new())
-        .unwrap_err();
-    assert_eq!(err.kind, ScriptErrorKind::StepLimit);
+    };
+    assert_eq!(
+        spin_stopped_by(limits, wall_clock()),
+        ScriptErrorKind::StepLimit
+    );
 }
 
 #[test]
 fn time_budget_stops_a_run_the_step_limit_would_not() {
-    let mut r = ScriptRegistry::new(ScriptLimits {
+    let limits = ScriptLimits {
         max_operations: 0, // Rhai: unlimited
         time_budget: Duration::from_millis(1),
         ..ScriptLimits::default()
-    });
-    r.load("spin", "loop { } #{ source: 0, target: 1 }")
-        .unwrap();
-    let err = r
-        .scores("spin", &sample::input(), &BTreeMap::new())
-        .unwrap_err();
-    assert_eq!(err.kind, ScriptErrorKind::TimeBudget);
+    };
+    assert_eq!(
+        spin_stopped_by(limits, wall_clock()),
+        ScriptErrorKind::TimeBudget
+    );
+}
+
+#[test]
+fn the_time_budget_is_measured_by_the_callers_clock() {
+    // A virtual clock that moves 1 ms per read: the run ends on the budget
+    // after a bounded number of checks, whatever the real time.
+    let t0 = Instant::now();
+    let reads = Arc::new(AtomicU64::new(0));
+    let counted = reads.clone();
+    let clock: BudgetClock =
+        Arc::new(move || t0 + Duration::from_millis(counted.fetch_add(1, Ordering::Relaxed)));
+    let limits = ScriptLimits {
+        max_operations: 0, // Rhai: unlimited
+        time_budget: Duration::from_millis(10),
+        ..ScriptLimits::default()
+    };
+    assert_eq!(spin_stopped_by(limits, clock), ScriptErrorKind::TimeBudget);
+    // The start, then one read per check until more than 10 ms passed.
+    assert!(reads.load(Ordering::Relaxed) >= 12);
 }
 
 #[test]
@@ -194,10 +230,13 @@ fn oversized_data_is_stopped() {
     assert!(matches!(kind, ScriptErrorKind::TooLarge(_)), "{kind:?}");
     let kind = run_err("let a = []; loop { a.push(1); }");
     assert!(matches!(kind, ScriptErrorKind::TooLarge(_)), "{kind:?}");
-    let mut r = ScriptRegistry::new(ScriptLimits {
-        max_map_len: 8,
-        ..ScriptLimits::default()
-    });
+    let mut r = ScriptRegistry::new(
+        ScriptLimits {
+            max_map_len: 8,
+            ..ScriptLimits::default()
+        },
+        wall_clock(),
+    );
     // Rhai checks a map's size when it is merged, passed or returned; a
     // key added by index is bounded by the step limit only.
     r.load(

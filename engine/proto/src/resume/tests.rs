@@ -1,5 +1,10 @@
 //! Tests of the Resume Manager: one group per requirement, then the property
 //! test of a sender and a receiver over a lossy, reconnecting link.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::collections::VecDeque;

@@ -1,5 +1,10 @@
 //! Tests of the Session Manager: one per requirement, negative tests for
 //! every bad input, and a property test over random session lifecycles.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::cell::RefCell;

@@ -203,6 +203,12 @@ impl PollLease {
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        clippy::disallowed_types,
+        reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+    )]
+
     use super::*;
 
     fn lease(now: Instant) -> PollLease {

@@ -1,5 +1,10 @@
 //! Property tests of the client runtime: no double or out-of-order apply
 //! under shuffles with duplicates; reconnect delays within bounds.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -1,23 +1,20 @@
-//! [`CommandAccess`]: OS access control by running configured programs.
+//! The sans-IO half of OS access control by running configured programs:
+//! the argv templates, their check, and their expansion for one grant.
 //!
-//! This is the one file of the crate that touches the OS (it spawns
-//! processes and waits on them with a deadline); everything else is sans-IO.
+//! The process itself is started, waited on and killed past the timeout by
+//! the runtime side (`dtp_gateway::plane::CommandAccess`, an [`super::OsAccess`]
+//! built on [`CommandTemplates`]); this crate spawns nothing.
 
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AccessGrant, OsAccess, OsError};
+use super::{AccessGrant, OsError};
 
 /// The placeholders an argument may contain.
 const PLACEHOLDERS: [&str; 4] = ["resource_id", "access_mode", "session_id", "fay_id"];
 
-/// How long to sleep between two checks of a running command.
-const POLL: Duration = Duration::from_millis(2);
-
-/// SPEC TS-4: the argv templates of a [`CommandAccess`].
+/// SPEC TS-4: the argv templates of a command-running [`super::OsAccess`].
 ///
 /// Each template is a program and its arguments. In every element,
 /// `{resource_id}`, `{access_mode}` (`read`, `write`, `execute`,
@@ -61,17 +58,18 @@ pub enum CommandConfigError {
     },
 }
 
-/// SPEC TS-4: an [`OsAccess`] that runs one program per grant or revoke.
-/// Exit status 0 is success; any other status, a failure to start, or
-/// running past the timeout is a failure (the program must then have changed
-/// nothing, per the [`OsAccess`] contract). Its standard streams are closed.
+/// SPEC TS-4: checked [`CommandAccessConfig`] templates, ready to expand
+/// for a grant. The runtime's `CommandAccess` runs what they expand to:
+/// exit status 0 is success; any other status, a failure to start, or
+/// running past [`CommandTemplates::timeout`] is a failure (the program must
+/// then have changed nothing, per the [`super::OsAccess`] contract).
 #[derive(Clone, Debug)]
-pub struct CommandAccess {
+pub struct CommandTemplates {
     config: CommandAccessConfig,
 }
 
-impl CommandAccess {
-    /// Checks the templates and builds the access control.
+impl CommandTemplates {
+    /// Checks the templates.
     pub fn new(config: CommandAccessConfig) -> Result<Self, CommandConfigError> {
         for (which, argv) in [("grant", &config.grant), ("revoke", &config.revoke)] {
             if argv.is_empty() {
@@ -86,61 +84,50 @@ impl CommandAccess {
                 }
             }
         }
-        Ok(CommandAccess { config })
+        Ok(CommandTemplates { config })
     }
 
-    fn run(&self, argv: &[String], grant: &AccessGrant) -> Result<(), OsError> {
-        let session = grant.session_id.to_string();
-        let value = |name: &str| match name {
-            "resource_id" => Some(grant.resource_id.as_str()),
-            "access_mode" => Some(grant.access_mode.name()),
-            "session_id" => Some(session.as_str()),
-            "fay_id" => Some(grant.holder.as_str()),
-            _ => None,
-        };
-        let args: Vec<String> = argv
-            .iter()
-            .map(|a| expand(a, &value))
-            .collect::<Option<_>>()
-            .ok_or_else(|| OsError("bad placeholder".into()))?;
-        let (program, rest) = args
-            .split_first()
-            .ok_or_else(|| OsError("empty command".into()))?;
-        let mut child = Command::new(program)
-            .args(rest)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| OsError(format!("cannot start {program}: {e}")))?;
-        let deadline = Instant::now() + Duration::from_millis(self.config.timeout_ms);
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => return Ok(()),
-                Ok(Some(status)) => return Err(OsError(format!("{program} failed: {status}"))),
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(OsError(format!(
-                        "{program} ran past {} ms and was killed",
-                        self.config.timeout_ms
-                    )));
-                }
-                Ok(None) => thread::sleep(POLL),
-                Err(e) => return Err(OsError(format!("waiting for {program}: {e}"))),
-            }
-        }
+    /// The checked configuration.
+    pub fn config(&self) -> &CommandAccessConfig {
+        &self.config
+    }
+
+    /// The longest a command may run before it is killed.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.config.timeout_ms)
+    }
+
+    /// The grant command for `grant`: program first, then its arguments.
+    pub fn grant_argv(&self, grant: &AccessGrant) -> Result<Vec<String>, OsError> {
+        argv(&self.config.grant, grant)
+    }
+
+    /// The revoke command for `grant`: program first, then its arguments.
+    pub fn revoke_argv(&self, grant: &AccessGrant) -> Result<Vec<String>, OsError> {
+        argv(&self.config.revoke, grant)
     }
 }
 
-impl OsAccess for CommandAccess {
-    fn grant(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
-        self.run(&self.config.grant, grant)
+/// Expands every element of `template` for `grant`; the result is never
+/// empty.
+fn argv(template: &[String], grant: &AccessGrant) -> Result<Vec<String>, OsError> {
+    let session = grant.session_id.to_string();
+    let value = |name: &str| match name {
+        "resource_id" => Some(grant.resource_id.as_str()),
+        "access_mode" => Some(grant.access_mode.name()),
+        "session_id" => Some(session.as_str()),
+        "fay_id" => Some(grant.holder.as_str()),
+        _ => None,
+    };
+    let args: Vec<String> = template
+        .iter()
+        .map(|a| expand(a, &value))
+        .collect::<Option<_>>()
+        .ok_or_else(|| OsError("bad placeholder".into()))?;
+    if args.is_empty() {
+        return Err(OsError("empty command".into()));
     }
-
-    fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
-        self.run(&self.config.revoke, grant)
-    }
+    Ok(args)
 }
 
 /// Expands the placeholders of `template` in one pass; `None` on an unknown
@@ -190,15 +177,6 @@ mod tests {
         }
     }
 
-    fn access(grant: &[&str], revoke: &[&str]) -> CommandAccess {
-        CommandAccess::new(CommandAccessConfig {
-            grant: grant.iter().map(|s| s.to_string()).collect(),
-            revoke: revoke.iter().map(|s| s.to_string()).collect(),
-            timeout_ms: 2_000,
-        })
-        .unwrap()
-    }
-
     #[test]
     fn expansion_is_one_pass_and_escapes_braces() {
         let v = |n: &str| match n {
@@ -221,44 +199,31 @@ mod tests {
             timeout_ms: 10,
         };
         assert_eq!(
-            CommandAccess::new(cfg(vec![])).unwrap_err(),
+            CommandTemplates::new(cfg(vec![])).unwrap_err(),
             CommandConfigError::Empty("grant")
         );
         assert!(matches!(
-            CommandAccess::new(cfg(vec!["echo".into(), "{resource}".into()])).unwrap_err(),
+            CommandTemplates::new(cfg(vec!["echo".into(), "{resource}".into()])).unwrap_err(),
             CommandConfigError::BadPlaceholder { which: "grant", .. }
         ));
     }
 
     #[test]
-    fn exit_status_decides_and_placeholders_reach_the_program() {
-        // `test A = B` exits 0 only when the expansion produced exactly that.
-        let mut a = access(
-            &[
-                "test",
-                "{resource_id}:{access_mode}:{fay_id}",
-                "=",
-                "cam:write:{{resource_id}}",
-            ],
-            &[
-                "test",
-                "{session_id}",
-                "=",
-                "00000000-0000-0000-0000-000000000007",
-            ],
+    fn each_grant_expands_its_own_template() {
+        let t = CommandTemplates::new(CommandAccessConfig {
+            grant: vec!["g".into(), "{resource_id}:{access_mode}:{fay_id}".into()],
+            revoke: vec!["r".into(), "{session_id}".into()],
+            timeout_ms: 1_500,
+        })
+        .unwrap();
+        assert_eq!(
+            t.grant_argv(&grant()).unwrap(),
+            ["g", "cam:write:{resource_id}"]
         );
-        assert_eq!(a.grant(&grant()), Ok(()));
-        assert_eq!(a.revoke(&grant()), Ok(()));
-        let mut b = access(&["false"], &["test", "{resource_id}", "=", "other"]);
-        assert!(b.grant(&grant()).unwrap_err().0.contains("failed"));
-        assert!(b.revoke(&grant()).is_err());
-    }
-
-    #[test]
-    fn a_missing_program_and_a_slow_one_fail() {
-        let mut a = access(&["dtp-terminal-no-such-program"], &["sleep", "5"]);
-        assert!(a.grant(&grant()).unwrap_err().0.contains("cannot start"));
-        a.config.timeout_ms = 50;
-        assert!(a.revoke(&grant()).unwrap_err().0.contains("killed"));
+        assert_eq!(
+            t.revoke_argv(&grant()).unwrap(),
+            ["r", "00000000-0000-0000-0000-000000000007"]
+        );
+        assert_eq!(t.timeout(), Duration::from_millis(1_500));
     }
 }

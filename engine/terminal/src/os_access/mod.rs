@@ -10,7 +10,7 @@
 mod command;
 mod scripted;
 
-pub use command::{CommandAccess, CommandAccessConfig, CommandConfigError};
+pub use command::{CommandAccessConfig, CommandConfigError, CommandTemplates};
 pub use scripted::{AccessCall, ScriptedAccess};
 
 use dtp_codec::{AccessMode, SessionId};
@@ -66,7 +66,7 @@ pub struct OsError(pub String);
 /// Calls are synchronous: the terminal runs each handover step (HO-4) and
 /// each creation (TS-6) to its end within one input, so an implementation
 /// that talks to the OS slowly stalls the control thread for that long;
-/// keep it fast or bound it (see [`CommandAccess`]'s timeout).
+/// keep it fast or bound it (see [`CommandTemplates::timeout`]).
 pub trait OsAccess {
     /// Lets `grant.holder` reach `grant.resource_id` in `grant.access_mode`.
     fn grant(&mut self, grant: &AccessGrant) -> Result<(), OsError>;

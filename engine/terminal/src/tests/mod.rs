@@ -313,7 +313,6 @@ impl Harness {
 fn terminal_is_send() {
     fn send<T: Send>() {}
     send::<Terminal<ScriptedAccess>>();
-    send::<Terminal<crate::CommandAccess>>();
     send::<Terminal<crate::NoopAccess>>();
 }
 

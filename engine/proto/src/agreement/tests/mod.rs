@@ -1,5 +1,10 @@
 //! Tests of the Agreement Manager: one per requirement and rule, negative
 //! tests for every bad input, and a property test over random exchanges.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test code: the sans-IO rule binds the crate, not its tests, which may read a clock or start threads"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod breaks;

@@ -1,4 +1,5 @@
-//! SPEC HO-3b end to end: the policy engine against a real HTTP server on
+//! SPEC HO-3b end to end: the policy engine and the plane's blocking model
+//! client (`dtp_gateway::plane::post_json`) against a real HTTP server on
 //! loopback playing the model, driven as the terminal's edge would drive
 //! it (the call runs on a worker thread; time for the cache is passed in).
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -9,11 +10,12 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dtp_codec::http::{HttpLimits, parse_request_head};
 use dtp_codec::{AccessMode, SessionId};
-use dtp_policy::ai::http::{HttpError, MAX_RESPONSE_BYTES, post_json};
+use dtp_gateway::plane::{post_json, run_model_call};
+use dtp_policy::ai::http::{HttpError, MAX_RESPONSE_BYTES};
 use dtp_policy::{
     AiFallback, AiModel, DefaultAction, HandoverPolicy, Holder, HumanDecision, PolicyEngine,
     PolicyInput, PolicySet, PriorityScript, ResourceInfo, ScriptLimits, SourceSession, Step,
@@ -152,7 +154,7 @@ fn engine(addr: SocketAddr, timeout_ms: u32) -> PolicyEngine {
             },
         }),
     };
-    PolicyEngine::new(set, ScriptLimits::default()).unwrap()
+    PolicyEngine::new(set, ScriptLimits::default(), Arc::new(Instant::now)).unwrap()
 }
 
 /// One evaluation as the edge runs it: a model call goes to a worker thread.
@@ -162,7 +164,7 @@ fn decide(engine: &mut PolicyEngine, now_ms: u64) -> Step {
         Step::CallModel(call) => {
             let worker = {
                 let call = call.clone();
-                thread::spawn(move || call.run())
+                thread::spawn(move || run_model_call(&call))
             };
             let result = worker.join().unwrap();
             engine

@@ -1,20 +1,42 @@
-//! The single writer of the log: one line per record, appended with one
-//! `write_all` to an `O_APPEND` file; repairs a torn tail when it opens
-//! (SPEC TS-12, TS-14, HO-10). It never reads a clock: time comes in with
-//! every call.
+//! SPEC TS-12, TS-14, HO-10: the file half of the audit log — the single
+//! writer ([`AuditLog`]: one line per record, appended with one `write_all`
+//! to an `O_APPEND` file; repairs a torn tail when it opens) and
+//! [`open_audit_file`] for the reader. The format, the configuration, the
+//! tail scan and the reader are sans-IO in `dtp_audit`, whose docs give the
+//! durability, torn-record and rotation rules this file keeps.
+//!
+//! This is IO (files, `fdatasync`, renames, an advisory lock) on the thread
+//! that owns the writer, the control thread. It never reads a clock: time
+//! comes in with every call.
 
-use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, Write};
+use std::io::{self, BufReader, Write};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
+use dtp_audit::{
+    AuditConfig, AuditError, AuditReader, Envelope, Fsync, Tail, encode_line, line_number_at,
+    rotated_path, scan_tail, torn_path,
+};
 use serde::Serialize;
-use serde::de::IgnoredAny;
+use serde::de::{DeserializeOwned, IgnoredAny};
 
-use crate::envelope::encode_line;
-use crate::tail::{Tail, line_number_at, scan_tail};
-use crate::{AuditConfig, AuditError, Envelope, Fsync};
+/// SPEC HO-10, TS-12: opens one file of the log (the current one or a
+/// rotated `<name>.<n>`) for reading.
+pub fn open_audit_file<T: DeserializeOwned>(
+    path: impl AsRef<Path>,
+) -> Result<AuditReader<BufReader<File>, T>, AuditError> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|source| AuditError::Io {
+        action: "open for reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(AuditReader::with_path(
+        BufReader::new(file),
+        path.to_path_buf(),
+    ))
+}
 
 /// SPEC TS-12, TS-14, HO-10: the append-only audit log writer. It takes
 /// `&mut self` everywhere: one writer, the control thread; an advisory file
@@ -51,7 +73,7 @@ impl AuditLog {
         }
         let last_seq = match last_seq(&file, &tail, &path)? {
             Some(seq) => Some(seq),
-            None => last_seq_of_rotated(&numbered(&path, 1))?,
+            None => last_seq_of_rotated(&rotated_path(&path, 1))?,
         };
         let syncs = config.fsync != Fsync::Never;
         if syncs {
@@ -178,10 +200,13 @@ impl AuditLog {
             self.sync()?;
         }
         for n in (1..keep.get()).rev() {
-            let shifted = rename_if_exists(&numbered(&self.path, n), &numbered(&self.path, n + 1));
+            let shifted = rename_if_exists(
+                &rotated_path(&self.path, n),
+                &rotated_path(&self.path, n + 1),
+            );
             self.check("rotate", shifted)?;
         }
-        let renamed = fs::rename(&self.path, numbered(&self.path, 1));
+        let renamed = fs::rename(&self.path, rotated_path(&self.path, 1));
         self.check("rotate", renamed)?;
         let opened = open_append(&self.path);
         let file = self.check("open", opened)?;
@@ -252,7 +277,7 @@ fn last_seq_of_rotated(path: &Path) -> Result<Option<u64>, AuditError> {
 /// newline; evidence, not records) before truncating them away, so a crash
 /// in between can duplicate the evidence but never lose it.
 fn move_torn_aside(path: &Path, file: &File, tail: &Tail) -> Result<(), AuditError> {
-    let torn_path = suffixed(path, "torn");
+    let torn_path = torn_path(path);
     let mut piece = tail.torn.clone();
     piece.push(b'\n');
     OpenOptions::new()
@@ -302,18 +327,6 @@ fn rename_if_exists(from: &Path, to: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
-}
-
-/// `<name>.<n>`: the n-th most recent rotated file.
-pub(crate) fn numbered(path: &Path, n: usize) -> PathBuf {
-    suffixed(path, &n.to_string())
-}
-
-fn suffixed(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = OsString::from(path.as_os_str());
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> AuditError {

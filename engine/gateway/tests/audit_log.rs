@@ -1,4 +1,6 @@
-//! The audit log end to end on real files (SPEC TS-12, TS-14, HO-10).
+//! The audit log end to end on real files (SPEC TS-12, TS-14, HO-10): the
+//! plane's writer and file reader (`dtp_gateway::plane`) over `dtp_audit`'s
+//! format.
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::fs;
@@ -13,10 +15,8 @@ use dtp_codec::{
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use dtp_audit::{
-    AuditConfig, AuditError, AuditLog, AuditReader, Envelope, Fsync, ReadOutcome, Rotation,
-    rotated_path,
-};
+use dtp_audit::{AuditConfig, AuditError, Envelope, Fsync, ReadOutcome, Rotation, rotated_path};
+use dtp_gateway::plane::{AuditLog, open_audit_file};
 
 /// A scratch directory under the system temp dir, removed on drop.
 struct Scratch(PathBuf);
@@ -43,7 +43,7 @@ impl Drop for Scratch {
 }
 
 fn read(path: &Path) -> Result<ReadOutcome<Value>, AuditError> {
-    AuditReader::open(path)?.read_to_end()
+    open_audit_file(path)?.read_to_end()
 }
 
 fn seqs(path: &Path) -> Vec<u64> {
@@ -81,7 +81,7 @@ fn control_messages_round_trip_with_seq_and_time() {
     assert_eq!(log.append(1_005, &records[1]).unwrap(), 2);
     drop(log);
 
-    let typed = AuditReader::<_, ControlMessage>::open(dir.log())
+    let typed = open_audit_file::<ControlMessage>(dir.log())
         .unwrap()
         .read_to_end()
         .unwrap();
@@ -181,7 +181,7 @@ fn corrupt_complete_line_is_an_error_with_its_line_number() {
     );
 
     append_bytes(&dir.log(), b"{\"seq\":3,\"at_unix_ms\":3,\"record\":3}\n");
-    let mut reader = AuditReader::<_, Value>::open(dir.log()).unwrap();
+    let mut reader = open_audit_file::<Value>(dir.log()).unwrap();
     assert_eq!(reader.next().unwrap().unwrap().seq, 1);
     assert!(matches!(
         reader.next(),
@@ -466,7 +466,7 @@ fn torn_tail_that_cannot_be_saved_is_left_in_place() {
 fn unreadable_input_is_an_io_error() {
     let dir = Scratch::new("unreadable");
     // Opening a directory succeeds on Unix; reading it does not.
-    let mut reader = AuditReader::<_, Value>::open(&dir.0).unwrap();
+    let mut reader = open_audit_file::<Value>(&dir.0).unwrap();
     assert!(matches!(
         reader.next(),
         Some(Err(AuditError::Io { action: "read", .. }))
