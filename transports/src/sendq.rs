@@ -177,17 +177,15 @@ impl SendQueue {
             return Err(SendError::BufferFull);
         }
         match payload {
-            Payload::Copied(bytes) => {
-                match self.copy_in(bufs, bytes) {
-                    Ok(()) => {}
-                    Err(CopyFailed::Starved) => {
-                        self.wants_writable = true;
-                        self.starved_for_chunks = true;
-                        return Err(SendError::BufferFull);
-                    }
-                    Err(CopyFailed::Pool) => return Err(SendError::BufferFull),
+            Payload::Copied(bytes) => match self.copy_in(bufs, bytes) {
+                Ok(()) => {}
+                Err(CopyFailed::Starved) => {
+                    self.wants_writable = true;
+                    self.starved_for_chunks = true;
+                    return Err(SendError::BufferFull);
                 }
-            }
+                Err(CopyFailed::Pool) => return Err(SendError::BufferFull),
+            },
             Payload::Shared(bytes) if bytes.is_empty() => {}
             Payload::Shared(bytes) => {
                 let copied = if len <= SHARED_COPY_MAX && !self.segments.is_empty() {
@@ -245,9 +243,7 @@ impl SendQueue {
             rest = &rest[(*len - before) as usize..];
         }
         for handle in fresh {
-            let len = bufs
-                .append(handle, 0, rest)
-                .map_err(|_| CopyFailed::Pool)?;
+            let len = bufs.append(handle, 0, rest).map_err(|_| CopyFailed::Pool)?;
             rest = &rest[len as usize..];
             self.segments.push_back(Segment::Chunk { handle, len });
         }
@@ -258,21 +254,17 @@ impl SendQueue {
     /// non-zero only on the head). A gathered send writes them with one
     /// system call (one `sendmsg`).
     pub(crate) fn heads(&self, max: usize) -> impl Iterator<Item = Head<'_>> {
-        self.segments
-            .iter()
-            .take(max)
-            .enumerate()
-            .map(|(i, s)| {
-                let offset = if i == 0 { self.head_offset } else { 0 };
-                match s {
-                    Segment::Chunk { handle, len } => Head::Chunk {
-                        handle: *handle,
-                        offset: offset as u32,
-                        len: *len,
-                    },
-                    Segment::Shared(b) => Head::Shared(b.get(offset..).unwrap_or(&[])),
-                }
-            })
+        self.segments.iter().take(max).enumerate().map(|(i, s)| {
+            let offset = if i == 0 { self.head_offset } else { 0 };
+            match s {
+                Segment::Chunk { handle, len } => Head::Chunk {
+                    handle: *handle,
+                    offset: offset as u32,
+                    len: *len,
+                },
+                Segment::Shared(b) => Head::Shared(b.get(offset..).unwrap_or(&[])),
+            }
+        })
     }
 
     /// A send that reads the first `segments` segments is in flight: none of

@@ -151,7 +151,11 @@ fn one_bytes_fanned_out_arrives_everywhere_in_order_and_is_not_copied() {
             want.extend_from_slice(&big);
             want.extend_from_slice(tail.as_bytes());
             want.extend_from_slice(&big);
-            assert_eq!(client.queued(conn), want.len(), "{what}: the budget counts it");
+            assert_eq!(
+                client.queued(conn),
+                want.len(),
+                "{what}: the budget counts it"
+            );
             // The server tells the streams apart by their head line.
             expected.insert(i, want);
         }
@@ -237,7 +241,10 @@ fn trn2_shared_sends_keep_the_budget_and_are_never_refused_for_chunks() {
         assert_eq!(client.queued(b), 64 * 1024 - room);
         client.send_shared(b, &block.slice(..room)).unwrap();
         assert_eq!(client.queued(b), 64 * 1024);
-        assert_eq!(client.send_shared(b, &block.slice(..1)), Err(SendError::BufferFull));
+        assert_eq!(
+            client.send_shared(b, &block.slice(..1)),
+            Err(SendError::BufferFull)
+        );
         // Writable at half, after the refusal, as for `send`.
         let (mut received, mut writable) = (0, false);
         pump(&mut server, &mut client, |side, _, e| {
@@ -251,9 +258,11 @@ fn trn2_shared_sends_keep_the_budget_and_are_never_refused_for_chunks() {
         client.send_shared(b, &block).unwrap();
         drop(block);
         client.close(b);
-        pump(&mut server, &mut client, |side, _, e| {
-            matches!((side, e), (1, Event::Closed { conn, reason: CloseReason::Local }) if conn == b)
-        });
+        pump(
+            &mut server,
+            &mut client,
+            |side, _, e| matches!((side, e), (1, Event::Closed { conn, reason: CloseReason::Local }) if conn == b),
+        );
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{backend:?}");
         assert_eq!(client.stats().shared_bytes_queued, 0, "{backend:?}");
     }
@@ -309,7 +318,10 @@ fn a_reset_connection_releases_its_queued_shared_bytes() {
                 }
             }
         };
-        assert!(matches!(reason, CloseReason::Error(_)), "{what}: {reason:?}");
+        assert!(
+            matches!(reason, CloseReason::Error(_)),
+            "{what}: {reason:?}"
+        );
         assert_eq!(client.stats().shared_bytes_queued, 0, "{what}");
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{what}: released once");
     }
