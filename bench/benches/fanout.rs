@@ -4,13 +4,16 @@
 //! connection's pool chunks) against `send_shared` (queued by reference),
 //! on io_uring and on epoll, in the same run.
 //!
-//! Two figures per case, both CPU time of the one thread that drives the
-//! sending and the receiving driver (the kernel's loopback work, which
-//! runs in the sender's system calls, included; wall time on a shared
-//! machine would measure the neighbours):
-//! - `queue`: the 1000 send calls alone (the fan-out loop's own cost);
+//! Two figures per case:
+//! - `queue`: the 1000 send calls alone (the fan-out loop's own cost in
+//!   user space). They make no system call and never wait, so their wall
+//!   time is their CPU time (short enough that preemption is rare; the
+//!   scheduler's per-thread figure is only updated at ticks);
 //! - `deliver`: the 1000 send calls, then polling until the receiver has
-//!   every byte (the whole cost of a delivery).
+//!   every byte: CPU time of the one thread that drives both drivers, the
+//!   kernel's loopback work included (it runs in the sender's system
+//!   calls), summed over the whole sample (many ticks). Wall time on a
+//!   shared machine would measure the neighbours.
 //!
 //! Run: `cargo bench -p dtp-bench --bench fanout`.
 #![allow(
@@ -31,15 +34,24 @@ use dtp_transports::{BackendPreference, ConnId, Driver, DriverConfig, Endpoint, 
 
 /// Subscribers of the event.
 const N: usize = 1000;
-const SIZES: [usize; 2] = [1024, 16 * 1024];
+/// (name, event size, events in a row to each subscriber): one event of
+/// each size, and a burst of small events, which a subscriber's queue holds
+/// many of at once (as a slow subscriber's does).
+const CASES: [(&str, usize, usize); 5] = [
+    ("1k", 1024, 1),
+    ("16k", 16 * 1024, 1),
+    ("burst_64x256", 256, 64),
+    ("burst_64x512", 512, 64),
+    ("burst_48x1k", 1024, 48),
+];
 
 fn config(backend: BackendPreference) -> DriverConfig {
     DriverConfig {
         backend,
         chunk_size: 16 * 1024,
         recv_buffers: 64,
-        // One chunk per connection for the copying `send` of either size.
-        send_chunks: 2 * N as u32,
+        // Chunks for the copying `send` of every case (48 KiB a connection).
+        send_chunks: 4 * N as u32,
         max_connections: 2 * N,
         ..DriverConfig::default()
     }
@@ -102,13 +114,15 @@ impl Pair {
         }
     }
 
-    /// Sends `event` to every connection, copied or shared.
-    fn queue(&mut self, event: &Bytes, shared: bool) {
+    /// Sends `event` `burst` times to every connection, copied or shared.
+    fn queue(&mut self, event: &Bytes, burst: usize, shared: bool) {
         for &conn in &self.conns {
-            if shared {
-                self.sender.send_shared(conn, event).unwrap();
-            } else {
-                self.sender.send(conn, event).unwrap();
+            for _ in 0..burst {
+                if shared {
+                    self.sender.send_shared(conn, event).unwrap();
+                } else {
+                    self.sender.send(conn, event).unwrap();
+                }
             }
         }
     }
@@ -134,8 +148,9 @@ impl Pair {
     }
 }
 
-/// CPU time this thread has used (the scheduler's figure, in ns; read
-/// from procfs so the benchmark needs no unsafe code).
+/// CPU time this thread has used (the scheduler's figure, in ns, as of
+/// its last tick or switch; read from procfs so the benchmark needs no
+/// unsafe code).
 fn thread_cpu() -> Duration {
     let stat = std::fs::read_to_string("/proc/thread-self/schedstat")
         .expect("/proc/thread-self/schedstat (Linux)");
@@ -153,32 +168,37 @@ fn fanout(c: &mut Criterion) {
         (BackendPreference::Epoll, "epoll"),
     ] {
         let mut pair = Pair::new(backend);
-        for size in SIZES {
+        for (case, size, burst) in CASES {
             let event = Bytes::from((0..size).map(|i| i as u8).collect::<Vec<u8>>());
-            let mut group = c.benchmark_group(format!("fanout_{}k_x{N}/{name}", size / 1024));
-            group.throughput(Throughput::Elements(N as u64));
+            let bytes = N * size * burst;
+            let mut group = c.benchmark_group(format!("fanout_{case}_x{N}/{name}"));
+            group.throughput(Throughput::Elements((N * burst) as u64));
             group.sample_size(10);
-            group.warm_up_time(Duration::from_millis(300));
-            group.measurement_time(Duration::from_secs(2));
+            group.warm_up_time(Duration::from_millis(200));
+            group.measurement_time(Duration::from_secs(1));
             for (mode, shared) in [("send", false), ("send_shared", true)] {
-                group.bench_function(BenchmarkId::new("queue", mode), |b| {
-                    b.iter_custom(|iters| {
-                        let mut cpu = Duration::ZERO;
-                        for _ in 0..iters {
-                            let start = thread_cpu();
-                            pair.queue(&event, shared);
-                            cpu += thread_cpu() - start;
-                            pair.deliver(N * size);
-                        }
-                        cpu
+                // The queueing cost of a burst is that of its events (see
+                // the single-event cases); what a burst shows is delivery.
+                if burst == 1 {
+                    group.bench_function(BenchmarkId::new("queue", mode), |b| {
+                        b.iter_custom(|iters| {
+                            let mut spent = Duration::ZERO;
+                            for _ in 0..iters {
+                                let start = Instant::now();
+                                pair.queue(&event, burst, shared);
+                                spent += start.elapsed();
+                                pair.deliver(bytes);
+                            }
+                            spent
+                        });
                     });
-                });
+                }
                 group.bench_function(BenchmarkId::new("deliver", mode), |b| {
                     b.iter_custom(|iters| {
                         let start = thread_cpu();
                         for _ in 0..iters {
-                            pair.queue(&event, shared);
-                            pair.deliver(N * size);
+                            pair.queue(&event, burst, shared);
+                            pair.deliver(bytes);
                         }
                         thread_cpu() - start
                     });
