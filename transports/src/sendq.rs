@@ -349,3 +349,71 @@ impl SendQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
+
+    use super::*;
+
+    fn unsent(q: &SendQueue, bufs: &Buffers) -> Vec<u8> {
+        q.heads(usize::MAX)
+            .flat_map(|h| match h {
+                Head::Chunk {
+                    handle,
+                    offset,
+                    len,
+                } => bufs.send_bytes(handle, offset, len).to_vec(),
+                Head::Shared(b) => b.to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mixed_segments_advance_in_order_through_partial_sends() {
+        let mut bufs = Buffers::new(4096, 1, 4).unwrap();
+        let mut q = SendQueue::default();
+        let shared = Bytes::from((0..5000u32).map(|i| i as u8).collect::<Vec<_>>());
+        let small = Bytes::from_static(b"tiny");
+        q.push(&mut bufs, Payload::Copied(b"0123456789"), 1 << 20)
+            .unwrap();
+        q.push(&mut bufs, Payload::Shared(&shared), 1 << 20)
+            .unwrap();
+        q.push(&mut bufs, Payload::Copied(b"abc"), 1 << 20).unwrap();
+        // Small and behind queued bytes: copied into the tail chunk.
+        q.push(&mut bufs, Payload::Shared(&small), 1 << 20).unwrap();
+        assert_eq!(q.heads(usize::MAX).count(), 3);
+        assert_eq!(bufs.shared(), (5000, 1));
+        let mut want = b"0123456789".to_vec();
+        want.extend_from_slice(&shared);
+        want.extend_from_slice(b"abctiny");
+        assert_eq!(unsent(&q, &bufs), want);
+        assert_eq!(q.queued(), want.len());
+        // Into the shared segment, then into the last chunk.
+        for n in [12, 4998, 1] {
+            q.advance(&mut bufs, n);
+            want.drain(..n);
+            assert_eq!(unsent(&q, &bufs), want);
+            assert_eq!(q.queued(), want.len());
+        }
+        assert_eq!(bufs.shared().0, 0, "the shared segment was freed");
+        q.advance(&mut bufs, want.len());
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_shared_segment_counts_against_the_budget_all_or_nothing() {
+        let mut bufs = Buffers::new(4096, 1, 1).unwrap();
+        let mut q = SendQueue::default();
+        let shared = Bytes::from(vec![7; 3000]);
+        q.push(&mut bufs, Payload::Shared(&shared), 4000).unwrap();
+        assert_eq!(
+            q.push(&mut bufs, Payload::Shared(&shared), 4000),
+            Err(SendError::BufferFull)
+        );
+        assert!(q.wants_writable && !q.starved_for_chunks);
+        assert_eq!(q.queued(), 3000);
+        q.clear(&mut bufs);
+        assert_eq!(bufs.shared().0, 0);
+    }
+}

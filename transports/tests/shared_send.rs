@@ -326,3 +326,62 @@ fn a_reset_connection_releases_its_queued_shared_bytes() {
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{what}: released once");
     }
 }
+
+#[test]
+fn large_shared_bytes_go_out_over_partial_sends_unaltered() {
+    for cfg in configs() {
+        let what = format!("{:?} zc {}", cfg.backend, cfg.send_zc_threshold);
+        let cfg = DriverConfig {
+            max_send_queue: 4 * 1024 * 1024,
+            ..cfg
+        };
+        let mut server = Driver::new(cfg.clone()).unwrap();
+        let mut client = Driver::new(cfg).unwrap();
+        let conns = connected(&mut server, &mut client, 3);
+        // Larger than a socket buffer takes at once: the kernel takes each
+        // in pieces, the rest stays queued at an offset.
+        let (big, drops) = counted(1024 * 1024 + 7, 5);
+        let mut want = Vec::new();
+        for (i, &conn) in conns.iter().enumerate() {
+            client.send(conn, &[i as u8; 3]).unwrap();
+            client.send_shared(conn, &big).unwrap();
+            client.send(conn, &[i as u8; 5]).unwrap();
+            client.send_shared(conn, &big).unwrap();
+        }
+        want.extend_from_slice(&[0; 3]);
+        want.extend_from_slice(&big);
+        want.extend_from_slice(&[0; 5]);
+        want.extend_from_slice(&big);
+        drop(big);
+        let mut got: HashMap<ConnId, Vec<u8>> = HashMap::new();
+        let mut received = 0;
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (0, Event::Received { conn, data }) = (side, e) {
+                received += data.len();
+                got.entry(conn).or_default().extend_from_slice(&data);
+            }
+            received == 3 * want.len()
+        });
+        for stream in got.values() {
+            let i = stream[0];
+            assert_eq!(stream.len(), want.len(), "{what}");
+            assert!(stream[..3] == [i; 3], "{what}");
+            assert!(
+                stream[3..3 + (1 << 20) + 7] == want[3..3 + (1 << 20) + 7],
+                "{what}"
+            );
+            let mid = 3 + (1 << 20) + 7;
+            assert!(stream[mid..mid + 5] == [i; 5], "{what}");
+            assert!(stream[mid + 5..] == want[mid + 5..], "{what}");
+        }
+        let mut events = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client.stats().shared_bytes_queued > 0 {
+            assert!(Instant::now() < deadline, "{what}: sends never completed");
+            client
+                .poll(&mut events, Some(Duration::from_millis(1)))
+                .unwrap();
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "{what}");
+    }
+}
