@@ -116,6 +116,17 @@ fn connected(server: &mut Driver, client: &mut Driver, n: usize) -> Vec<ConnId> 
     conns
 }
 
+/// Polls `d` until every shared segment it queued was sent (the bytes may
+/// have arrived before the sends' completions are taken).
+fn drain_shared(d: &mut Driver) {
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.stats().shared_bytes_queued > 0 {
+        assert!(Instant::now() < deadline, "sends never completed");
+        d.poll(&mut events, Some(Duration::from_millis(1))).unwrap();
+    }
+}
+
 fn chunks_used(d: &Driver) -> u64 {
     d.region().unwrap().report().chunks_used
 }
@@ -197,14 +208,7 @@ fn one_bytes_fanned_out_arrives_everywhere_in_order_and_is_not_copied() {
         }
         // Once every send completed, the clones are gone and the memory
         // is released, once.
-        let mut events = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while client.stats().shared_bytes_queued > 0 {
-            assert!(Instant::now() < deadline, "{what}: sends never completed");
-            client
-                .poll(&mut events, Some(Duration::from_millis(1)))
-                .unwrap();
-        }
+        drain_shared(&mut client);
         assert_eq!(small_drops.load(Ordering::SeqCst), 1, "{what}");
         assert_eq!(big_drops.load(Ordering::SeqCst), 1, "{what}");
         assert_eq!(chunks_used(&client), chunks_before, "{what}");
@@ -374,14 +378,7 @@ fn large_shared_bytes_go_out_over_partial_sends_unaltered() {
             assert!(stream[mid..mid + 5] == [i; 5], "{what}");
             assert!(stream[mid + 5..] == want[mid + 5..], "{what}");
         }
-        let mut events = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while client.stats().shared_bytes_queued > 0 {
-            assert!(Instant::now() < deadline, "{what}: sends never completed");
-            client
-                .poll(&mut events, Some(Duration::from_millis(1)))
-                .unwrap();
-        }
+        drain_shared(&mut client);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "{what}");
     }
 }
