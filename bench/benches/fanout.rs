@@ -2,7 +2,10 @@
 //! subscriber): one event of 1 KiB and one of 16 KiB fanned out to 1000
 //! loopback TCP connections of one driver, with `send` (copied into each
 //! connection's pool chunks) against `send_shared` (queued by reference),
-//! on io_uring and on epoll, in the same run.
+//! on io_uring and on epoll, in the same run; and bursts of 64 × 256 B,
+//! 64 × 512 B and 48 × 1 KiB events to each connection, the case in which
+//! small shared sends behind queued bytes are copied (`SHARED_COPY_MAX`
+//! in the transports' send queue) rather than take an iovec each.
 //!
 //! Two figures per case:
 //! - `queue`: the 1000 send calls alone (the fan-out loop's own cost in
@@ -15,7 +18,11 @@
 //!   calls), summed over the whole sample (many ticks). Wall time on a
 //!   shared machine would measure the neighbours.
 //!
-//! Run: `cargo bench -p dtp-bench --bench fanout`.
+//! Run: `cargo bench -p dtp-bench --bench fanout` (about 50 s; 2000 file
+//! descriptors). One run on a 2-core VM, CPU per delivery, `send` →
+//! `send_shared`: 1 KiB io_uring 10.4 → 9.2 µs, epoll 9.8 → 9.0 µs;
+//! 16 KiB io_uring 12.7 → 10.9 µs, epoll 21.3 → 20.0 µs; the send calls
+//! alone 212 → 21 ns (1 KiB) and 818 → 25 ns (16 KiB) on io_uring.
 #![allow(
     missing_docs,
     reason = "criterion_group!/criterion_main! generate undocumented items"
