@@ -11,6 +11,12 @@
 //! send in flight holds a pool request with the chunk as its input (a read
 //! lease), so the chunk cannot be released until the completion is
 //! reclaimed, even if the connection is closed meanwhile.
+//!
+//! Shared sends ([`crate::Transport::send_shared`]) queue the caller's
+//! `Bytes` by reference: memory outside the pool, which the queues keep
+//! alive. Its total is counted here and reported in
+//! [`crate::DriverStats::shared_bytes_queued`] (SPEC MEM-3: external
+//! memory is reported, never hidden).
 
 use dtp_pool::{
     BufferHandle, BufferSpec, Class, Completion, ModuleHandle, ModuleSpec, PoolError, Principal,
@@ -56,6 +62,10 @@ pub(crate) struct Buffers {
     module: ModuleHandle,
     recv: Vec<Lent>,
     chunk_size: u32,
+    /// Bytes of the shared segments queued on every connection.
+    shared_bytes: usize,
+    /// Shared sends queued by reference so far.
+    shared_sends: u64,
 }
 
 impl Buffers {
@@ -89,6 +99,8 @@ impl Buffers {
             module,
             recv,
             chunk_size,
+            shared_bytes: 0,
+            shared_sends: 0,
         })
     }
 
@@ -274,6 +286,23 @@ impl Buffers {
         if self.region.post(c).is_ok() {
             let _ = self.region.reclaim();
         }
+    }
+
+    /// A shared segment of `len` bytes was queued by reference.
+    pub(crate) fn shared_queued(&mut self, len: usize) {
+        self.shared_bytes += len;
+        self.shared_sends += 1;
+    }
+
+    /// A shared segment of `len` bytes was sent or dropped.
+    pub(crate) fn shared_released(&mut self, len: usize) {
+        self.shared_bytes = self.shared_bytes.saturating_sub(len);
+    }
+
+    /// Bytes of the shared segments queued now, and how many shared sends
+    /// were queued by reference so far.
+    pub(crate) fn shared(&self) -> (usize, u64) {
+        (self.shared_bytes, self.shared_sends)
     }
 
     pub(crate) fn release_send(&mut self, h: BufferHandle) {

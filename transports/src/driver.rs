@@ -250,8 +250,16 @@ pub struct DriverStats {
     pub enters: u64,
     /// Sends made with SEND_ZC.
     pub zc_sends: u64,
-    /// Sends that gathered several queued chunks into one system call.
+    /// Sends that gathered several queued segments into one system call.
     pub gathered_sends: u64,
+    /// SPEC MEM-3: bytes of shared sends queued by reference on this
+    /// driver's connections and not yet fully sent: memory outside the pool
+    /// that the queues keep alive. A `Bytes` queued on N connections counts
+    /// N times here (each connection's budget counts it), while its memory
+    /// exists once.
+    pub shared_bytes_queued: u64,
+    /// Shared sends queued by reference (not copied) so far.
+    pub shared_sends: u64,
 }
 
 pub(crate) enum Backend {

@@ -19,7 +19,7 @@ use crate::driver::{
     WakerInner,
 };
 use crate::endpoint::Endpoint;
-use crate::sendq::{GATHER_MAX, SendError, SendQueue};
+use crate::sendq::{GATHER_MAX, Head, Payload, SendError, SendQueue};
 use crate::slots::Slots;
 use crate::socket::ListenSocket;
 use crate::transport::{Event, Transport, TransportError};
@@ -113,8 +113,11 @@ impl Epoll {
     }
 
     pub(crate) fn stats(&self) -> DriverStats {
+        let (shared_bytes, shared_sends) = self.bufs.shared();
         DriverStats {
             connections: self.conns.len(),
+            shared_bytes_queued: shared_bytes as u64,
+            shared_sends,
             ..self.stats
         }
     }
@@ -208,6 +211,20 @@ impl Epoll {
     }
 
     pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        self.queue(conn, Payload::Copied(bytes))
+    }
+
+    /// Queues `bytes` by reference (see [`SendQueue::push`]): the write that
+    /// sends them reads the caller's `Bytes` through the queue's clone.
+    pub(crate) fn send_shared(
+        &mut self,
+        conn: ConnId,
+        bytes: &bytes::Bytes,
+    ) -> Result<(), SendError> {
+        self.queue(conn, Payload::Shared(bytes))
+    }
+
+    fn queue(&mut self, conn: ConnId, payload: Payload<'_>) -> Result<(), SendError> {
         let max = self.config.max_send_queue;
         let c = self
             .conns
@@ -216,7 +233,7 @@ impl Epoll {
         if c.close_after_flush {
             return Err(SendError::Closed);
         }
-        if let Err(e) = c.sendq.push(&mut self.bufs, bytes, max) {
+        if let Err(e) = c.sendq.push(&mut self.bufs, payload, max) {
             if c.sendq.starved_for_chunks {
                 self.chunk_waiters.push(conn);
             }
@@ -227,14 +244,6 @@ impl Epoll {
             self.dirty.push(conn);
         }
         Ok(())
-    }
-
-    pub(crate) fn send_shared(
-        &mut self,
-        conn: ConnId,
-        bytes: &bytes::Bytes,
-    ) -> Result<(), SendError> {
-        self.send(conn, bytes)
     }
 
     pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
@@ -556,8 +565,15 @@ impl Epoll {
             while !c.sendq.is_empty() {
                 let mut iov = [io::IoSlice::new(&[]); GATHER_MAX];
                 let mut n = 0;
-                for (h, offset, len) in c.sendq.heads(GATHER_MAX) {
-                    iov[n] = io::IoSlice::new(self.bufs.send_bytes(h, offset, len));
+                for head in c.sendq.heads(GATHER_MAX) {
+                    iov[n] = io::IoSlice::new(match head {
+                        Head::Chunk {
+                            handle,
+                            offset,
+                            len,
+                        } => self.bufs.send_bytes(handle, offset, len),
+                        Head::Shared(b) => b,
+                    });
                     n += 1;
                 }
                 if n > 1 {
@@ -640,8 +656,10 @@ fn send_vectored(fd: std::os::fd::RawFd, iov: &[io::IoSlice<'_>]) -> io::Result<
     // kernel only reads through msg_iov.
     msg.msg_iov = iov.as_ptr().cast_mut().cast();
     msg.msg_iovlen = iov.len();
-    // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call;
-    // `fd` is the connection's open socket.
+    // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call,
+    // each over borrowed bytes (a pool chunk's, or a shared `Bytes` held by
+    // the send queue) that stay alive and unchanged during it; `fd` is the
+    // connection's open socket.
     let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
     if n < 0 {
         Err(io::Error::last_os_error())

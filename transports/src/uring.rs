@@ -22,7 +22,7 @@ use crate::driver::{
     WakerInner,
 };
 use crate::endpoint::Endpoint;
-use crate::sendq::{GATHER_MAX, SendError, SendQueue};
+use crate::sendq::{GATHER_MAX, Head, Payload, SendError, SendQueue};
 use crate::slots::{SlotId, Slots};
 use crate::socket::ListenSocket;
 use crate::transport::{Event, Transport, TransportError};
@@ -265,10 +265,14 @@ impl Uring {
     /// Pushes an entry, submitting first if the queue is full.
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         let ring = self.ring()?;
-        // SAFETY: every pointer in the entries built by
-        // this backend refers to memory that outlives the operation: pool
-        // chunks leased to the request, the boxed connect address and wake
-        // buffer, all freed only after the operation's final completion.
+        // SAFETY: every pointer in the entries built by this backend refers
+        // to memory that outlives the operation: pool chunks leased to the
+        // request; shared `Bytes` whose clones stay in the connection's send
+        // queue (and whose memory never moves or changes while a clone
+        // lives) until the send's final completion, or are never freed if
+        // the ring closes first (`abandon_shared`); the boxed iovecs,
+        // connect address and wake buffer; all freed only after the
+        // operation's final completion.
         if unsafe { ring.submission().push(&entry) }.is_err() {
             ring.submit()?;
             // SAFETY: as above.
@@ -294,8 +298,11 @@ impl Uring {
     }
 
     pub(crate) fn stats(&self) -> DriverStats {
+        let (shared_bytes, shared_sends) = self.bufs.shared();
         DriverStats {
             connections: self.conns.len(),
+            shared_bytes_queued: shared_bytes as u64,
+            shared_sends,
             ..self.stats
         }
     }
@@ -418,6 +425,21 @@ impl Uring {
     }
 
     pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        self.queue(conn, Payload::Copied(bytes))
+    }
+
+    /// Queues `bytes` by reference (see [`SendQueue::push`]): the send that
+    /// reads them points into the caller's `Bytes`, whose clone the queue
+    /// holds until the send's (or SEND_ZC's notification's) completion.
+    pub(crate) fn send_shared(
+        &mut self,
+        conn: ConnId,
+        bytes: &bytes::Bytes,
+    ) -> Result<(), SendError> {
+        self.queue(conn, Payload::Shared(bytes))
+    }
+
+    fn queue(&mut self, conn: ConnId, payload: Payload<'_>) -> Result<(), SendError> {
         let max = self.config.max_send_queue;
         let c = self
             .conns
@@ -426,7 +448,7 @@ impl Uring {
         if c.closing.is_some() || c.close_after_flush {
             return Err(SendError::Closed);
         }
-        if let Err(e) = c.sendq.push(&mut self.bufs, bytes, max) {
+        if let Err(e) = c.sendq.push(&mut self.bufs, payload, max) {
             if c.sendq.starved_for_chunks {
                 self.chunk_waiters.push(conn);
             }
@@ -437,14 +459,6 @@ impl Uring {
             self.dirty.push(conn);
         }
         Ok(())
-    }
-
-    pub(crate) fn send_shared(
-        &mut self,
-        conn: ConnId,
-        bytes: &bytes::Bytes,
-    ) -> Result<(), SendError> {
-        self.send(conn, bytes)
     }
 
     pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
@@ -595,42 +609,53 @@ impl Uring {
     }
 
     /// Starts one send of the head of `conn`'s queue: a plain `send` for one
-    /// chunk (zero-copy above the threshold), a gathered `sendmsg` over up to
-    /// [`GATHER_MAX`] chunks when more are queued. Each chunk it reads is
-    /// leased to the send by its own pool request until the completion.
+    /// segment (zero-copy above the threshold), a gathered `sendmsg` over up
+    /// to [`GATHER_MAX`] segments when more are queued, chunks and shared
+    /// `Bytes` mixed. Each chunk it reads is leased to the send by its own
+    /// pool request until the completion; each shared segment stays in the
+    /// queue (its `Bytes` clone alive) until then.
     fn submit_send(&mut self, conn: ConnId) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(conn.0) else {
             return Ok(());
         };
         let fd = Fd(c.fd.as_raw_fd());
-        let mut heads = [None; GATHER_MAX];
-        for (slot, head) in heads.iter_mut().zip(c.sendq.heads(GATHER_MAX)) {
-            *slot = Some(head);
-        }
         let mut spans = [(std::ptr::null::<u8>(), 0u32); GATHER_MAX];
+        let mut tickets = [None; GATHER_MAX];
         let mut n = 0;
-        for (h, offset, len) in heads.into_iter().flatten() {
-            match self.bufs.start_send(h, offset, len) {
-                Ok((ticket, span)) => {
-                    c.sendq.add_in_flight(ticket);
-                    spans[n] = (span.as_ptr(), span.len());
-                    n += 1;
-                }
-                Err(e) => {
-                    // End what was admitted: nothing is in flight yet.
-                    for t in c.sendq.take_in_flight() {
-                        self.bufs.send_done(t, true);
+        for head in c.sendq.heads(GATHER_MAX) {
+            spans[n] = match head {
+                Head::Chunk {
+                    handle,
+                    offset,
+                    len,
+                } => match self.bufs.start_send(handle, offset, len) {
+                    Ok((ticket, span)) => {
+                        tickets[n] = Some(ticket);
+                        (span.as_ptr(), span.len())
                     }
-                    return Err(io::Error::other(e.to_string()));
-                }
-            }
+                    Err(e) => {
+                        // End what was admitted: nothing is in flight yet.
+                        for t in tickets.iter().flatten() {
+                            self.bufs.send_done(*t, true);
+                        }
+                        return Err(io::Error::other(e.to_string()));
+                    }
+                },
+                // A longer rest goes out in pieces (a partial send).
+                Head::Shared(b) => (b.as_ptr(), b.len().min(u32::MAX as usize) as u32),
+            };
+            n += 1;
+        }
+        c.sendq.begin_flight(n);
+        for t in tickets.into_iter().flatten() {
+            c.sendq.add_in_flight(t);
         }
         c.ops += 1;
         let data = user_data(Op::Send, conn.0);
         let zc = self.config.send_zc_threshold;
         let e = if n == 1 && zc > 0 && spans[0].1 as usize >= zc {
-            // The chunk stays leased until the kernel's notification says
-            // it no longer reads it.
+            // The chunk stays leased (a shared segment queued) until the
+            // kernel's notification says it no longer reads it.
             self.stats.zc_sends += 1;
             opcode::SendZc::new(fd, spans[0].0, spans[0].1)
                 .flags(libc::MSG_NOSIGNAL)
@@ -1047,6 +1072,17 @@ impl Drop for Uring {
             .filter_map(|id| self.conns.get(id))
             .map(|c| c.ops)
             .sum();
+        if pending > 0 {
+            // A send may still read a shared segment after the ring closes:
+            // its memory is kept (leaked), as the pool keeps its chunks.
+            for id in self.conns.ids().collect::<Vec<_>>() {
+                if let Some(c) = self.conns.get_mut(id)
+                    && c.ops > 0
+                {
+                    c.sendq.abandon_shared();
+                }
+            }
+        }
         // Closing the ring ends every remaining operation.
         self.ring.take();
         if pending == 0 {

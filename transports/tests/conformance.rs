@@ -77,6 +77,7 @@ macro_rules! for_every_base {
 
 for_every_transport!(
     trn5_random_payloads_round_trip_unaltered_and_in_order,
+    trn5_shared_sends_interleave_with_owned_ones_unaltered,
     trn2_a_full_queue_is_buffer_full_until_room_returns,
     trn2_paused_reading_backpressures_the_sender_and_loses_nothing,
     trn3_connect_is_reported_as_connecting_then_up_and_accept_as_up,
@@ -128,6 +129,43 @@ fn trn5_random_payloads_round_trip_unaltered_and_in_order(base: Base, wrapped: b
         assert!(
             net.seen[CLIENT].got(*id) == payload.as_slice(),
             "{base:?}: bytes of {id:?} altered, reordered or mixed"
+        );
+    }
+}
+
+/// One `Bytes` of each size sent shared to two connections, between owned
+/// sends: each connection gets exactly its sequence (however the
+/// transport queues shared bytes: by reference or copied).
+fn trn5_shared_sends_interleave_with_owned_ones_unaltered(base: Base, wrapped: bool) {
+    let mut net = net(base, wrapped);
+    let mut rng = Rng(0x5a4e);
+    let shared: Vec<bytes::Bytes> = [1, 100, 600, 9_000]
+        .into_iter()
+        .map(|n| bytes::Bytes::from(rng.bytes(n)))
+        .collect();
+    let mut wants = Vec::new();
+    for round in 0..2u8 {
+        let (id, at_server) = net.connect();
+        let mut want = Vec::new();
+        for (i, b) in shared.iter().enumerate() {
+            let owned = vec![round ^ i as u8; 1 + rng.below(2_000)];
+            net.client.send(id, &owned).unwrap();
+            net.client.send_shared(id, b).unwrap();
+            want.extend_from_slice(&owned);
+            want.extend_from_slice(b);
+        }
+        assert_eq!(net.client.queued(id), want.len(), "{base:?}");
+        wants.push((at_server, want));
+    }
+    net.until("every sequence arrived", |n| {
+        wants
+            .iter()
+            .all(|(id, w)| n.seen[SERVER].got(*id).len() >= w.len())
+    });
+    for (id, want) in &wants {
+        assert!(
+            net.seen[SERVER].got(*id) == want.as_slice(),
+            "{base:?}: shared bytes of {id:?} altered, reordered or mixed"
         );
     }
 }
