@@ -21,6 +21,8 @@
 //! [`Transport`]: dtp_transports::Transport
 #![forbid(unsafe_code)]
 
+#[cfg(not(loom))]
+mod clock;
 mod control;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
@@ -34,6 +36,8 @@ mod service;
 mod shard;
 mod sync;
 
+#[cfg(not(loom))]
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
 #[cfg(not(loom))]
 pub use routed::{Routed, RoutedConn};

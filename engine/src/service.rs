@@ -51,6 +51,8 @@ pub struct Outbox<'a, U = ()> {
     pub(crate) close: bool,
     /// What the service tells its control-plane half.
     pub(crate) to_control: Vec<U>,
+    /// The shard's clock at this turn.
+    pub(crate) now: Instant,
 }
 
 /// The requests of one [`Outbox`] besides its frames.
@@ -63,11 +65,18 @@ pub(crate) struct Finished<U> {
 
 impl<'a, U> Outbox<'a, U> {
     /// An outbox appending to `buf`, with `room` bytes that may still be
-    /// queued and a send budget of `budget`: what a shard makes for every
-    /// callback, and what a test (or another driver) makes to call a
-    /// service directly.
-    pub fn new(buf: &'a mut BytesMut, limits: &'a Limits, room: usize, budget: usize) -> Self {
+    /// queued, a send budget of `budget`, at the time `now`: what a shard
+    /// makes for every callback, and what a test (or another driver) makes
+    /// to call a service directly.
+    pub fn new(
+        buf: &'a mut BytesMut,
+        limits: &'a Limits,
+        room: usize,
+        budget: usize,
+        now: Instant,
+    ) -> Self {
         Self {
+            now,
             buf,
             limits,
             room,
@@ -137,6 +146,13 @@ impl<'a, U> Outbox<'a, U> {
     /// that wrote its own.
     pub fn close(&mut self) {
         self.close = true;
+    }
+
+    /// The time now, by the shard's clock (read once per turn of its loop:
+    /// a service reads it here instead of a clock of its own, so that it
+    /// runs in a test's virtual time too).
+    pub fn now(&self) -> Instant {
+        self.now
     }
 
     /// Whether the service asked for the connection to be closed

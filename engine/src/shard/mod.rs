@@ -19,6 +19,7 @@ use crate::control::{Decision, Request, ShardLink};
 mod state;
 mod stream;
 
+use crate::clock::{Clock, SystemClock};
 use crate::runtime::ShardMetrics;
 use crate::service::{Ctl, InputMode, Origin, Outbox, Service};
 pub use state::Conns;
@@ -37,14 +38,15 @@ enum Input {
 }
 
 /// A core shard: owns a transport, a service and the connections between
-/// them.
-pub struct Shard<T: Transport, S: Service> {
+/// them, on a clock.
+pub struct Shard<T: Transport, S: Service, C: Clock = SystemClock> {
     service: S,
+    clock: C,
     core: Core<T, S::Conn, S::Up, S::Down>,
 }
 
 impl<T: Transport, S: Service> Shard<T, S> {
-    /// A shard over `driver` running `service`.
+    /// A shard over `driver` running `service`, on the system's clock.
     pub fn new(
         driver: T,
         service: S,
@@ -52,9 +54,33 @@ impl<T: Transport, S: Service> Shard<T, S> {
         max_send_queue: usize,
         metrics: Arc<ShardMetrics>,
     ) -> Self {
+        Self::on_clock(
+            driver,
+            service,
+            limits,
+            max_send_queue,
+            metrics,
+            SystemClock,
+        )
+    }
+}
+
+impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
+    /// A shard over `driver` running `service`, its time read from `clock`.
+    pub fn on_clock(
+        driver: T,
+        service: S,
+        limits: Limits,
+        max_send_queue: usize,
+        metrics: Arc<ShardMetrics>,
+        clock: C,
+    ) -> Self {
+        let now = clock.now();
         Self {
             service,
+            clock,
             core: Core {
+                now,
                 driver,
                 conns: Table {
                     slots: Vec::new(),
@@ -104,49 +130,22 @@ impl<T: Transport, S: Service> Shard<T, S> {
 
     /// Runs until `stop` is set, then closes every connection (sending what
     /// is queued) and returns once all are closed or `drain` has passed.
+    /// Between turns it sleeps in the transport's poll until the next
+    /// deadline, on a real clock; on a virtual one it never sleeps.
     pub fn run(&mut self, stop: &AtomicBool, drain: Duration) -> io::Result<()> {
-        let mut next_tick = self.tick(Instant::now());
+        self.core.now = self.clock.now();
+        let mut next = self.tick(self.core.now);
         let mut drain_deadline = None;
         loop {
-            let now = Instant::now();
-            let next = match (next_tick, self.core.next_timer()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let now = self.clock.now();
             let timeout = match (drain_deadline, next) {
                 (Some(_), _) => Some(Duration::from_millis(10)),
+                _ if !self.clock.is_real() => Some(Duration::ZERO),
                 (None, Some(t)) => Some(t.saturating_duration_since(now)),
                 (None, None) => None,
             };
-            // Announce sleep on the decision ring; sleep only if still empty.
-            let may_sleep = self
-                .core
-                .control
-                .as_mut()
-                .is_none_or(|link| link.decisions.prepare_park());
-            let timeout = if !may_sleep {
-                Some(Duration::ZERO)
-            } else if !self.core.backlog.is_empty() {
-                // The control thread frees ring slots without waking us (we
-                // are its producer): look again soon.
-                Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)))
-            } else {
-                timeout
-            };
-            self.core.driver.poll(&mut self.core.events, timeout)?;
-            if let Some(link) = &mut self.core.control {
-                link.decisions.cancel_park();
-            }
-            let mut events = std::mem::take(&mut self.core.events);
-            for e in events.drain(..) {
-                self.handle(e);
-            }
-            self.core.events = events;
-            self.control_turn();
-            let now = Instant::now();
-            self.fire_timers(now);
-            next_tick = self.tick(now);
-            self.core.publish_metrics();
+            next = self.turn(timeout)?;
+            let now = self.core.now;
             if stop.load(Ordering::Acquire) && drain_deadline.is_none() {
                 self.core.stopping = true;
                 drain_deadline = Some(now + drain);
@@ -167,6 +166,49 @@ impl<T: Transport, S: Service> Shard<T, S> {
                 return Ok(());
             }
         }
+    }
+
+    /// One turn of the loop: polls the transport (waiting up to `timeout`,
+    /// less when the control rings need it), reads the clock, handles what
+    /// happened, exchanges requests and decisions with the control thread,
+    /// fires the connections' timers and ticks the service. Returns the
+    /// next deadline (a timer or the service's tick). A test drives a shard
+    /// on a [`ManualClock`](crate::ManualClock) turn by turn.
+    pub fn turn(&mut self, timeout: Option<Duration>) -> io::Result<Option<Instant>> {
+        // Announce sleep on the decision ring; sleep only if still empty.
+        let may_sleep = self
+            .core
+            .control
+            .as_mut()
+            .is_none_or(|link| link.decisions.prepare_park());
+        let timeout = if !may_sleep {
+            Some(Duration::ZERO)
+        } else if !self.core.backlog.is_empty() {
+            // The control thread frees ring slots without waking us (we
+            // are its producer): look again soon.
+            Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)))
+        } else {
+            timeout
+        };
+        self.core.driver.poll(&mut self.core.events, timeout)?;
+        if let Some(link) = &mut self.core.control {
+            link.decisions.cancel_park();
+        }
+        self.core.now = self.clock.now();
+        let mut events = std::mem::take(&mut self.core.events);
+        for e in events.drain(..) {
+            self.handle(e);
+        }
+        self.core.events = events;
+        self.control_turn();
+        let now = self.core.now;
+        self.fire_timers(now);
+        let next_tick = self.tick(now);
+        self.core.publish_metrics();
+        Ok(match (next_tick, self.core.next_timer()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     /// Sends what waits for the control ring, resumes connections that
@@ -304,7 +346,13 @@ impl<T: Transport, S: Service> Shard<T, S> {
         self.core.tell_control(Request::Up { conn });
         self.core.out.clear();
         let budget = self.core.max_send_queue;
-        let mut outbox = Outbox::new(&mut self.core.out, &self.core.limits, budget, budget);
+        let mut outbox = Outbox::new(
+            &mut self.core.out,
+            &self.core.limits,
+            budget,
+            budget,
+            self.core.now,
+        );
         let app = self.service.open(conn, origin, &mut outbox);
         let done = outbox.finish();
         let slot = Slot {
@@ -415,6 +463,7 @@ impl<T: Transport, S: Service> Shard<T, S> {
                         &self.core.limits,
                         room,
                         self.core.max_send_queue,
+                        self.core.now,
                     );
                     let result = match input {
                         Input::Wire(w) => self.service.frame_wire(&mut slot.app, w, &mut outbox),
@@ -489,6 +538,7 @@ impl<T: Transport, S: Service> Shard<T, S> {
                 &self.core.limits,
                 room,
                 self.core.max_send_queue,
+                self.core.now,
             );
             self.service.timeout(&mut slot.app, now, &mut outbox);
             let done = outbox.finish();
@@ -535,6 +585,7 @@ impl<T: Transport, S: Service> Shard<T, S> {
             &self.core.limits,
             room,
             self.core.max_send_queue,
+            self.core.now,
         );
         self.service.writable(&mut slot.app, &mut outbox);
         let done = outbox.finish();

@@ -79,6 +79,9 @@ const SEND_PIECE: usize = 256 * 1024;
 /// `D`: its messages to and from the control thread).
 pub(super) struct Core<T, C, U, D> {
     pub(super) driver: T,
+    /// The clock's reading at this turn of the loop: every callback of the
+    /// turn sees it ([`Outbox::now`]).
+    pub(super) now: Instant,
     pub(super) conns: Table<C>,
     pub(super) decoder: FrameDecoder,
     pub(super) limits: Limits,
@@ -340,7 +343,13 @@ impl<T: Transport, C, U, D> Conns<'_, T, C, U, D> {
         let room = core
             .max_send_queue
             .saturating_sub(queued + slot.pending.len());
-        let mut outbox = Outbox::new(&mut core.out, &core.limits, room, core.max_send_queue);
+        let mut outbox = Outbox::new(
+            &mut core.out,
+            &core.limits,
+            room,
+            core.max_send_queue,
+            core.now,
+        );
         let r = f(&mut slot.app, &mut outbox);
         let done = outbox.finish();
         core.after(conn, done);

@@ -8,7 +8,7 @@ use dtp_transports::{ConnId, RecvBuf, Transport};
 use super::Shard;
 use crate::service::{Outbox, Service};
 
-impl<T: Transport, S: Service> Shard<T, S> {
+impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
     /// Hands `data` (after any input held back by a pause) to the service.
     /// Reading pauses while the connection's send queue is at half its
     /// budget or more, until the driver reports it writable; an error of
@@ -31,7 +31,13 @@ impl<T: Transport, S: Service> Shard<T, S> {
             return;
         }
         let room = core.max_send_queue.saturating_sub(queued);
-        let mut outbox = Outbox::new(&mut core.out, &core.limits, room, core.max_send_queue);
+        let mut outbox = Outbox::new(
+            &mut core.out,
+            &core.limits,
+            room,
+            core.max_send_queue,
+            core.now,
+        );
         let result = self.service.bytes(&mut slot.app, data, &mut outbox);
         let mut done = outbox.finish();
         if queued + slot.pending.len() + core.out.len() >= core.max_send_queue / 2 && !slot.paused {

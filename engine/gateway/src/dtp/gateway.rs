@@ -224,7 +224,7 @@ impl<A: DtpApp> DtpGateway<A> {
             // the connection's end; the message has no session to go on.
             tracing::debug!(error = %e, "a control message found no session");
         }
-        self.drive(c, out, Instant::now());
+        self.drive(c, out, out.now());
     }
 }
 
@@ -240,7 +240,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
     type Down = GatewayDown;
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_, GatewayUp>) -> Self::Conn {
-        let now = Instant::now();
+        let now = out.now();
         let rng = self.rng.clone();
         let mut fill = |b: &mut [u8]| {
             if rng.fill(b).is_err() {
@@ -290,7 +290,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
             out.close();
             return Ok(());
         };
-        let now = Instant::now();
+        let now = out.now();
         c.endpoint.handle_frame(wire, now);
         self.drive(c, out, now);
         Ok(())
@@ -327,7 +327,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
 
     fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, GatewayUp>) {
         if let Some(c) = state {
-            self.drive(c, out, Instant::now());
+            self.drive(c, out, out.now());
         }
     }
 

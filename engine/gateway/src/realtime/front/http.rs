@@ -71,7 +71,7 @@ impl RealtimeFront {
         if c.input.is_empty() {
             c.input = bytes::BytesMut::new(); // hold nothing between requests
         }
-        out.set_timer(Some(Instant::now() + self.config.limits.idle_timeout));
+        out.set_timer(Some(out.now() + self.config.limits.idle_timeout));
         self.route(c, &head, body, out);
         Ok(matches!(c.phase, Phase::Http))
     }
@@ -327,7 +327,7 @@ impl RealtimeFront {
         let Some(client) = self.authorise(c, head, stream, Need::Read, out) else {
             return;
         };
-        if let Some(wait) = self.poll_rate_limited(client, Instant::now()) {
+        if let Some(wait) = self.poll_rate_limited(client, out.now()) {
             let secs = wait.as_secs().max(1).to_string();
             let message = format!("too many snapshot polls; retry after {secs} s");
             let why = (429, FailureKind::RateLimited, message.as_str());

@@ -284,7 +284,7 @@ impl Service for RealtimeFront {
     type Down = GatewayDown;
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_, GatewayUp>) -> RtConn {
-        out.set_timer(Some(Instant::now() + self.config.limits.idle_timeout));
+        out.set_timer(Some(out.now() + self.config.limits.idle_timeout));
         self.metrics.opened();
         RtConn {
             id: conn,
@@ -407,7 +407,7 @@ mod tests {
     /// Feeds `request` to a fresh connection of `front`; what it answered.
     fn serve(front: &mut RealtimeFront, request: &[u8]) -> (String, bool) {
         let (mut buf, limits) = (BytesMut::new(), Limits::default());
-        let mut out = Outbox::new(&mut buf, &limits, 1 << 20, 1 << 20);
+        let mut out = Outbox::new(&mut buf, &limits, 1 << 20, 1 << 20, Instant::now());
         let mut c = front.open(
             ConnId::from_u64(1),
             Origin::Accepted { listener: 0 },

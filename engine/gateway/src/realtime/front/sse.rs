@@ -106,7 +106,7 @@ impl RealtimeFront {
             first.extend_from_slice(&ev.sse);
         }
         chunk(out, &first);
-        out.set_timer(Some(Instant::now() + limits.sse_heartbeat));
+        out.set_timer(Some(out.now() + limits.sse_heartbeat));
         self.index.stream(stream).insert((c.id, 0));
         c.phase = Phase::Sse(SseState {
             stream: Some(stream),

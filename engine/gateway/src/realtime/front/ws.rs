@@ -264,7 +264,7 @@ impl RealtimeFront {
             Some(n) if echo => n,
             _ => limits.max_message,
         };
-        let now = Instant::now();
+        let now = out.now();
         if !echo {
             self.serial += 1;
             let ms = |d: std::time::Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
@@ -319,7 +319,7 @@ impl RealtimeFront {
                 }
                 Ok((used, msg)) => {
                     c.input.advance(used);
-                    w.last_input = Instant::now();
+                    w.last_input = out.now();
                     if let Some(msg) = msg {
                         self.ws_message(c, msg, out);
                     }
