@@ -174,8 +174,32 @@ fn one_line_error(out: &Output, code: i32) -> String {
     err
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+fn keys() -> Keys {
+    Keys::new(41, "bench-fay", &[("bench", &[AccessMode::Read])])
+}
+
+/// Writes the Fay's key and credential of `keys` into `dir`: the `dtp
+/// load` arguments that use them (`--dtp`, the files, the terminal pinned).
+fn fay_args(dir: &Path, keys: &Keys) -> Vec<String> {
+    let (key, credential) = (dir.join("fay.key"), dir.join("fay.cred"));
+    std::fs::write(&key, keys.fay.to_text()).unwrap();
+    std::fs::write(&credential, keys.credential.to_text()).unwrap();
+    let pin: String = keys
+        .terminal
+        .public()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    [
+        "--dtp".to_owned(),
+        "--fay-key".to_owned(),
+        key.display().to_string(),
+        "--credential".to_owned(),
+        credential.display().to_string(),
+        "--pin-terminal".to_owned(),
+        pin,
+    ]
+    .into()
 }
 
 /// SPEC TRN-1: the DTP protocol over a Unix socket, through the built
@@ -186,12 +210,9 @@ fn hex(bytes: &[u8]) -> String {
 fn dtp_stream_over_a_unix_socket_delivers_every_fragment_on_both_backends() {
     let scratch = Scratch::new("unix-dtp");
     let dir = &scratch.0;
-    let keys = Keys::new(41, "bench-fay", &[("bench", &[AccessMode::Read])]);
+    let keys = keys();
     let section = keys.write_files(dir).dtp_section("");
-    std::fs::write(dir.join("fay.key"), keys.fay.to_text()).unwrap();
-    std::fs::write(dir.join("fay.cred"), keys.credential.to_text()).unwrap();
-    let (fay_key, credential) = (dir.join("fay.key"), dir.join("fay.cred"));
-    let pin = hex(keys.terminal.public());
+    let fay = fay_args(dir, &keys);
     for (backend, name) in BACKENDS {
         let path = dir.join(format!("dtp-{backend}.sock"));
         let serve = UnixServe::start(&config(dir, backend, &path, backend, &section), &path);
@@ -205,20 +226,17 @@ fn dtp_stream_over_a_unix_socket_delivers_every_fragment_on_both_backends() {
             &path,
             backend,
             &[
-                "--dtp",
-                "--fay-key",
-                &fay_key.display().to_string(),
-                "--credential",
-                &credential.display().to_string(),
-                "--pin-terminal",
-                &pin,
-                "--workload",
-                "stream",
-                "--connections",
-                "2",
-                "--duration",
-                "3",
-            ],
+                &fay.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                &[
+                    "--workload",
+                    "stream",
+                    "--connections",
+                    "2",
+                    "--duration",
+                    "3",
+                ][..],
+            ]
+            .concat(),
         );
         let dtp = &v["dtp"];
         let sent = dtp["sent"].as_u64().unwrap();
@@ -346,8 +364,9 @@ fn a_stale_socket_file_of_a_killed_gateway_is_replaced() {
     }
 }
 
-/// `dtp load` on a Unix path nobody listens on fails as on a refused TCP
-/// connect: the same exit status, one line saying nothing listens there.
+/// `dtp load` (plaintext and `--dtp`) on a Unix path nobody listens on
+/// fails as on a refused TCP connect: the same exit status, one line saying
+/// nothing listens there.
 #[test]
 fn a_load_on_a_unix_path_nobody_listens_on_says_so() {
     let scratch = Scratch::new("unix-nowhere");
@@ -363,12 +382,17 @@ fn a_load_on_a_unix_path_nobody_listens_on_says_so() {
         .unwrap();
     let tcp_err = one_line_error(&tcp, 1);
     assert!(tcp_err.contains("nothing listens on"), "{tcp_err}");
+    let fay = fay_args(&scratch.0, &keys());
+    let dtp_args: Vec<&str> = fay.iter().map(String::as_str).collect();
     for path in [Path::new("/nowhere.sock"), &scratch.0.join("nowhere.sock")] {
-        let out = load(path, "auto", &["--duration", "0.5"]);
-        let err = one_line_error(&out, tcp.status.code().unwrap());
-        assert!(
-            err.contains(&format!("nothing listens on unix:{}", path.display())),
-            "{err}"
-        );
+        // The plaintext protocol, then DTP.
+        for extra in [&[][..], &dtp_args] {
+            let out = load(path, "auto", &[&["--duration", "0.5"][..], extra].concat());
+            let err = one_line_error(&out, tcp.status.code().unwrap());
+            assert!(
+                err.contains(&format!("nothing listens on unix:{}", path.display())),
+                "{extra:?}: {err}"
+            );
+        }
     }
 }
