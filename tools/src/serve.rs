@@ -8,6 +8,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dtp_bench::dtp_workload::DtpResponder;
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Listener, Routed, Service};
@@ -257,6 +258,63 @@ fn port_error(key: &str, addr: SocketAddr, e: &std::io::Error) -> CliError {
     }
 }
 
+/// A Unix socket path this gateway can listen on, or why not, naming its
+/// key and path: a folder that does not exist is `NOT_FOUND` (exit status
+/// 2, as for any file named that does not exist), a socket another process
+/// accepts on is `ADDRESS_IN_USE` and a file that is not a socket is in
+/// the way (exit status 1). A socket nobody accepts on (its gateway was
+/// killed) passes: the shard that binds it replaces it.
+fn check_unix_path(key: &str, path: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::FileTypeExt;
+    let at = format!("unix:{}", path.display());
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(CliError::usage(
+            "NOT_FOUND",
+            format_args!(
+                "{key} {at}: the folder {} does not exist (create it or choose another path)",
+                folder.display()
+            ),
+        ));
+    }
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !meta.file_type().is_socket() {
+        return Err(CliError::Io(format!(
+            "{key} {at}: a file that is not a socket is there (remove it or choose another path)"
+        )));
+    }
+    // A gateway on io_uring that was just killed still takes connections
+    // for a few milliseconds after it exited (the kernel closes its rings,
+    // and with them the socket, later): asked again, a dying socket soon
+    // refuses, a live one keeps taking them.
+    let deadline = Instant::now() + DYING_SOCKET_WAIT;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            Ok(_) => {
+                return Err(CliError::Io(format!(
+                    "ADDRESS_IN_USE {key} {at} is already in use (another process listens there: stop it or choose another path)"
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
+            Err(e) => return Err(CliError::Io(format!("{key} {at}: {e}"))),
+        }
+    }
+}
+
+/// How long a Unix socket that takes connections may be a dying one (see
+/// [`check_unix_path`]) before it counts as another process's.
+const DYING_SOCKET_WAIT: Duration = Duration::from_secs(1);
+
 /// A port this gateway holds, and the key that names it.
 type Port = (&'static str, SocketAddr);
 
@@ -268,8 +326,13 @@ fn claim_ports(
     engine: &EngineConfig,
     realtime: Option<&RealtimeParts>,
 ) -> Result<(Vec<Port>, Option<std::net::TcpListener>), CliError> {
-    // Unix sockets are checked by the shards as they bind (a live socket
-    // at the path is refused, a stale one replaced).
+    // Unix sockets: the folder must exist and no live gateway hold the
+    // path; a stale socket file is left for the shards to replace.
+    for listener in &engine.listen {
+        if let dtp_transports::Endpoint::Unix(path) = &listener.at {
+            check_unix_path("engine.listen", path)?;
+        }
+    }
     let mut ports: Vec<Port> = engine
         .listen
         .iter()

@@ -248,7 +248,7 @@ impl Drop for Serve {
 }
 
 /// Sends SIGTERM to `pid`; whether `kill` succeeded.
-fn sigterm(pid: u32) -> bool {
+pub(crate) fn sigterm(pid: u32) -> bool {
     Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
