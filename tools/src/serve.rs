@@ -8,7 +8,6 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use dtp_bench::dtp_workload::DtpResponder;
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Listener, Routed, Service};
@@ -288,32 +287,16 @@ fn check_unix_path(key: &str, path: &Path) -> Result<(), CliError> {
             "{key} {at}: a file that is not a socket is there (remove it or choose another path)"
         )));
     }
-    // A gateway on io_uring that was just killed still takes connections
-    // for a few milliseconds after it exited (the kernel closes its rings,
-    // and with them the socket, later): asked again, a dying socket soon
-    // refuses, a live one keeps taking them.
-    let deadline = Instant::now() + DYING_SOCKET_WAIT;
-    let mut pause = Duration::from_millis(5);
-    loop {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) if Instant::now() < deadline => {
-                std::thread::sleep(pause);
-                pause *= 2;
-            }
-            Ok(_) => {
-                return Err(CliError::Io(format!(
-                    "ADDRESS_IN_USE {key} {at} is already in use (another process listens there: stop it or choose another path)"
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
-            Err(e) => return Err(CliError::Io(format!("{key} {at}: {e}"))),
-        }
+    // A socket left by a gateway that is gone (killed) is replaced by the
+    // shard that binds the path; one whose process lives is refused.
+    match dtp_transports::probe_unix(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(CliError::Io(format!(
+            "ADDRESS_IN_USE {key} {at} is already in use (another process listens there: stop it or choose another path)"
+        ))),
+        Err(e) => Err(CliError::Io(format!("{key} {at}: {e}"))),
     }
 }
-
-/// How long a Unix socket that takes connections may be a dying one (see
-/// [`check_unix_path`]) before it counts as another process's.
-const DYING_SOCKET_WAIT: Duration = Duration::from_secs(1);
 
 /// A port this gateway holds, and the key that names it.
 type Port = (&'static str, SocketAddr);

@@ -320,10 +320,11 @@ impl Driver {
             (BackendPreference::Auto, Some("uring" | "io_uring")) => {
                 (BackendPreference::Uring, "DTP_IO_BACKEND=uring")
             }
+            (BackendPreference::Auto, Some("auto") | None) => (BackendPreference::Auto, "auto"),
             (BackendPreference::Auto, Some(other)) => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("DTP_IO_BACKEND={other}: expected `uring` or `epoll`"),
+                    format!("DTP_IO_BACKEND={other}: expected `auto`, `uring` or `epoll`"),
                 ));
             }
             (p, _) => (p, "configured"),

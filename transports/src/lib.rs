@@ -52,7 +52,7 @@ pub use lent::RecvBuf;
 pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
 pub use sendq::SendError;
 pub use slots::SlotId;
-pub use socket::{foreign_listeners, probe_listen};
+pub use socket::{foreign_listeners, probe_listen, probe_unix};
 pub use transport::{Callbacks, ConnectionState, Event, Transport, TransportError};
 pub use uring::Uring;
 

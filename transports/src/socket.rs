@@ -113,8 +113,8 @@ pub(crate) fn listen(
 }
 
 /// A listening Unix stream socket at `path` (close-on-exec). A socket file
-/// already there that nobody accepts on (its process is gone) is removed
-/// first; one that is alive is `AddrInUse`.
+/// already there that no live process listens on ([`probe_unix`]) is
+/// removed first; one that is alive is `AddrInUse`.
 fn unix_listener(path: &Path) -> io::Result<Socket> {
     let addr = SockAddr::unix(path)?;
     let bind = || -> io::Result<Socket> {
@@ -125,16 +125,11 @@ fn unix_listener(path: &Path) -> io::Result<Socket> {
     };
     match bind() {
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
-            let probe = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
             let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| {
                 use std::os::unix::fs::FileTypeExt;
                 m.file_type().is_socket()
             });
-            if is_socket
-                && probe
-                    .connect(&addr)
-                    .is_err_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED))
-            {
+            if is_socket && probe_unix(path).is_ok() {
                 std::fs::remove_file(path)?;
                 bind()
             } else {
@@ -143,6 +138,69 @@ fn unix_listener(path: &Path) -> io::Result<Socket> {
         }
         other => other,
     }
+}
+
+/// Whether `path` is free to listen on for this process: `Ok` when nothing
+/// is there, or a socket file nobody accepts on, or one whose listener's
+/// process is gone (a gateway on io_uring that was killed keeps accepting
+/// for some milliseconds after it exited, until the kernel closes its
+/// rings: the listener's process, read with `SO_PEERCRED`, tells). A live
+/// listener of another process, or of this one, is `AddrInUse`.
+pub fn probe_unix(path: &Path) -> io::Result<()> {
+    let probe = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+    match probe.connect(&SockAddr::unix(path)?) {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ECONNREFUSED) | Some(libc::ENOENT)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+        Ok(()) => match listener_pid(&probe) {
+            Some(pid) if !process_alive(pid) => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("{}: another process listens there", path.display()),
+            )),
+        },
+    }
+}
+
+/// The process that made the listener `connected` is connected to (its
+/// credentials are taken when it listens), if the kernel says.
+fn listener_pid(connected: &Socket) -> Option<libc::pid_t> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are live locals of the size SO_PEERCRED
+    // writes; the fd is the open socket `connected` owns.
+    let rc = unsafe {
+        libc::getsockopt(
+            connected.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+/// Whether process `pid` exists (a zombie counts as gone: it holds no
+/// sockets of its own any more).
+fn process_alive(pid: libc::pid_t) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
 }
 
 /// An outgoing stream socket for `to` and its address, non-blocking when
