@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use dtp_codec::{ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
 use dtp_transports::{CloseReason, ConnId, Endpoint, RecvBuf};
 
@@ -53,6 +53,12 @@ pub struct Outbox<'a, U = ()> {
     pub(crate) to_control: Vec<U>,
     /// The shard's clock at this turn.
     pub(crate) now: Instant,
+    /// Shared bytes queued by reference ([`Outbox::send_shared`]), each
+    /// with the length of `buf` when it was queued: it goes out after
+    /// that many bytes of the batch.
+    pub(crate) shared: Vec<(usize, Bytes)>,
+    /// Their total length.
+    pub(crate) shared_len: usize,
 }
 
 /// The requests of one [`Outbox`] besides its frames.
@@ -61,6 +67,7 @@ pub(crate) struct Finished<U> {
     pub(crate) timer: Option<Option<Instant>>,
     pub(crate) close: bool,
     pub(crate) to_control: Vec<U>,
+    pub(crate) shared: Vec<(usize, Bytes)>,
 }
 
 impl<'a, U> Outbox<'a, U> {
@@ -77,6 +84,8 @@ impl<'a, U> Outbox<'a, U> {
     ) -> Self {
         Self {
             now,
+            shared: Vec::new(),
+            shared_len: 0,
             buf,
             limits,
             room,
@@ -95,6 +104,7 @@ impl<'a, U> Outbox<'a, U> {
             timer: self.timer,
             close: self.close,
             to_control: self.to_control,
+            shared: self.shared,
         }
     }
 
@@ -120,6 +130,25 @@ impl<'a, U> Outbox<'a, U> {
         frame
             .encode(self.buf, self.limits)
             .map_err(|_| ErrorCode::LIMIT_EXCEEDED)?;
+        Ok(())
+    }
+
+    /// Queues `bytes` after what the batch holds so far, by reference: the
+    /// same [`Bytes`] queued on many connections (an event fanned out to
+    /// every subscriber) is not copied per connection where the transport
+    /// can send it as it is ([`Transport::send_shared`]). Bytes written to
+    /// [`Outbox::wire`] afterwards go out after it. `BUFFER_FULL` when the
+    /// connection's send budget has no room for it.
+    ///
+    /// [`Transport::send_shared`]: dtp_transports::Transport::send_shared
+    pub fn send_shared(&mut self, bytes: &Bytes) -> Result<(), ErrorCode> {
+        if bytes.len() > self.room() {
+            return Err(ErrorCode::BUFFER_FULL);
+        }
+        if !bytes.is_empty() {
+            self.shared.push((self.buf.len(), bytes.clone()));
+            self.shared_len += bytes.len();
+        }
         Ok(())
     }
 
@@ -163,7 +192,7 @@ impl<'a, U> Outbox<'a, U> {
 
     /// Bytes that may still be queued on this connection now.
     pub fn room(&self) -> usize {
-        self.room.saturating_sub(self.buf.len())
+        self.room.saturating_sub(self.buf.len() + self.shared_len)
     }
 
     /// Bytes queued on the connection and not yet sent, this batch

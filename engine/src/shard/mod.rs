@@ -401,6 +401,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         let mut timer = None;
         let mut close = false;
         let mut to_control = Vec::new();
+        let mut shared_out = Vec::new();
         let wire = self.service.input_mode(&slot.app) == InputMode::Wire;
         // Frames are split off `data` itself for a service that wants wire
         // bytes (it decrypts them in place, in the receive chunk), and
@@ -473,6 +474,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                     held_back |= done.wants_writable;
                     timer = done.timer.or(timer);
                     to_control.extend(done.to_control);
+                    shared_out.extend(done.shared);
                     if done.close {
                         close = true;
                         break;
@@ -503,7 +505,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         }
         self.core.set_timer(conn, timer);
         self.core.forward_to_control(conn, to_control);
-        self.core.flush(conn);
+        self.core.flush(conn, shared_out);
         if held_back {
             self.core.driver.want_writable(conn);
         }

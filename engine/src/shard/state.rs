@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
 use dtp_transports::{ConnId, Event, ListenerId, Transport};
 
@@ -141,7 +141,7 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
     pub(super) fn after(&mut self, conn: ConnId, done: Finished<U>) {
         self.set_timer(conn, done.timer);
         self.forward_to_control(conn, done.to_control);
-        self.flush(conn);
+        self.flush(conn, done.shared);
         if done.wants_writable {
             self.driver.want_writable(conn);
         }
@@ -226,34 +226,62 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         None
     }
 
-    /// Sends the current batch; what the driver refuses waits in `pending`.
-    pub(super) fn flush(&mut self, conn: ConnId) {
-        if self.out.is_empty() {
+    /// Sends the current batch, with the shared bytes queued among it
+    /// (each after the batch's first `offset` bytes); what the transport
+    /// refuses waits in `pending`.
+    pub(super) fn flush(&mut self, conn: ConnId, shared: Vec<(usize, Bytes)>) {
+        if self.out.is_empty() && shared.is_empty() {
             return;
         }
         let out = std::mem::take(&mut self.out);
-        let backed_up = self
+        let mut backed_up = self
             .conns
             .get_mut(conn)
             .is_some_and(|slot| !slot.pending.is_empty());
-        let sent = if backed_up {
-            0
-        } else {
-            self.send_some(conn, &out)
-        };
+        // Bytes that had to wait in `pending`, this batch.
+        let mut waiting = 0;
+        let mut start = 0;
+        let mut shared = shared.into_iter();
+        loop {
+            let next = shared.next();
+            let end = next.as_ref().map_or(out.len(), |(offset, _)| *offset);
+            let piece = &out[start..end];
+            let sent = if backed_up {
+                0
+            } else {
+                self.send_some(conn, piece)
+            };
+            if sent < piece.len() {
+                backed_up = true;
+                waiting += piece.len() - sent;
+                self.hold(conn, &piece[sent..]);
+            }
+            start = end;
+            let Some((_, bytes)) = next else {
+                break;
+            };
+            if backed_up || self.driver.send_shared(conn, &bytes).is_err() {
+                // Behind bytes that wait, or refused: it waits too, copied
+                // (it must keep its place in the stream).
+                if !backed_up {
+                    self.driver.want_writable(conn);
+                }
+                backed_up = true;
+                waiting += bytes.len();
+                self.hold(conn, &bytes);
+            }
+        }
         let budget_left = self.max_send_queue.saturating_sub(self.driver.queued(conn));
-        if sent < out.len()
+        if waiting > 0
             && let Some(slot) = self.conns.get_mut(conn)
         {
-            slot.pending.extend_from_slice(&out[sent..]);
             // Reading pauses when the connection's own budget is used up or
             // its backlog reaches half of it. A send refused only because the
             // core's send chunks ran out for the moment (a fan-out to many
             // connections at once) does not pause it: the connection gets
             // Writable when chunks come back, and cancelling and re-arming
             // its receive would cost more than the wait.
-            let over =
-                budget_left < out.len() - sent || slot.pending.len() >= self.max_send_queue / 2;
+            let over = budget_left < waiting || slot.pending.len() >= self.max_send_queue / 2;
             if over && !slot.paused {
                 slot.paused = true;
                 self.driver.pause_reading(conn);
@@ -262,6 +290,13 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         }
         self.out = out;
         self.out.clear();
+    }
+
+    /// Keeps `bytes` in `conn`'s `pending`, sent first when it is writable.
+    fn hold(&mut self, conn: ConnId, bytes: &[u8]) {
+        if let Some(slot) = self.conns.get_mut(conn) {
+            slot.pending.extend_from_slice(bytes);
+        }
     }
 
     /// Queues as much of `bytes` as the connection's send budget takes now

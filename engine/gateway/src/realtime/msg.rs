@@ -27,7 +27,9 @@ pub struct RtEvent {
     pub sequence: u64,
     /// The envelope (REALTIME_EVENT_V1) as JSON (SPEC RT-3).
     pub envelope: Bytes,
-    /// The SSE event block carrying the envelope (SPEC RT-8), ready to send.
+    /// The SSE event block carrying the envelope (SPEC RT-8), framed as one
+    /// HTTP/1.1 chunk of an SSE response, ready to send: one allocation
+    /// queued by reference on every subscriber's connection.
     pub sse: Bytes,
 }
 

@@ -305,11 +305,15 @@ impl<C: Clock> RealtimePlane<C> {
                     write_sse_event(&mut sse, at.cursor.as_deref(), &envelope)
                         .map_err(|_| RtRefusal::TooLarge)
                 });
+            // Framed as a chunk of the SSE response once, here, instead of
+            // once per subscriber on the shards.
+            let mut chunk = BytesMut::with_capacity(sse.len() + 20);
+            dtp_codec::http::write_chunk(&mut chunk, &sse);
             let event = Arc::new(RtEvent {
                 stream: n,
                 sequence: at.sequence,
                 envelope: envelope.freeze(),
-                sse: sse.freeze(),
+                sse: chunk.freeze(),
             });
             made = Some(event.clone());
             Stored(event)

@@ -50,7 +50,7 @@ impl SseState {
             self.stream = None;
             return false;
         }
-        chunk(out, &ev.sse);
+        send_event(out, ev);
         true
     }
 
@@ -63,6 +63,16 @@ impl SseState {
     ) {
         chunk(out, b": heartbeat\n\n");
         out.set_timer(Some(now + limits.sse_heartbeat));
+    }
+}
+
+/// Queues `ev`'s SSE block (already framed as a chunk) by reference: it is
+/// the same for every subscriber. Past the connection's send budget it is
+/// written into the batch instead, as every block was before blocks were
+/// shared (the outbound ceiling is checked by the caller, for live events).
+fn send_event(out: &mut Outbox<'_, GatewayUp>, ev: &RtEvent) {
+    if out.send_shared(&ev.sse).is_err() {
+        out.wire().extend_from_slice(&ev.sse);
     }
 }
 
@@ -102,10 +112,10 @@ impl RealtimeFront {
                 tracing::error!("an SSE control block could not be written");
             }
         }
-        for ev in replay {
-            first.extend_from_slice(&ev.sse);
-        }
         chunk(out, &first);
+        for ev in replay {
+            send_event(out, ev);
+        }
         out.set_timer(Some(out.now() + limits.sse_heartbeat));
         self.index.stream(stream).insert((c.id, 0));
         c.phase = Phase::Sse(SseState {
