@@ -179,7 +179,7 @@ impl ControlWaker {
     }
 
     /// Whether a wake came since the last call (clearing it).
-    fn take(&self) -> bool {
+    pub(crate) fn take(&self) -> bool {
         self.inner.woken.swap(false, Ordering::Acquire)
     }
 }
@@ -291,32 +291,14 @@ pub(crate) fn run<U: 'static, D: 'static>(
     // wake, and must not wait for the next request to be seen.
     let mut deadline: Option<Instant> = Some(Instant::now());
     loop {
-        let mut worked = false;
-        let saturated = links.iter().any(|l| l.held.len() >= HELD_CAP);
-        for shard in 0..links.len() {
-            // Decisions held back for a full ring go first.
-            if !flush_held(&mut links[shard], &metrics) {
-                metrics.decision_ring_full.fetch_add(1, Ordering::Relaxed);
-                continue; // backpressure: take nothing more from this shard now
-            }
-            if saturated {
-                continue;
-            }
-            batch.clear();
-            links[shard].requests.pop_batch(&mut batch, BATCH);
-            if batch.is_empty() {
-                continue;
-            }
-            worked = true;
-            metrics
-                .requests
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            let now = Instant::now();
-            for r in batch.drain(..) {
-                plane.handle(shard, r, now, &mut out);
-            }
-            route(&mut links, &mut out, &metrics);
-        }
+        let worked = serve_requests(
+            &mut *plane,
+            &mut links,
+            &mut batch,
+            &mut out,
+            &metrics,
+            Instant::now,
+        );
         let now = Instant::now();
         // Read on every turn, before any park: a wake that comes after this
         // read unparks the park below (or the next one) and is read then.
@@ -369,6 +351,47 @@ pub(crate) fn run<U: 'static, D: 'static>(
     }
 }
 
+/// Takes a batch of requests from every shard whose decision ring has
+/// room, hands them to `plane` and routes its decisions; true when any
+/// request was taken. While one shard's held decisions pile up, no shard's
+/// requests are taken (bounded memory).
+pub(crate) fn serve_requests<U: 'static, D: 'static>(
+    plane: &mut dyn ControlPlane<U, D>,
+    links: &mut [ControlLink<U, D>],
+    batch: &mut Vec<Request<U>>,
+    out: &mut Vec<(usize, Decision<D>)>,
+    metrics: &ControlMetrics,
+    clock: impl Fn() -> Instant,
+) -> bool {
+    let mut worked = false;
+    let saturated = links.iter().any(|l| l.held.len() >= HELD_CAP);
+    for shard in 0..links.len() {
+        // Decisions held back for a full ring go first.
+        if !flush_held(&mut links[shard], metrics) {
+            metrics.decision_ring_full.fetch_add(1, Ordering::Relaxed);
+            continue; // backpressure: take nothing more from this shard now
+        }
+        if saturated {
+            continue;
+        }
+        batch.clear();
+        links[shard].requests.pop_batch(batch, BATCH);
+        if batch.is_empty() {
+            continue;
+        }
+        worked = true;
+        metrics
+            .requests
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let now = clock();
+        for r in batch.drain(..) {
+            plane.handle(shard, r, now, out);
+        }
+        route(links, out, metrics);
+    }
+    worked
+}
+
 /// Pushes held decisions; true when none is left held.
 fn flush_held<U, D>(link: &mut ControlLink<U, D>, metrics: &ControlMetrics) -> bool {
     let mut pushed = false;
@@ -390,7 +413,7 @@ fn flush_held<U, D>(link: &mut ControlLink<U, D>, metrics: &ControlMetrics) -> b
     link.held.is_empty()
 }
 
-fn route<U, D>(
+pub(crate) fn route<U, D>(
     links: &mut [ControlLink<U, D>],
     out: &mut Vec<(usize, Decision<D>)>,
     metrics: &ControlMetrics,

@@ -24,6 +24,8 @@
 #[cfg(not(loom))]
 mod clock;
 mod control;
+#[cfg(not(loom))]
+mod local;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]
@@ -39,6 +41,8 @@ mod sync;
 #[cfg(not(loom))]
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
+#[cfg(not(loom))]
+pub use local::Local;
 #[cfg(not(loom))]
 pub use routed::{Routed, RoutedConn};
 #[cfg(not(loom))]

@@ -21,9 +21,8 @@ use dtp_crypto::cred::IssuerKeyPair;
 use dtp_engine::{ControlPlane, Decision, Request};
 use dtp_gateway::TerminalPlane;
 use dtp_gateway::app::{GatewayDown, GatewayUp, WithRealtime};
-use dtp_gateway::plane::{BUILT_IN_STREAMS, OffsetClock, PlaneConfig};
+use dtp_gateway::plane::{OffsetClock, PlaneConfig, built_in_specs};
 use dtp_gateway::realtime::{RealtimePlane, RtDecision, RtRequest};
-use dtp_realtime::{RecoveryMode, Retention, StreamSpec};
 use dtp_terminal::{ResourceConfig, ScriptedAccess, SeededRandom, TerminalConfig, UnixMs};
 use dtp_test_kit::keys;
 use dtp_transports::ConnId;
@@ -65,16 +64,7 @@ impl Rig {
             Box::new(SeededRandom::new(42)),
         )
         .unwrap();
-        let specs = BUILT_IN_STREAMS
-            .iter()
-            .map(|(id, types)| StreamSpec {
-                id: (*id).into(),
-                recovery: RecoveryMode::Cursor,
-                event_types: types.iter().map(|t| (*t).to_owned()).collect(),
-                retention: Retention::default(),
-                scope: "terminal".into(),
-            })
-            .collect();
+        let specs = built_in_specs("terminal");
         let mut seed = 9u64;
         let mut random = move || {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);

@@ -75,7 +75,7 @@ pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHand
 pub use model_http::{post_json, run_model_call};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
 pub use os_command::CommandAccess;
-pub use streams::{BUILT_IN_STREAMS, SESSIONS_TABLE, built_in_table};
+pub use streams::{BUILT_IN_STREAMS, SESSIONS_TABLE, built_in_specs, built_in_table};
 
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};

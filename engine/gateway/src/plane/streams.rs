@@ -30,6 +30,23 @@ pub const BUILT_IN_STREAMS: [(&str, &[&str]); 4] = [
     ("resources", &["resource.availability"]),
 ];
 
+/// The built-in streams as realtime stream specs with the default
+/// retention, cursor recovery and scope `scope` (what a test or an
+/// embedder registers; `dtp serve` sets its retention from the
+/// configuration).
+pub fn built_in_specs(scope: &str) -> Vec<dtp_realtime::StreamSpec> {
+    BUILT_IN_STREAMS
+        .iter()
+        .map(|(id, types)| dtp_realtime::StreamSpec {
+            id: (*id).into(),
+            recovery: dtp_realtime::RecoveryMode::Cursor,
+            event_types: types.iter().map(|t| (*t).to_owned()).collect(),
+            retention: dtp_realtime::Retention::default(),
+            scope: scope.into(),
+        })
+        .collect()
+}
+
 /// The snapshot of the `sessions` stream: the whole live session table
 /// (`{"sessions":[…]}`), one row per session — its latest `session.state`
 /// payload — until the session is terminated (SPEC RT-2, RT-6: a
