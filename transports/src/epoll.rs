@@ -19,7 +19,8 @@ use crate::driver::{
     WakerInner,
 };
 use crate::endpoint::Endpoint;
-use crate::sendq::{GATHER_MAX, Head, Payload, SendError, SendQueue};
+use crate::ops::{HasSendSide, SendBook, SendSide};
+use crate::sendq::{GATHER_MAX, Head, SendError};
 use crate::slots::Slots;
 use crate::socket::ListenSocket;
 use crate::transport::{Event, Transport, TransportError};
@@ -33,15 +34,19 @@ const READS_PER_POLL: usize = 4;
 struct Conn {
     /// A non-blocking TCP or Unix stream socket, registered by its fd.
     stream: Socket,
-    sendq: SendQueue,
-    dirty: bool,
+    out: SendSide,
     /// Readable and not yet drained to WouldBlock.
     readable: bool,
     queued_for_read: bool,
     connecting: bool,
-    close_after_flush: bool,
     /// Reading paused by the engine (backpressure).
     paused: bool,
+}
+
+impl HasSendSide for Conn {
+    fn send_side(&mut self) -> &mut SendSide {
+        &mut self.out
+    }
 }
 
 /// SPEC TRN-1 … TRN-5 on epoll (through mio): TCP and Unix stream
@@ -55,9 +60,7 @@ pub struct Epoll {
     free: Vec<u16>,
     conns: Slots<Conn>,
     listeners: Slots<ListenSocket>,
-    dirty: Vec<ConnId>,
-    /// Connections refused because the core's send chunks ran out.
-    chunk_waiters: Vec<ConnId>,
+    book: SendBook,
     to_read: Vec<ConnId>,
     /// Outgoing connects and when they time out.
     connect_deadlines: Vec<(ConnId, std::time::Instant)>,
@@ -95,8 +98,7 @@ impl Epoll {
             free,
             conns: Slots::with_capacity(config.max_connections),
             listeners: Slots::with_capacity(64),
-            dirty: Vec::new(),
-            chunk_waiters: Vec::new(),
+            book: SendBook::default(),
             to_read: Vec::new(),
             pending: Vec::new(),
             connect_deadlines: Vec::new(),
@@ -110,16 +112,6 @@ impl Epoll {
 
     pub(crate) fn waker(&self) -> Waker {
         Waker(WakerInner::Mio(self.waker.clone()))
-    }
-
-    pub(crate) fn stats(&self) -> DriverStats {
-        let (shared_bytes, shared_sends) = self.bufs.shared();
-        DriverStats {
-            connections: self.conns.len(),
-            shared_bytes_queued: shared_bytes as u64,
-            shared_sends,
-            ..self.stats
-        }
     }
 
     pub(crate) fn listen(
@@ -159,12 +151,10 @@ impl Epoll {
         }
         let conn = Conn {
             stream,
-            sendq: SendQueue::default(),
-            dirty: false,
+            out: SendSide::default(),
             readable: false,
             queued_for_read: false,
             connecting,
-            close_after_flush: false,
             paused: false,
         };
         let Ok(id) = self.conns.insert(conn) else {
@@ -210,42 +200,6 @@ impl Epoll {
         Ok(conn)
     }
 
-    pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
-        self.queue(conn, Payload::Copied(bytes))
-    }
-
-    /// Queues `bytes` by reference (see [`SendQueue::push`]): the write that
-    /// sends them reads the caller's `Bytes` through the queue's clone.
-    pub(crate) fn send_shared(
-        &mut self,
-        conn: ConnId,
-        bytes: &bytes::Bytes,
-    ) -> Result<(), SendError> {
-        self.queue(conn, Payload::Shared(bytes))
-    }
-
-    fn queue(&mut self, conn: ConnId, payload: Payload<'_>) -> Result<(), SendError> {
-        let max = self.config.max_send_queue;
-        let c = self
-            .conns
-            .get_mut(conn.0)
-            .ok_or(SendError::UnknownConnection)?;
-        if c.close_after_flush {
-            return Err(SendError::Closed);
-        }
-        if let Err(e) = c.sendq.push(&mut self.bufs, payload, max) {
-            if c.sendq.starved_for_chunks {
-                self.chunk_waiters.push(conn);
-            }
-            return Err(e);
-        }
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn);
-        }
-        Ok(())
-    }
-
     pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
         let Some(c) = self.conns.get_mut(conn.0) else {
             return;
@@ -259,27 +213,21 @@ impl Epoll {
 
     pub(crate) fn want_writable(&mut self, conn: ConnId) {
         let max = self.config.max_send_queue;
-        if self
-            .conns
-            .get_mut(conn.0)
-            .is_some_and(|c| c.sendq.want_writable(max))
-        {
-            self.pending.push(Event::Writable { conn });
-        }
+        SendBook::want_writable(&mut self.conns, conn, max, &mut self.pending);
     }
 
     pub(crate) fn queued(&self, conn: ConnId) -> usize {
-        self.conns.get(conn.0).map_or(0, |c| c.sendq.queued())
+        self.conns.get(conn.0).map_or(0, |c| c.out.sendq.queued())
     }
 
     pub(crate) fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.get_mut(conn.0) else {
             return;
         };
-        if c.sendq.is_empty() {
+        if c.out.sendq.is_empty() {
             self.finish(conn, CloseReason::Local);
         } else {
-            c.close_after_flush = true;
+            c.out.close_after_flush = true;
         }
     }
 
@@ -289,7 +237,7 @@ impl Epoll {
             let fd = c.stream.as_raw_fd();
             let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
             let mut c = c;
-            c.sendq.clear(&mut self.bufs);
+            c.out.sendq.clear(&mut self.bufs);
             self.pending.push(Event::Closed { conn, reason });
             self.wake_chunk_waiters();
         }
@@ -298,15 +246,8 @@ impl Epoll {
     /// Send chunks came back: every connection refused for lack of them may
     /// try again.
     fn wake_chunk_waiters(&mut self) {
-        for conn in std::mem::take(&mut self.chunk_waiters) {
-            if let Some(c) = self.conns.get_mut(conn.0)
-                && c.sendq.starved_for_chunks
-            {
-                c.sendq.starved_for_chunks = false;
-                c.sendq.wants_writable = false;
-                self.pending.push(Event::Writable { conn });
-            }
-        }
+        self.book
+            .wake_chunk_waiters(&mut self.conns, &mut self.pending);
     }
 
     pub(crate) fn lent_chunks(&self) -> usize {
@@ -468,9 +409,9 @@ impl Epoll {
                 self.to_read.push(conn);
             }
         }
-        if writable && !c.sendq.is_empty() && !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn);
+        if writable && !c.out.sendq.is_empty() && !c.out.dirty {
+            c.out.dirty = true;
+            self.book.dirty.push(conn);
         }
     }
 
@@ -494,7 +435,7 @@ impl Epoll {
             let Some(c) = self.conns.get_mut(conn.0) else {
                 return false;
             };
-            if !c.readable || c.close_after_flush || c.paused {
+            if !c.readable || c.out.close_after_flush || c.paused {
                 return false;
             }
             let Some(bid) = self.free.pop() else {
@@ -550,22 +491,22 @@ impl Epoll {
 
     /// Writes every connection's queued bytes until done or WouldBlock.
     fn flush_all(&mut self) {
-        let dirty = std::mem::take(&mut self.dirty);
+        let dirty = std::mem::take(&mut self.book.dirty);
         let max = self.config.max_send_queue;
         for conn in &dirty {
             let Some(c) = self.conns.get_mut(conn.0) else {
                 continue;
             };
-            c.dirty = false;
+            c.out.dirty = false;
             if c.connecting {
                 continue;
             }
             let mut failed = None;
             let mut freed = false;
-            while !c.sendq.is_empty() {
+            while !c.out.sendq.is_empty() {
                 let mut iov = [io::IoSlice::new(&[]); GATHER_MAX];
                 let mut n = 0;
-                for head in c.sendq.heads(GATHER_MAX) {
+                for head in c.out.sendq.heads(GATHER_MAX) {
                     iov[n] = io::IoSlice::new(match head {
                         Head::Chunk {
                             handle,
@@ -582,7 +523,7 @@ impl Epoll {
                 match send_vectored(c.stream.as_raw_fd(), &iov[..n]) {
                     Ok(n) => {
                         self.stats.bytes_out += n as u64;
-                        freed |= c.sendq.advance(&mut self.bufs, n);
+                        freed |= c.out.sendq.advance(&mut self.bufs, n);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -592,11 +533,8 @@ impl Epoll {
                     }
                 }
             }
-            if c.sendq.wants_writable && c.sendq.queued() <= max / 2 {
-                c.sendq.wants_writable = false;
-                self.pending.push(Event::Writable { conn: *conn });
-            }
-            let flushed_close = c.close_after_flush && c.sendq.is_empty();
+            c.out.report_room(*conn, max, &mut self.pending);
+            let flushed_close = c.out.close_after_flush && c.out.sendq.is_empty();
             if freed {
                 self.wake_chunk_waiters();
             }
@@ -606,8 +544,8 @@ impl Epoll {
                 self.finish(*conn, CloseReason::Local);
             }
         }
-        self.dirty = dirty;
-        self.dirty.clear();
+        self.book.dirty = dirty;
+        self.book.dirty.clear();
     }
 }
 

@@ -2,10 +2,11 @@
 //! method forwards to the backend's own method of that name (the backends
 //! differ in how they do the work, not in what the trait asks).
 
-/// Implements `Transport` for `$backend` by forwarding to its inherent
-/// methods (`listen`, `connect`, `send`, `send_shared`, `queued`,
-/// `want_writable`, `set_paused`, `close`, `poll`, `waker`, `stats`) and
-/// its `choice` and `bufs` fields.
+/// Implements `Transport` for `$backend`: sends through the shared
+/// bookkeeping ([`SendBook`](crate::ops::SendBook)) on its `book`, `conns`,
+/// `bufs` and `config` fields, everything else by forwarding to its
+/// inherent methods (`listen`, `connect`, `queued`, `want_writable`,
+/// `set_paused`, `close`, `poll`, `waker`); its counters from its `stats`.
 macro_rules! socket_transport {
     ($backend:ident, $doc:literal) => {
         #[doc = $doc]
@@ -24,10 +25,20 @@ macro_rules! socket_transport {
                 $backend::connect(self, to)
             }
             fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
-                $backend::send(self, conn, bytes)
+                let max = self.config.max_send_queue;
+                let payload = crate::sendq::Payload::Copied(bytes);
+                self.book
+                    .queue(&mut self.conns, &mut self.bufs, conn, payload, max)
             }
+            /// Queues `bytes` by reference: the send that reads them points
+            /// into the caller's `Bytes`, whose clone the queue holds until
+            /// the kernel is done with it (on io_uring, the send's final
+            /// completion, or SEND_ZC's notification).
             fn send_shared(&mut self, conn: ConnId, bytes: &bytes::Bytes) -> Result<(), SendError> {
-                $backend::send_shared(self, conn, bytes)
+                let max = self.config.max_send_queue;
+                let payload = crate::sendq::Payload::Shared(bytes);
+                self.book
+                    .queue(&mut self.conns, &mut self.bufs, conn, payload, max)
             }
             fn queued(&self, conn: ConnId) -> usize {
                 $backend::queued(self, conn)
@@ -55,7 +66,13 @@ macro_rules! socket_transport {
                 $backend::waker(self)
             }
             fn stats(&self) -> DriverStats {
-                $backend::stats(self)
+                let (shared_bytes, shared_sends) = self.bufs.shared();
+                DriverStats {
+                    connections: self.conns.len(),
+                    shared_bytes_queued: shared_bytes as u64,
+                    shared_sends,
+                    ..self.stats
+                }
             }
             fn region(&self) -> Option<&dtp_pool::Region> {
                 Some(self.bufs.region())

@@ -34,6 +34,7 @@ pub mod floor;
 mod forward;
 mod lent;
 mod mem;
+mod ops;
 mod sendq;
 mod slots;
 mod socket;

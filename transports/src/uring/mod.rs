@@ -4,15 +4,12 @@
 //! waits for the cancelled operation's own completion before any buffer it
 //! may touch is reused (SPEC MEM-7).
 
-use std::alloc::{self, Layout};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use socket2::SockAddr;
 
@@ -22,11 +19,15 @@ use crate::driver::{
     WakerInner,
 };
 use crate::endpoint::Endpoint;
-use crate::sendq::{GATHER_MAX, Head, Payload, SendError, SendQueue};
+use crate::ops::{HasSendSide, SendBook, SendSide};
+use crate::sendq::{GATHER_MAX, Head, SendError};
 use crate::slots::{SlotId, Slots};
 use crate::socket::ListenSocket;
 use crate::transport::{Event, Transport, TransportError};
 use crate::waker::EventFd;
+
+mod bufring;
+use bufring::BufRing;
 
 /// Bytes received in one poll from which the next wait holds out for a
 /// batch of completions (see [`DriverConfig::batch`]).
@@ -65,68 +66,6 @@ fn split(user_data: u64) -> (u8, u64) {
     ((user_data >> 56) as u8, user_data & 0x00ff_ffff_ffff_ffff)
 }
 
-/// The provided buffer ring shared with the kernel: `entries` slots of 16
-/// bytes in one page-aligned allocation; the kernel reads the tail from the
-/// first entry's reserved field.
-struct BufRing {
-    base: NonNull<BufRingEntry>,
-    layout: Layout,
-    mask: u16,
-    tail: u16,
-}
-
-impl BufRing {
-    fn new(entries: u16) -> io::Result<Self> {
-        let size = usize::from(entries) * std::mem::size_of::<BufRingEntry>();
-        let layout = Layout::from_size_align(size.max(4096), 4096)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let base = NonNull::new(raw.cast::<BufRingEntry>()).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::OutOfMemory, "buffer ring allocation failed")
-        })?;
-        Ok(Self {
-            base,
-            layout,
-            mask: entries - 1,
-            tail: 0,
-        })
-    }
-
-    /// Writes an entry at the local tail; the kernel sees it after `publish`.
-    fn push(&mut self, addr: u64, len: u32, bid: u16) {
-        let index = usize::from(self.tail & self.mask);
-        // SAFETY: `index` < entries, so the entry lies inside the allocation;
-        // the kernel reads only entries before the published tail, and this
-        // one is at or after it, so nothing else accesses it now.
-        let entry = unsafe { &mut *self.base.as_ptr().wrapping_add(index) };
-        entry.set_addr(addr);
-        entry.set_len(len);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    /// Makes every pushed entry visible to the kernel (release store).
-    fn publish(&self) {
-        // SAFETY: `base` is the first entry of the ring (page-aligned,
-        // initialised by alloc_zeroed); the tail field is a u16 the kernel
-        // reads with acquire semantics, and AtomicU16 has u16's layout.
-        let tail_ptr = unsafe { BufRingEntry::tail(self.base.as_ptr()) }.cast::<AtomicU16>();
-        // SAFETY: `tail_ptr` points at the ring's live, aligned u16 tail
-        // field (see above); AtomicU16 has u16's size and alignment.
-        let tail = unsafe { &*tail_ptr };
-        tail.store(self.tail, Ordering::Release);
-    }
-}
-
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; the ring that used it
-        // is closed before (see `Uring`'s Drop).
-        unsafe { alloc::dealloc(self.base.as_ptr().cast(), self.layout) };
-    }
-}
-
 struct Listener {
     socket: ListenSocket,
     armed: bool,
@@ -139,11 +78,7 @@ struct Conn {
     recv_armed: bool,
     /// Re-arm the receive when buffers come back (ENOBUFS or a final CQE).
     needs_recv: bool,
-    sendq: SendQueue,
-    /// Queued in `dirty` (has bytes to start sending).
-    dirty: bool,
-    /// Close requested: stop reading, finish sending, then close.
-    close_after_flush: bool,
+    out: SendSide,
     /// Reading paused by the engine (backpressure).
     paused: bool,
     /// Tearing down: no new operations; freed when `ops` reaches 0.
@@ -159,6 +94,16 @@ struct Conn {
     connect_timeout: Option<Box<Timespec>>,
 }
 
+impl HasSendSide for Conn {
+    fn send_side(&mut self) -> &mut SendSide {
+        &mut self.out
+    }
+
+    fn tearing_down(&self) -> bool {
+        self.closing.is_some()
+    }
+}
+
 /// SPEC TRN-1 … TRN-5 on io_uring: TCP and Unix stream sockets driven by
 /// one ring per core (see the module docs).
 pub struct Uring {
@@ -168,9 +113,7 @@ pub struct Uring {
     bufs: Buffers,
     conns: Slots<Conn>,
     listeners: Slots<Listener>,
-    dirty: Vec<ConnId>,
-    /// Connections refused because the core's send chunks ran out.
-    chunk_waiters: Vec<ConnId>,
+    book: SendBook,
     /// Connections whose receive waits for buffers.
     starved: Vec<ConnId>,
     waker: Arc<EventFd>,
@@ -207,7 +150,7 @@ impl Uring {
         // long, and lives until after the IoUring is dropped (Drop below).
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
-                buf_ring.base.as_ptr() as u64,
+                buf_ring.address(),
                 config.recv_buffers,
                 BGID,
                 0,
@@ -230,8 +173,7 @@ impl Uring {
             bufs,
             conns: Slots::with_capacity(config.max_connections),
             listeners: Slots::with_capacity(64),
-            dirty: Vec::new(),
-            chunk_waiters: Vec::new(),
+            book: SendBook::default(),
             starved: Vec::new(),
             waker: Arc::new(EventFd::new()?),
             wake_buf: Box::new(0),
@@ -297,16 +239,6 @@ impl Uring {
         Waker(WakerInner::EventFd(self.waker.clone()))
     }
 
-    pub(crate) fn stats(&self) -> DriverStats {
-        let (shared_bytes, shared_sends) = self.bufs.shared();
-        DriverStats {
-            connections: self.conns.len(),
-            shared_bytes_queued: shared_bytes as u64,
-            shared_sends,
-            ..self.stats
-        }
-    }
-
     pub(crate) fn listen(
         &mut self,
         at: &Endpoint,
@@ -351,9 +283,7 @@ impl Uring {
             ops: 0,
             recv_armed: false,
             needs_recv: false,
-            sendq: SendQueue::default(),
-            dirty: false,
-            close_after_flush: false,
+            out: SendSide::default(),
             paused: false,
             closing: None,
             connecting,
@@ -411,7 +341,7 @@ impl Uring {
         let Some(c) = self.conns.get_mut(id.0) else {
             return Ok(());
         };
-        if c.recv_armed || c.paused || c.closing.is_some() || c.close_after_flush {
+        if c.recv_armed || c.paused || c.closing.is_some() || c.out.close_after_flush {
             return Ok(());
         }
         c.recv_armed = true;
@@ -422,43 +352,6 @@ impl Uring {
             .build()
             .user_data(user_data(Op::Recv, id.0));
         self.push(e)
-    }
-
-    pub(crate) fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
-        self.queue(conn, Payload::Copied(bytes))
-    }
-
-    /// Queues `bytes` by reference (see [`SendQueue::push`]): the send that
-    /// reads them points into the caller's `Bytes`, whose clone the queue
-    /// holds until the send's (or SEND_ZC's notification's) completion.
-    pub(crate) fn send_shared(
-        &mut self,
-        conn: ConnId,
-        bytes: &bytes::Bytes,
-    ) -> Result<(), SendError> {
-        self.queue(conn, Payload::Shared(bytes))
-    }
-
-    fn queue(&mut self, conn: ConnId, payload: Payload<'_>) -> Result<(), SendError> {
-        let max = self.config.max_send_queue;
-        let c = self
-            .conns
-            .get_mut(conn.0)
-            .ok_or(SendError::UnknownConnection)?;
-        if c.closing.is_some() || c.close_after_flush {
-            return Err(SendError::Closed);
-        }
-        if let Err(e) = c.sendq.push(&mut self.bufs, payload, max) {
-            if c.sendq.starved_for_chunks {
-                self.chunk_waiters.push(conn);
-            }
-            return Err(e);
-        }
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(conn);
-        }
-        Ok(())
     }
 
     pub(crate) fn set_paused(&mut self, conn: ConnId, paused: bool) {
@@ -486,30 +379,24 @@ impl Uring {
 
     pub(crate) fn want_writable(&mut self, conn: ConnId) {
         let max = self.config.max_send_queue;
-        if self
-            .conns
-            .get_mut(conn.0)
-            .is_some_and(|c| c.sendq.want_writable(max))
-        {
-            self.pending.push(Event::Writable { conn });
-        }
+        SendBook::want_writable(&mut self.conns, conn, max, &mut self.pending);
     }
 
     pub(crate) fn queued(&self, conn: ConnId) -> usize {
-        self.conns.get(conn.0).map_or(0, |c| c.sendq.queued())
+        self.conns.get(conn.0).map_or(0, |c| c.out.sendq.queued())
     }
 
     pub(crate) fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.get_mut(conn.0) else {
             return;
         };
-        if c.sendq.is_empty() {
+        if c.out.sendq.is_empty() {
             self.begin_close(conn, CloseReason::Local);
             let mut ev = std::mem::take(&mut self.pending);
             self.maybe_finish(conn, &mut ev);
             self.pending = ev;
         } else {
-            c.close_after_flush = true;
+            c.out.close_after_flush = true;
         }
     }
 
@@ -543,7 +430,7 @@ impl Uring {
             return;
         }
         if let Some(mut c) = self.conns.remove(conn.0) {
-            c.sendq.clear(&mut self.bufs);
+            c.out.sendq.clear(&mut self.bufs);
             let reason = c.closing.unwrap_or(CloseReason::Local);
             drop(c.fd);
             events.push(Event::Closed { conn, reason });
@@ -554,15 +441,7 @@ impl Uring {
     /// Send chunks came back: every connection refused for lack of them may
     /// try again.
     fn wake_chunk_waiters(&mut self, events: &mut Vec<Event>) {
-        for conn in std::mem::take(&mut self.chunk_waiters) {
-            if let Some(c) = self.conns.get_mut(conn.0)
-                && c.sendq.starved_for_chunks
-            {
-                c.sendq.starved_for_chunks = false;
-                c.sendq.wants_writable = false;
-                events.push(Event::Writable { conn });
-            }
-        }
+        self.book.wake_chunk_waiters(&mut self.conns, events);
     }
 
     pub(crate) fn lent_chunks(&self) -> usize {
@@ -581,17 +460,17 @@ impl Uring {
 
     /// Starts the next send on every connection with queued bytes.
     fn start_sends(&mut self, events: &mut Vec<Event>) -> io::Result<()> {
-        let dirty = std::mem::take(&mut self.dirty);
+        let dirty = std::mem::take(&mut self.book.dirty);
         for conn in &dirty {
             let Some(c) = self.conns.get_mut(conn.0) else {
                 continue;
             };
-            c.dirty = false;
-            if c.closing.is_some() || c.sendq.in_flight() {
+            c.out.dirty = false;
+            if c.closing.is_some() || c.out.sendq.in_flight() {
                 continue;
             }
-            if c.sendq.is_empty() {
-                if c.close_after_flush {
+            if c.out.sendq.is_empty() {
+                if c.out.close_after_flush {
                     self.begin_close(*conn, CloseReason::Local);
                     self.maybe_finish(*conn, events);
                 }
@@ -603,8 +482,8 @@ impl Uring {
                 self.maybe_finish(*conn, events);
             }
         }
-        self.dirty = dirty;
-        self.dirty.clear();
+        self.book.dirty = dirty;
+        self.book.dirty.clear();
         Ok(())
     }
 
@@ -622,7 +501,7 @@ impl Uring {
         let mut spans = [(std::ptr::null::<u8>(), 0u32); GATHER_MAX];
         let mut tickets = [None; GATHER_MAX];
         let mut n = 0;
-        for head in c.sendq.heads(GATHER_MAX) {
+        for head in c.out.sendq.heads(GATHER_MAX) {
             spans[n] = match head {
                 Head::Chunk {
                     handle,
@@ -646,9 +525,9 @@ impl Uring {
             };
             n += 1;
         }
-        c.sendq.begin_flight(n);
+        c.out.sendq.begin_flight(n);
         for t in tickets.into_iter().flatten() {
-            c.sendq.add_in_flight(t);
+            c.out.sendq.add_in_flight(t);
         }
         c.ops += 1;
         let data = user_data(Op::Send, conn.0);
@@ -713,7 +592,7 @@ impl Uring {
         self.drain(events)?;
         self.streaming = self.stats.bytes_in - bytes_before >= STREAMING_BYTES;
         // Sends queued by completions (e.g. the next chunk) start at once.
-        if !self.dirty.is_empty() {
+        if !self.book.dirty.is_empty() {
             self.start_sends(events)?;
             self.ring()?.submit()?;
         }
@@ -944,7 +823,7 @@ impl Uring {
             res
         };
         c.ops = c.ops.saturating_sub(1);
-        for ticket in c.sendq.take_in_flight() {
+        for ticket in c.out.sendq.take_in_flight() {
             self.bufs.send_done(ticket, res < 0);
         }
         let Some(c) = self.conns.get_mut(id) else {
@@ -954,14 +833,11 @@ impl Uring {
             self.begin_close(conn, CloseReason::Error(sys(res)));
         } else {
             self.stats.bytes_out += res as u64;
-            let freed = c.sendq.advance(&mut self.bufs, res as usize);
-            if c.sendq.wants_writable && c.sendq.queued() <= max / 2 {
-                c.sendq.wants_writable = false;
-                events.push(Event::Writable { conn });
-            }
-            if (!c.sendq.is_empty() || c.close_after_flush) && !c.dirty {
-                c.dirty = true;
-                self.dirty.push(conn);
+            let freed = c.out.sendq.advance(&mut self.bufs, res as usize);
+            c.out.report_room(conn, max, events);
+            if (!c.out.sendq.is_empty() || c.out.close_after_flush) && !c.out.dirty {
+                c.out.dirty = true;
+                self.book.dirty.push(conn);
             }
             if freed {
                 self.wake_chunk_waiters(events);
@@ -1079,7 +955,7 @@ impl Drop for Uring {
                 if let Some(c) = self.conns.get_mut(id)
                     && c.ops > 0
                 {
-                    c.sendq.abandon_shared();
+                    c.out.sendq.abandon_shared();
                 }
             }
         }

@@ -1,0 +1,129 @@
+//! The bookkeeping of the send side that both socket backends share, in
+//! the manner of monoio's ops: what a send, a wish to be told of room, and
+//! chunks coming back do to a connection's queue and the backend's lists is
+//! decided here once; the backends differ only in how bytes reach the
+//! kernel (a submitted `sendmsg` on io_uring, `sendmsg` on readiness on
+//! epoll).
+
+use crate::buffers::Buffers;
+use crate::driver::ConnId;
+use crate::sendq::{Payload, SendError, SendQueue};
+use crate::slots::Slots;
+use crate::transport::Event;
+
+/// A connection's sending half.
+#[derive(Default)]
+pub(crate) struct SendSide {
+    /// The bytes queued, in pool chunks and shared segments.
+    pub(crate) sendq: SendQueue,
+    /// Listed in [`SendBook::dirty`] (has bytes to start sending).
+    pub(crate) dirty: bool,
+    /// Close requested: stop reading, finish sending, then close.
+    pub(crate) close_after_flush: bool,
+}
+
+impl SendSide {
+    /// After bytes went out: tells a producer that waits for room
+    /// ([`SendQueue::want_writable`]) once the queue is at most half of
+    /// `max`.
+    pub(crate) fn report_room(&mut self, conn: ConnId, max: usize, events: &mut Vec<Event>) {
+        if self.sendq.wants_writable && self.sendq.queued() <= max / 2 {
+            self.sendq.wants_writable = false;
+            events.push(Event::Writable { conn });
+        }
+    }
+}
+
+/// A connection of a backend, as the send bookkeeping sees it.
+pub(crate) trait HasSendSide {
+    /// Its sending half.
+    fn send_side(&mut self) -> &mut SendSide;
+
+    /// Whether it is being torn down (no new sends are taken).
+    fn tearing_down(&self) -> bool {
+        false
+    }
+}
+
+/// The backend's lists of connections with work on the send side.
+#[derive(Default)]
+pub(crate) struct SendBook {
+    /// Connections with bytes to start sending.
+    pub(crate) dirty: Vec<ConnId>,
+    /// Connections refused because the core's send chunks ran out.
+    pub(crate) chunk_waiters: Vec<ConnId>,
+}
+
+impl SendBook {
+    /// SPEC TRN-2: queues `payload` on `conn`, all or nothing, within
+    /// `max` bytes; a refusal for lack of the core's chunks puts the
+    /// connection on the waiters' list.
+    pub(crate) fn queue<C: HasSendSide>(
+        &mut self,
+        conns: &mut Slots<C>,
+        bufs: &mut Buffers,
+        conn: ConnId,
+        payload: Payload<'_>,
+        max: usize,
+    ) -> Result<(), SendError> {
+        let c = conns.get_mut(conn.0).ok_or(SendError::UnknownConnection)?;
+        if c.tearing_down() {
+            return Err(SendError::Closed);
+        }
+        let side = c.send_side();
+        if side.close_after_flush {
+            return Err(SendError::Closed);
+        }
+        if let Err(e) = side.sendq.push(bufs, payload, max) {
+            if side.sendq.starved_for_chunks {
+                self.chunk_waiters.push(conn);
+            }
+            return Err(e);
+        }
+        self.mark_dirty(conn, side);
+        Ok(())
+    }
+
+    /// Lists `conn` as having bytes to send (once).
+    pub(crate) fn mark_dirty(&mut self, conn: ConnId, side: &mut SendSide) {
+        if !side.dirty {
+            side.dirty = true;
+            self.dirty.push(conn);
+        }
+    }
+
+    /// A producer asks to hear when `conn`'s queue is at most half of
+    /// `max`: at once if it already is.
+    pub(crate) fn want_writable<C: HasSendSide>(
+        conns: &mut Slots<C>,
+        conn: ConnId,
+        max: usize,
+        events: &mut Vec<Event>,
+    ) {
+        if conns
+            .get_mut(conn.0)
+            .is_some_and(|c| c.send_side().sendq.want_writable(max))
+        {
+            events.push(Event::Writable { conn });
+        }
+    }
+
+    /// Send chunks came back: every connection refused for lack of them
+    /// may try again.
+    pub(crate) fn wake_chunk_waiters<C: HasSendSide>(
+        &mut self,
+        conns: &mut Slots<C>,
+        events: &mut Vec<Event>,
+    ) {
+        for conn in std::mem::take(&mut self.chunk_waiters) {
+            if let Some(c) = conns.get_mut(conn.0) {
+                let q = &mut c.send_side().sendq;
+                if q.starved_for_chunks {
+                    q.starved_for_chunks = false;
+                    q.wants_writable = false;
+                    events.push(Event::Writable { conn });
+                }
+            }
+        }
+    }
+}
