@@ -4,7 +4,6 @@
 //! credential tools (`cred`).
 #![forbid(unsafe_code)]
 
-mod admin;
 mod bench;
 mod cli_error;
 mod config;

@@ -18,11 +18,11 @@ use dtp_gateway::{PlaneHandle, TerminalPlane};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::admin::{self, AdminServer, Api, Exporter, Health};
 use crate::cli_error::CliError;
 use crate::config::Config;
 use crate::gateway::{Gateway, MinimalControl};
 use crate::terminal_cfg::plane_parts;
+use dtp_gateway::admin::{self, AdminServer, Api, Exporter, Health};
 
 pub(crate) struct ServeArgs<'a> {
     pub(crate) config: Option<&'a Path>,

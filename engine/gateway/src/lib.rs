@@ -8,6 +8,8 @@
 //!   policies, the audit log — on the control thread ([`TerminalPlane`]);
 //! - [`realtime`]: the realtime front end (SSE, WebSocket `realtime.v1`,
 //!   snapshots, publication) and its plane of stream ledgers;
+//! - [`admin`]: the admin port (terminal sessions and decisions under
+//!   `/v1`, `/metrics`, `/healthz`, `/readyz`), on its own thread;
 //! - [`app`]: what these services and planes say to each other through
 //!   the runtime's rings, and the terminal plane beside the realtime plane.
 //!
@@ -15,6 +17,7 @@
 //! with its own service beside or instead of them.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod app;
 pub mod dtp;
 pub mod plane;

@@ -21,16 +21,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp, PlaneEvent};
 use dtp_engine::{ControlPlane, ControlWaker};
-use dtp_gateway::app::{
-    Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp, PlaneEvent,
-};
 
 /// The longest `/readyz` waits for the control thread.
-pub(crate) const CONTROL_PROBE: Duration = Duration::from_secs(1);
+pub(super) const CONTROL_PROBE: Duration = Duration::from_secs(1);
 
 /// What `/readyz` looks at.
-pub(crate) struct Health {
+pub struct Health {
     /// Per shard: its thread runs.
     shards: Vec<AtomicBool>,
     /// SIGINT/SIGTERM came: no new connections.
@@ -40,7 +38,7 @@ pub(crate) struct Health {
 
 /// The control thread's side of the readiness probe.
 #[derive(Default)]
-pub(crate) struct ControlProbe {
+pub(super) struct ControlProbe {
     /// Set once the control loop attaches its plane.
     waker: OnceLock<ControlWaker>,
     /// Probes asked / answered (the highest asked number seen by a tick).
@@ -50,7 +48,7 @@ pub(crate) struct ControlProbe {
 
 impl Health {
     /// Health of a gateway of `shards` shards, none of them up yet.
-    pub(crate) fn new(shards: usize) -> Arc<Self> {
+    pub fn new(shards: usize) -> Arc<Self> {
         Arc::new(Health {
             shards: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             draining: AtomicBool::new(false),
@@ -60,7 +58,7 @@ impl Health {
 
     /// Called on shard `index`'s own thread as it starts: the shard counts
     /// as up until that thread exits.
-    pub(crate) fn shard_started(self: &Arc<Self>, index: usize) {
+    pub fn shard_started(self: &Arc<Self>, index: usize) {
         if let Some(up) = self.shards.get(index) {
             up.store(true, Ordering::Release);
         }
@@ -72,12 +70,12 @@ impl Health {
     }
 
     /// The gateway stops taking connections.
-    pub(crate) fn set_draining(&self) {
+    pub fn set_draining(&self) {
         self.draining.store(true, Ordering::Release);
     }
 
     /// `plane` with the readiness probe answered on its control thread.
-    pub(crate) fn probed(&self, plane: Box<dyn GatewayPlane>) -> Box<dyn GatewayPlane> {
+    pub fn probed(&self, plane: Box<dyn GatewayPlane>) -> Box<dyn GatewayPlane> {
         Box::new(Probed {
             inner: plane,
             probe: self.probe.clone(),
@@ -85,7 +83,7 @@ impl Health {
     }
 
     /// `Ok(())` when ready, else why not (one line).
-    pub(crate) fn ready(&self) -> Result<(), String> {
+    pub fn ready(&self) -> Result<(), String> {
         if self.draining.load(Ordering::Acquire) {
             return Err("draining: the gateway is stopping".to_owned());
         }
@@ -183,7 +181,16 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
-    use crate::gateway::MinimalControl;
+    use crate::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp};
+
+    /// Decides nothing: the probe's ticks are what is tested.
+    struct MinimalControl;
+
+    impl GatewayPlane for MinimalControl {}
+
+    impl ControlPlane<GatewayUp, GatewayDown> for MinimalControl {
+        fn handle(&mut self, _: usize, _: GatewayRequest, _: Instant, _: &mut Decisions) {}
+    }
 
     #[test]
     fn ready_needs_every_shard_and_a_ticking_control_thread() {

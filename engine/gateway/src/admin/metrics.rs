@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::plane::PlaneSnapshot;
 use dtp_engine::{ControlMetrics, ShardMetrics, ShardSnapshot};
-use dtp_gateway::plane::PlaneSnapshot;
 use dtp_transports::BackendChoice;
 
 /// One exported series: name, type, help, and how to read it from a snapshot.
@@ -16,19 +16,22 @@ type Series = (
 );
 
 /// What `/metrics` reports.
-pub(crate) struct Exporter {
-    pub(crate) shards: Vec<Arc<ShardMetrics>>,
-    pub(crate) control: Option<Arc<ControlMetrics>>,
-    pub(crate) backend: BackendChoice,
+pub struct Exporter {
+    /// Every shard's counters.
+    pub shards: Vec<Arc<ShardMetrics>>,
+    /// The control thread's counters, if it runs.
+    pub control: Option<Arc<ControlMetrics>>,
+    /// The IO backend, and why.
+    pub backend: BackendChoice,
     /// The terminal plane's counters, when `[terminal]` runs.
-    pub(crate) plane: Option<dtp_gateway::PlaneHandle>,
+    pub plane: Option<crate::PlaneHandle>,
     /// The realtime front ends' counters, when `[realtime]` runs.
-    pub(crate) realtime: Option<Arc<dtp_gateway::realtime::FrontMetrics>>,
+    pub realtime: Option<Arc<crate::realtime::FrontMetrics>>,
 }
 
 impl Exporter {
     /// The Prometheus text exposition (version 0.0.4).
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let mut out = String::new();
         let reason = self
             .backend
@@ -224,7 +227,7 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
 }
 
 /// The realtime front ends' series (SPEC RT-15).
-fn render_realtime(out: &mut String, m: &dtp_gateway::realtime::FrontMetrics) {
+fn render_realtime(out: &mut String, m: &crate::realtime::FrontMetrics) {
     let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     for (name, kind, help, v) in [
         (
@@ -294,10 +297,10 @@ fn render_realtime(out: &mut String, m: &dtp_gateway::realtime::FrontMetrics) {
     }
 }
 
-/// Refused CAP handshakes by code (`dtp_gateway::dtp::cap_refusals`).
+/// Refused CAP handshakes by code (`crate::dtp::cap_refusals`).
 fn render_cap_refusals(out: &mut String) {
     out.push_str("# HELP dtp_cap_refused_total CAP handshakes this terminal refused, by code.\n# TYPE dtp_cap_refused_total counter\n");
-    for (code, n) in dtp_gateway::dtp::cap_refusals().snapshot() {
+    for (code, n) in crate::dtp::cap_refusals().snapshot() {
         out.push_str(&format!(
             "dtp_cap_refused_total{{code=\"{}\"}} {n}\n",
             code.0

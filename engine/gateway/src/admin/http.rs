@@ -9,33 +9,33 @@ use dtp_codec::http::{HttpError, HttpLimits, parse_request_head, reason_phrase};
 use serde::Serialize;
 
 /// The largest request head accepted (request line and headers).
-pub(crate) const MAX_HEAD: usize = 8 * 1024;
+pub(super) const MAX_HEAD: usize = 8 * 1024;
 
 /// The largest request body accepted: room for a credential in its text
 /// form (at most 64 KiB) inside a JSON object.
-pub(crate) const MAX_BODY: usize = 96 * 1024;
+pub(super) const MAX_BODY: usize = 96 * 1024;
 
 /// One request, as much of it as the admin surface looks at.
-pub(crate) struct Request {
-    pub(crate) method: String,
+pub(super) struct Request {
+    pub method: String,
     /// The path without its query string, still percent-encoded.
-    pub(crate) path: String,
+    pub path: String,
     /// The `authorization` header, if any.
-    pub(crate) authorization: Option<String>,
-    pub(crate) body: Vec<u8>,
+    pub authorization: Option<String>,
+    pub body: Vec<u8>,
 }
 
 /// One response.
-pub(crate) struct Response {
-    pub(crate) status: u16,
-    pub(crate) content_type: &'static str,
-    pub(crate) extra_headers: Vec<(&'static str, String)>,
-    pub(crate) body: Vec<u8>,
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub extra_headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
 }
 
 impl Response {
     /// A JSON response.
-    pub(crate) fn json(status: u16, value: &impl Serialize) -> Self {
+    pub fn json(status: u16, value: &impl Serialize) -> Self {
         // A value of our own types that fails to serialise is a bug; say so
         // in a body that still parses rather than panicking the thread.
         let body = serde_json::to_vec(value).unwrap_or_else(|e| {
@@ -51,7 +51,7 @@ impl Response {
     }
 
     /// `{"error": code, "message": message}` with `status`.
-    pub(crate) fn error(status: u16, code: &str, message: impl Into<String>) -> Self {
+    pub fn error(status: u16, code: &str, message: impl Into<String>) -> Self {
         Self::json(
             status,
             &serde_json::json!({"error": code, "message": message.into()}),
@@ -59,7 +59,7 @@ impl Response {
     }
 
     /// Plain text (the Prometheus exposition).
-    pub(crate) fn text(status: u16, content_type: &'static str, body: String) -> Self {
+    pub fn text(status: u16, content_type: &'static str, body: String) -> Self {
         Response {
             status,
             content_type,
@@ -69,13 +69,13 @@ impl Response {
     }
 
     /// The same response with one more header.
-    pub(crate) fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.extra_headers.push((name, value.into()));
         self
     }
 
     /// Writes the response; the connection closes after it.
-    pub(crate) fn write_to(&self, stream: &mut impl Write) -> io::Result<()> {
+    pub fn write_to(&self, stream: &mut impl Write) -> io::Result<()> {
         let mut head = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n",
             self.status,
@@ -102,7 +102,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// Why no request came out of a connection.
-pub(crate) enum ReadError {
+pub(super) enum ReadError {
     /// The request is refused with this response.
     Refuse(Response),
     /// The socket failed.
@@ -126,7 +126,7 @@ struct Head {
 }
 
 /// Reads one request. `Ok(None)`: the peer closed before sending one.
-pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, ReadError> {
+pub(super) fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, ReadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut tmp = [0u8; 4096];
     let head = loop {
@@ -217,7 +217,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, Response> {
 
 /// Decodes `%XX` escapes in one path segment; `None` if malformed or not
 /// UTF-8.
-pub(crate) fn percent_decode(segment: &str) -> Option<String> {
+pub(super) fn percent_decode(segment: &str) -> Option<String> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

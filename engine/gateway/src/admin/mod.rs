@@ -17,9 +17,9 @@ mod health;
 mod http;
 mod metrics;
 
-pub(crate) use api::Api;
-pub(crate) use health::Health;
-pub(crate) use metrics::Exporter;
+pub use api::Api;
+pub use health::Health;
+pub use metrics::Exporter;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,26 +30,27 @@ use std::time::Duration;
 use http::{ReadError, Response};
 
 /// Connections served at once.
-pub(crate) const MAX_CONNECTIONS: usize = 16;
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// How long a client has to send its request, and to take the answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the admin port serves.
-pub(crate) struct AdminServer {
-    pub(crate) exporter: Exporter,
+pub struct AdminServer {
+    /// The `/metrics` exporter.
+    pub exporter: Exporter,
     /// The `/v1` endpoints; none without `[terminal]` (they answer 503).
-    pub(crate) api: Option<Api>,
+    pub api: Option<Api>,
     /// The bearer token `/v1` requires, if any.
-    pub(crate) token: Option<String>,
+    pub token: Option<String>,
     /// What `/readyz` answers from.
-    pub(crate) health: Arc<Health>,
+    pub health: Arc<Health>,
 }
 
 /// Serves `server` on `listener` (bound beforehand, so that a taken port
 /// fails before the gateway starts) from a background thread; returns the
 /// bound address.
-pub(crate) fn spawn(listener: TcpListener, server: AdminServer) -> std::io::Result<SocketAddr> {
+pub fn spawn(listener: TcpListener, server: AdminServer) -> std::io::Result<SocketAddr> {
     let local = listener.local_addr()?;
     let server = Arc::new(server);
     let active = Arc::new(AtomicUsize::new(0));

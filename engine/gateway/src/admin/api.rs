@@ -20,10 +20,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::{PlaneError, PlaneHandle};
 use bytes::Bytes;
 use dtp_codec::ErrorCode;
 use dtp_crypto::cred::Credential;
-use dtp_gateway::{PlaneError, PlaneHandle};
 use dtp_policy::HumanError;
 use dtp_terminal::{AdminHandover, Refusal};
 use serde::Deserialize;
@@ -34,12 +34,13 @@ use uuid::Uuid;
 use super::http::Response;
 
 /// The admin API of one running plane.
-pub(crate) struct Api {
-    pub(crate) plane: PlaneHandle,
+pub struct Api {
+    /// The terminal plane's handle, which the calls act through.
+    pub plane: PlaneHandle,
     /// `human:<terminal_id>`: the target of a handover to the human user.
-    pub(crate) human_id: String,
+    pub human_id: String,
     /// Revocations the gateway's CAP honours too (SPEC TS-16).
-    pub(crate) revocations: dtp_crypto::cred::SharedRevocations,
+    pub revocations: dtp_crypto::cred::SharedRevocations,
 }
 
 /// A handler's failure, already an HTTP answer.
@@ -47,7 +48,7 @@ type Answer = Result<Response, Response>;
 
 impl Api {
     /// Answers `method` on `/v1/<segments>` (segments percent-decoded).
-    pub(crate) fn handle(&self, method: &str, segments: &[String], body: &[u8]) -> Response {
+    pub fn handle(&self, method: &str, segments: &[String], body: &[u8]) -> Response {
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
         let answer = match (s.as_slice(), method) {
             (["sessions"], "GET") => self.plane.sessions().map(|v| ok(json!({"sessions": v}))),
