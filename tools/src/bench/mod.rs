@@ -296,7 +296,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         .any(|w| matches!(w, BenchWorkload::Dtp(_) | BenchWorkload::Resume))
     {
         notes.push(
-            "the tokio DTP peer runs the same sans-IO DTP endpoint as our gateway, from the dtp-engine crate (on tokio, not on our runtime)"
+            "the tokio DTP peer runs the same sans-IO DTP endpoint as our gateway, from the dtp-endpoint crate (on tokio, not on our runtime)"
                 .to_owned(),
         );
     }
