@@ -109,6 +109,37 @@ fn parse_header(buf: &[u8], limits: &Limits) -> Result<Header> {
     })
 }
 
+/// A frame's header, checked ([`peek_frame_head`]): what a reader needs
+/// before it has the body — how long the frame is, and for a sealed frame
+/// the algorithm and key version it names in plaintext (SPEC ENC-4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHead {
+    /// The frame's kind (for a sealed frame, the kind of what it seals).
+    pub kind: FrameKind,
+    /// The AEAD algorithm of a sealed frame; `None` for plaintext.
+    pub aead: Option<AeadAlgorithm>,
+    /// The key version a sealed frame names (0 for plaintext).
+    pub key_version: u16,
+    /// The stream the frame belongs to.
+    pub stream_id: u32,
+    /// The frame's whole length, header included.
+    pub total_len: usize,
+}
+
+/// SPEC FRM-2: the checked header of the frame at the start of `buf`, once
+/// its 16 bytes are there ([`DecodeError::Incomplete`] before that); checked
+/// as far as it goes, so garbage is refused at its first bad byte. The one
+/// place a frame's header layout is read besides the decoder itself.
+pub fn peek_frame_head(buf: &[u8], limits: &Limits) -> std::result::Result<FrameHead, DecodeError> {
+    parse_header(buf, limits).map(|h| FrameHead {
+        kind: h.kind,
+        aead: h.aead,
+        key_version: h.key_version,
+        stream_id: h.stream_id,
+        total_len: HEADER_LEN + h.len,
+    })
+}
+
 /// The total length (header included) of the frame at the start of `buf`,
 /// once its header is there; [`DecodeError::Incomplete`] before that.
 ///

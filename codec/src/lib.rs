@@ -80,7 +80,9 @@ pub use control::{
     HandoverFailedNotification, HandoverFailedReason, Heartbeat, HeartbeatAck, SessionRelease,
     SessionState, SessionStateChanged, SessionTransferRequest,
 };
-pub use decode::{FrameDecoder, decode_frame, decode_opened, peek_frame_len};
+pub use decode::{
+    FrameDecoder, FrameHead, decode_frame, decode_opened, peek_frame_head, peek_frame_len,
+};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError, ErrorCode};
 pub use frame::{
     AckFrame, AeadAlgorithm, AgreementId, Body, CloseFrame, DataFrame, Decision, FragmentId,

@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use dtp_codec::{
-    AckFrame, Body, DataFrame, DecodeError, DecodeErrorKind, FrameBuf, FrameKind, InheritError,
-    LogicalFrame, ResumeFrame, decode_frame, peek_frame_len,
+    AckFrame, Body, DataFrame, DecodeError, DecodeErrorKind, FrameBuf, FrameHead, InheritError,
+    LogicalFrame, ResumeFrame, decode_frame, peek_frame_head,
 };
 use dtp_proto::agreement::AgreementError;
 use dtp_proto::dag::{DagError, DagManager};
@@ -30,9 +30,10 @@ impl DtpEndpoint {
         if self.ended.is_some() {
             return;
         }
-        match peek_frame_len(&wire, &self.config.limits) {
-            Ok(total) if total == wire.len() => {}
-            Ok(total) => {
+        let head = match peek_frame_head(&wire, &self.config.limits) {
+            Ok(head) if head.total_len == wire.len() => head,
+            Ok(head) => {
+                let total = head.total_len;
                 let error = if wire.len() < total {
                     DecodeError::Incomplete { needed: total }
                 } else {
@@ -49,13 +50,12 @@ impl DtpEndpoint {
                 self.fail(e.into());
                 return;
             }
-        }
+        };
         self.last_activity = now;
-        // peek_frame_len validated the header: byte 5 is the algorithm.
-        if wire[5] == 0 {
+        if head.aead.is_none() {
             self.on_plain(wire, now);
         } else {
-            self.on_sealed(wire, now);
+            self.on_sealed(wire, head, now);
         }
         self.after_input();
     }
@@ -81,13 +81,11 @@ impl DtpEndpoint {
         }
     }
 
-    fn on_sealed<B: FrameBuf>(&mut self, wire: B, now: Instant) {
-        // peek_frame_len validated the kind byte.
-        let kind = FrameKind::from_u8(wire[3]).unwrap_or(FrameKind::Data);
+    fn on_sealed<B: FrameBuf>(&mut self, wire: B, head: FrameHead, now: Instant) {
         if self.cap.is_running() {
-            return self.fail(DtpError::FrameBeforeCap { kind });
+            return self.fail(DtpError::FrameBeforeCap { kind: head.kind });
         }
-        let version = u16::from_be_bytes([wire[6], wire[7]]);
+        let version = head.key_version;
         if let Err(e) = self.install_pending_keys(version) {
             return self.fail(e);
         }
