@@ -10,6 +10,7 @@ mod drive;
 mod gateway;
 mod refused;
 mod registry;
+mod responder;
 mod store_dir;
 
 #[cfg(test)]
