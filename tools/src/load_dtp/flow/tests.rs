@@ -14,9 +14,7 @@ use bytes::BytesMut;
 use dtp_bench::dtp_workload::{BenchKeys, DtpResponder, DtpWorkload, ResponderSession};
 use dtp_codec::{Limits, peek_frame_len};
 use dtp_engine::Outbox;
-use dtp_gateway::dtp::{
-    DtpApp, DtpEndpoint, DtpEvent, FayConfig, SuspendedSession, TerminalConfig,
-};
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession, TerminalConfig};
 use dtp_gateway::dtp::{EndpointHandler, drive_endpoint};
 
 /// Deterministic bytes: a xorshift stream from `seed`.
