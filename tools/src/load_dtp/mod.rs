@@ -273,9 +273,10 @@ impl FayApp for Client {
         flow: &mut Flow,
         ep: &mut DtpEndpoint,
         out: &mut Outbox<'_>,
+        now: Instant,
         rng: &mut dyn FnMut(&mut [u8]),
     ) {
-        let (room, now) = (out.room(), out.now());
+        let room = out.room();
         let t = flow.poll_transmit(ep, out.wire(), room, now, rng, &mut self.stats);
         if t.want_writable {
             out.want_writable();

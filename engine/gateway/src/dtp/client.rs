@@ -10,8 +10,10 @@
 //! **Owns**: the shard's flows (a flow is one logical connection: it lives
 //! across as many transport connections as it needs), which of them want a
 //! connection, the connections being opened, each connection's endpoint,
-//! the random bytes the endpoints draw (`ring`'s system generator), and the
-//! application's reports (about ten a second, and once at the end).
+//! the random bytes the endpoints draw (`ring`'s system generator), the
+//! time of every input (the clock read per callback, as a load generator
+//! measures: an answer is stamped when its connection is served, not when
+//! the shard's turn began), and the application's reports (about ten a second, and once at the end).
 //! **Never touches**: the protocol's rules (the endpoint's) or what a flow
 //! does with its session (the application's).
 
@@ -114,7 +116,7 @@ pub trait FayApp {
         let _ = (flow, ep, now);
     }
 
-    /// Appends what `flow`'s connection sends now (by default the
+    /// Appends what `flow`'s connection sends at `now` (by default the
     /// endpoint's sealed frames); may close the connection or ask for
     /// room. `rng` fills random bytes.
     fn transmit(
@@ -122,9 +124,10 @@ pub trait FayApp {
         flow: &mut Self::Flow,
         ep: &mut DtpEndpoint,
         out: &mut Outbox<'_>,
+        now: Instant,
         rng: &mut dyn FnMut(&mut [u8]),
     ) {
-        let _ = (flow, rng);
+        let _ = (flow, now, rng);
         ep.poll_transmit(out.wire());
     }
 
@@ -210,8 +213,8 @@ impl<A: FayApp> DtpClient<A> {
         }
     }
 
-    /// Drives `c`'s endpoint after an input ([`drive_endpoint`]).
-    fn drive(&mut self, c: &mut FayConn, out: &mut Outbox<'_>) {
+    /// Drives `c`'s endpoint after an input at `now` ([`drive_endpoint`]).
+    fn drive(&mut self, c: &mut FayConn, out: &mut Outbox<'_>, now: Instant) {
         let (Some(flow), Some(ep)) = (self.flows.get_mut(c.flow), c.endpoint.as_mut()) else {
             out.close();
             c.closing = true;
@@ -223,7 +226,7 @@ impl<A: FayApp> DtpClient<A> {
             rng: &self.rng,
             bad_random: &mut self.counts.bad_random,
         };
-        c.closing = drive_endpoint(ep, out, &mut fay);
+        c.closing = drive_endpoint(ep, out, now, &mut fay);
     }
 
     /// Opens connections for the flows that wait for one.
@@ -276,18 +279,18 @@ struct Fay<'a, A: FayApp> {
 }
 
 impl<A: FayApp> EndpointHandler<()> for Fay<'_, A> {
-    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, out: &mut Outbox<'_>) {
-        self.app.event(self.flow, ep, event, out.now());
+    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, now: Instant, _: &mut Outbox<'_>) {
+        self.app.event(self.flow, ep, event, now);
     }
 
     fn events_done(&mut self, ep: &mut DtpEndpoint, now: Instant) {
         self.app.events_done(self.flow, ep, now);
     }
 
-    fn transmit(&mut self, ep: &mut DtpEndpoint, out: &mut Outbox<'_>) {
+    fn transmit(&mut self, ep: &mut DtpEndpoint, now: Instant, out: &mut Outbox<'_>) {
         let (rng, bad) = (self.rng, &mut *self.bad_random);
         self.app
-            .transmit(self.flow, ep, out, &mut |b| fill(rng, bad, b));
+            .transmit(self.flow, ep, out, now, &mut |b| fill(rng, bad, b));
     }
 
     fn timer(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
@@ -301,7 +304,7 @@ impl<A: FayApp> Service for DtpClient<A> {
     type Down = ();
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Self::Conn {
-        let now = out.now();
+        let now = Instant::now();
         let Some(idx) = self.connecting.remove(&conn) else {
             out.close();
             return None;
@@ -345,7 +348,7 @@ impl<A: FayApp> Service for DtpClient<A> {
                 self.app.connected(flow, &mut ep, now);
                 c.endpoint = Some(ep);
                 c.closing = false;
-                self.drive(&mut c, out);
+                self.drive(&mut c, out, now);
             }
         }
         Some(c)
@@ -378,10 +381,11 @@ impl<A: FayApp> Service for DtpClient<A> {
         if c.closing {
             return Ok(()); // a cut or a close is under way: the rest is dropped
         }
+        let now = Instant::now();
         if let Some(ep) = c.endpoint.as_mut() {
-            ep.handle_frame(wire, out.now());
+            ep.handle_frame(wire, now);
         }
-        self.drive(c, out);
+        self.drive(c, out, now);
         Ok(())
     }
 
@@ -393,14 +397,14 @@ impl<A: FayApp> Service for DtpClient<A> {
         if let Some(ep) = c.endpoint.as_mut() {
             ep.handle_timeout(now);
         }
-        self.drive(c, out);
+        self.drive(c, out, now);
     }
 
     fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_>) {
         if let Some(c) = state
             && !c.closing
         {
-            self.drive(c, out);
+            self.drive(c, out, Instant::now());
         }
     }
 

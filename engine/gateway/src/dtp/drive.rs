@@ -18,8 +18,14 @@ use dtp_engine::Outbox;
 /// [`drive_endpoint`]. `U` is the service's message to its control-plane
 /// half ([`Outbox::to_control`]).
 pub trait EndpointHandler<U> {
-    /// One event of the endpoint.
-    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, out: &mut Outbox<'_, U>);
+    /// One event of the endpoint, at `now`.
+    fn event(
+        &mut self,
+        ep: &mut DtpEndpoint,
+        event: DtpEvent,
+        now: Instant,
+        out: &mut Outbox<'_, U>,
+    );
 
     /// Every event drained (called after each batch, an empty one too).
     fn events_done(&mut self, ep: &mut DtpEndpoint, now: Instant) {
@@ -30,7 +36,8 @@ pub trait EndpointHandler<U> {
     /// sealed frames. A handler may also ask to close
     /// ([`Outbox::close`]) or to be told when there is room
     /// ([`Outbox::want_writable`]).
-    fn transmit(&mut self, ep: &mut DtpEndpoint, out: &mut Outbox<'_, U>) {
+    fn transmit(&mut self, ep: &mut DtpEndpoint, now: Instant, out: &mut Outbox<'_, U>) {
+        let _ = now;
         ep.poll_transmit(out.wire());
     }
 
@@ -42,7 +49,7 @@ pub trait EndpointHandler<U> {
     }
 }
 
-/// Drains `ep` after an input: its events to `handler`, what it sends into
+/// Drains `ep` after an input at `now`: its events to `handler`, what it sends into
 /// `out` after every batch of events (a handler may queue frames while
 /// handling one), until no event is left or the handler closes; then the
 /// timer from [`EndpointHandler::timer`], and a close once the endpoint
@@ -50,19 +57,19 @@ pub trait EndpointHandler<U> {
 pub fn drive_endpoint<U, H: EndpointHandler<U> + ?Sized>(
     ep: &mut DtpEndpoint,
     out: &mut Outbox<'_, U>,
+    now: Instant,
     handler: &mut H,
 ) -> bool {
-    let now = out.now();
     let mut closed = false;
     loop {
         let mut any = false;
         while let Some(event) = ep.poll_event() {
             any = true;
             closed |= matches!(event, DtpEvent::Closed { .. });
-            handler.event(ep, event, out);
+            handler.event(ep, event, now, out);
         }
         handler.events_done(ep, now);
-        handler.transmit(ep, out);
+        handler.transmit(ep, now, out);
         if !any || out.closing() {
             break;
         }

@@ -101,7 +101,8 @@ impl<A: DtpApp> DtpGateway<A> {
             session: &mut c.session,
             waiting_resume: &mut c.waiting_resume,
         };
-        drive_endpoint(&mut c.endpoint, out, &mut terminal);
+        let now = out.now();
+        drive_endpoint(&mut c.endpoint, out, now, &mut terminal);
     }
 }
 
@@ -116,8 +117,13 @@ struct Terminal<'a, A: DtpApp> {
 }
 
 impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
-    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, out: &mut Outbox<'_, GatewayUp>) {
-        let now = out.now();
+    fn event(
+        &mut self,
+        ep: &mut DtpEndpoint,
+        event: DtpEvent,
+        now: Instant,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
         match event {
             DtpEvent::ResumeRequested { session_id } => {
                 *self.waiting_resume = Some((session_id, now + RESUME_GRACE));

@@ -134,9 +134,9 @@ impl FayApp for ControlClient {
         flow: &mut ControlFlow,
         ep: &mut DtpEndpoint,
         out: &mut Outbox<'_>,
+        now: Instant,
         _: &mut dyn FnMut(&mut [u8]),
     ) {
-        let now = out.now();
         if flow.poll_transmit(ep, out.wire(), now, &mut self.stats) {
             out.close();
         }

@@ -151,7 +151,7 @@ impl Pair {
             flow: &mut self.flow,
             stats: &mut self.stats,
         };
-        self.closing = drive_endpoint(ep, &mut out, &mut fay);
+        self.closing = drive_endpoint(ep, &mut out, self.now, &mut fay);
     }
 
     /// Runs 1 ms steps until the flow finishes (or `max_steps`).
@@ -205,16 +205,15 @@ struct TestFay<'a> {
 }
 
 impl EndpointHandler<()> for TestFay<'_> {
-    fn event(&mut self, _: &mut DtpEndpoint, event: DtpEvent, out: &mut Outbox<'_>) {
-        self.flow.handle_event(event, out.now(), self.stats);
+    fn event(&mut self, _: &mut DtpEndpoint, event: DtpEvent, now: Instant, _: &mut Outbox<'_>) {
+        self.flow.handle_event(event, now, self.stats);
     }
 
     fn events_done(&mut self, _: &mut DtpEndpoint, _: Instant) {
         self.flow.events_done();
     }
 
-    fn transmit(&mut self, ep: &mut DtpEndpoint, out: &mut Outbox<'_>) {
-        let now = out.now();
+    fn transmit(&mut self, ep: &mut DtpEndpoint, now: Instant, out: &mut Outbox<'_>) {
         if self.flow.poll_transmit(ep, out.wire(), now, self.stats) {
             out.close();
         }

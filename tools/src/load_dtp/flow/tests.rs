@@ -139,7 +139,7 @@ impl Pair {
             stats: &mut self.stats,
             rng: &mut self.rng,
         };
-        self.closing = drive_endpoint(ep, &mut out, &mut fay);
+        self.closing = drive_endpoint(ep, &mut out, self.now, &mut fay);
     }
 }
 
@@ -151,16 +151,16 @@ struct TestFay<'a> {
 }
 
 impl EndpointHandler<()> for TestFay<'_> {
-    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, out: &mut Outbox<'_>) {
-        self.flow.handle_event(ep, event, out.now(), self.stats);
+    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, now: Instant, _: &mut Outbox<'_>) {
+        self.flow.handle_event(ep, event, now, self.stats);
     }
 
     fn events_done(&mut self, ep: &mut DtpEndpoint, now: Instant) {
         self.flow.events_done(ep, now, self.stats);
     }
 
-    fn transmit(&mut self, ep: &mut DtpEndpoint, out: &mut Outbox<'_>) {
-        let (room, now, rng) = (out.room(), out.now(), &mut *self.rng);
+    fn transmit(&mut self, ep: &mut DtpEndpoint, now: Instant, out: &mut Outbox<'_>) {
+        let (room, rng) = (out.room(), &mut *self.rng);
         let t =
             self.flow
                 .poll_transmit(ep, out.wire(), room, now, &mut |b| rng.fill(b), self.stats);
