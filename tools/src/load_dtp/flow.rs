@@ -20,10 +20,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::LatencyRecorder;
 use dtp_codec::{AgreementId, ErrorCode, FragmentId, peek_frame_len};
 use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, OpenFailure, SuspendedSession};
+use dtp_workload::dtp::DtpWorkload;
 
 use crate::load::Failures;
 

@@ -1,6 +1,6 @@
 //! `dtp load --dtp`: the load generator over the full DTP protocol (SPEC
 //! §1) — per connection a Fay endpoint, CAP, a collection agreement naming
-//! the workload (`dtp_bench::dtp_workload`), encrypted fragments, resume
+//! the workload (`dtp_workload::dtp`), encrypted fragments, resume
 //! acks — with forced disconnects (`--disconnect-every N`) that cut the
 //! transport inside a frame and resume the session on a new connection.
 //! `--control MODE` loads the terminal control plane instead (module
@@ -60,14 +60,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary};
-use dtp_bench::workload::{self, Workload};
 use dtp_engine::{Engine, EngineConfig, Outbox};
 use dtp_gateway::dtp::{
     ConnCounts, DtpClient, DtpEndpoint, DtpEvent, FayApp, FayConfig, OpenFailure, SuspendedSession,
 };
 use dtp_transports::DriverConfig;
+use dtp_workload::dtp::DtpWorkload;
+use dtp_workload::plain::{self as workload, Workload};
 
 use crate::load::{LoadResult, LoadSpec, Phase, Share, Tally};
 use flow::{Flow, FlowConfig, FlowCounters, Stats};
