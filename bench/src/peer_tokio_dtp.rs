@@ -69,15 +69,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::BytesMut;
 use dtp_codec::DecodeError;
 use dtp_codec::{ErrorCode, Limits, SessionId, peek_frame_len};
-use dtp_gateway::dtp::{
-    DtpApp, DtpEndpoint, DtpError, DtpEvent, RESUME_GRACE, SessionRegistry, TerminalConfig,
-};
+use dtp_endpoint::{DtpEndpoint, DtpError, DtpEvent, TerminalConfig};
+// The suspended-session registry and its grace are the gateway crate's
+// (which links the runtime): the one part of our gateway this peer shares.
+use dtp_gateway::dtp::{RESUME_GRACE, SessionRegistry};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::dtp_workload::{DtpResponder, ResponderSession};
 use crate::peer_tokio::stdin_closed;
+use dtp_workload::dtp::{DtpResponder, ResponderSession};
 
 pub use crate::peer_tokio::{READ_RESERVE, SHUTDOWN_GRACE, parse_listening_line};
 

@@ -1,17 +1,17 @@
 //! The gateway's service: what `dtp serve` runs on every core shard today.
 //!
-//! It speaks the benchmark protocol of `dtp_bench::workload` through the
+//! It speaks the benchmark protocol of `dtp_workload::plain` through the
 //! very `Responder` the tokio peer uses, so a comparison measures the two
 //! IO paths and not two implementations. The DTP protocol proper (CAP,
 //! agreements, encryption, resume) plugs in here with issue 4.
 
 use std::time::Instant;
 
-use dtp_bench::workload::{Responder, WorkloadError};
 use dtp_codec::{Body, ControlMessage, ErrorCode, HeartbeatAck, Limits, LogicalFrame};
 use dtp_engine::{Connections, ControlPlane, Decision, Origin, Outbox, Request, Service};
 use dtp_gateway::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp};
 use dtp_transports::ConnId;
+use dtp_workload::plain::{Responder, WorkloadError};
 
 /// One shard's gateway.
 pub(crate) struct Gateway {

@@ -9,12 +9,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use dtp_bench::dtp_workload::DtpResponder;
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Listener, Routed, Service};
 use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_gateway::dtp::DtpGateway;
 use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
+use dtp_workload::dtp::DtpResponder;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 

@@ -1,17 +1,18 @@
 //! One logical connection of `dtp load --dtp`: a Fay session that lives
 //! across as many transport connections as its forced disconnects need.
 //!
-//! **Owns**: the [`DtpEndpoint`] of the current transport connection, the
-//! [`SuspendedSession`] between two of them, the workload's state (the one
+//! **Owns**: the [`SuspendedSession`] between two transport connections, the workload's state (the one
 //! pingpong fragment in flight, the stream's unacknowledged send times), the
 //! cut schedule, and the per-flow counters (`sent`, `delivered`,
 //! `duplicated`, `resumes`). **Never touches**: sockets, the clock, threads
-//! or global randomness (time and random bytes are passed in: the engine
-//! service in `super` is one driver, the unit tests' in-memory pair another),
-//! nor the protocol's rules (the endpoint's).
+//! or global randomness (time and random bytes are passed in), nor the
+//! endpoint of a connection: the driver owns it and lends it to every call
+//! (the gateway crate's `DtpClient` is one driver, the unit tests'
+//! in-memory pair another), nor the protocol's rules (the endpoint's).
 //!
-//! Driving order, after every input (`handle_connected`, `handle_frame`,
-//! `handle_timeout`, a writable transport): `poll_transmit` (which also
+//! Driving order (the gateway crate's `drive_endpoint`), after every input
+//! (`connected`, a frame, a timeout, a writable transport): each event to
+//! `handle_event`, then `events_done`, then `poll_transmit` (which also
 //! sends the workload's next fragments and performs a due cut), then
 //! `poll_timeout`. `handle_lost` when the transport is gone.
 
@@ -19,10 +20,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::LatencyRecorder;
-use dtp_codec::{AgreementId, ErrorCode, FragmentId, FrameBuf, peek_frame_len};
-use dtp_gateway::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig, SuspendedSession};
+use dtp_codec::{AgreementId, ErrorCode, FragmentId, peek_frame_len};
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, OpenFailure, SuspendedSession};
+use dtp_workload::dtp::DtpWorkload;
 
 use crate::load::Failures;
 
@@ -141,7 +142,6 @@ enum Phase {
 pub(crate) struct Flow {
     config: FlowConfig,
     phase: Phase,
-    ep: Option<DtpEndpoint>,
     /// SPEC SES-2: the session between two transport connections.
     suspended: Option<SuspendedSession>,
     agreement: Option<AgreementId>,
@@ -160,6 +160,9 @@ pub(crate) struct Flow {
     in_flight: VecDeque<Instant>,
     fresh_failures: u32,
     counters: FlowCounters,
+    /// The error of this batch of events (the one that closes a
+    /// connection comes just before its close).
+    last_error: Option<(ErrorCode, String)>,
     scratch: BytesMut,
 }
 
@@ -169,7 +172,6 @@ impl Flow {
         Self {
             config,
             phase: Phase::Waiting,
-            ep: None,
             suspended: None,
             agreement: None,
             next_fragment: 1,
@@ -180,6 +182,7 @@ impl Flow {
             in_flight: VecDeque::new(),
             fresh_failures: 0,
             counters: FlowCounters::default(),
+            last_error: None,
             scratch: BytesMut::new(),
         }
     }
@@ -206,13 +209,13 @@ impl Flow {
         self.counters
     }
 
-    /// When `handle_timeout` is next due: the endpoint's deadline, and the
+    /// When the connection next times out: the endpoint's deadline, and the
     /// end of the measured window (a flow with nothing in flight closes then).
-    pub(crate) fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
         if self.phase != Phase::Open {
             return None;
         }
-        let ep = self.ep.as_ref()?.poll_timeout();
+        let ep = ep.poll_timeout();
         let end = (now < self.config.end).then_some(self.config.end);
         match (ep, end) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -229,57 +232,42 @@ impl Flow {
         }
     }
 
-    /// SPEC SEQ-1, SEQ-5: the transport connection is up: CAP starts, for a
-    /// new session or to resume the suspended one. On an error the flow
-    /// keeps its session and fails; the driver closes the transport.
-    pub(crate) fn handle_connected(
+    /// SPEC SEQ-5: the session the next connection resumes (`None`: a
+    /// new session starts).
+    pub(crate) fn take_session(&mut self) -> Option<SuspendedSession> {
+        self.suspended.take()
+    }
+
+    /// SPEC SEQ-1, SEQ-5: the transport connection is up and its endpoint
+    /// runs CAP, for a new session or to resume the suspended one.
+    pub(crate) fn connected(&mut self) {
+        self.phase = Phase::Open;
+        self.since_cut = 0;
+    }
+
+    /// The connection got no endpoint: on a configuration error the flow
+    /// keeps its session and fails; when the random generator failed, the
+    /// connection counts as dropped. The driver closes the transport.
+    pub(crate) fn open_failed(
         &mut self,
-        fay: &FayConfig,
+        why: OpenFailure,
+        session: Option<SuspendedSession>,
         now: Instant,
-        rng: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), DtpError> {
-        let ep = match self.suspended.take() {
-            Some(s) => DtpEndpoint::fay_resume(fay, s, now, rng).map_err(|refused| {
-                let error = refused.error.clone();
-                self.suspended = Some(*refused.session);
-                error
-            }),
-            None => DtpEndpoint::fay(fay, now, rng),
-        };
-        match ep {
-            Ok(ep) => {
-                self.ep = Some(ep);
-                self.phase = Phase::Open;
-                self.since_cut = 0;
-                Ok(())
-            }
-            Err(e) => {
+        stats: &mut Stats,
+    ) {
+        match why {
+            OpenFailure::Endpoint(_) => {
+                self.suspended = session;
+                stats.errors += 1;
                 self.phase = Phase::Failed;
-                Err(e)
+            }
+            OpenFailure::Random => {
+                // As a connection dropped under the flow (the driver
+                // counts the generator's failure).
+                self.phase = Phase::Open;
+                self.lose(session, now, stats);
             }
         }
-    }
-
-    /// One complete frame of the transport (split with `peek_frame_len`).
-    pub(crate) fn handle_frame<B: FrameBuf>(&mut self, wire: B, now: Instant, stats: &mut Stats) {
-        if self.phase != Phase::Open {
-            return; // a cut or a close is under way: the rest is dropped
-        }
-        if let Some(ep) = &mut self.ep {
-            ep.handle_frame(wire, now);
-        }
-        self.process_events(now, stats);
-    }
-
-    /// The deadline of `poll_timeout` came.
-    pub(crate) fn handle_timeout(&mut self, now: Instant, stats: &mut Stats) {
-        if self.phase != Phase::Open {
-            return;
-        }
-        if let Some(ep) = &mut self.ep {
-            ep.handle_timeout(now);
-        }
-        self.process_events(now, stats);
     }
 
     /// The driver could not open a transport connection.
@@ -293,14 +281,19 @@ impl Flow {
     /// can be resumed is kept for the next connection (a resume attempt
     /// that did not finish hands it back, `take_suspended`); otherwise the
     /// flow starts over (no session yet) or fails (its session ended).
-    pub(crate) fn handle_lost(&mut self, now: Instant, stats: &mut Stats) {
-        let Some(mut ep) = self.ep.take() else {
+    pub(crate) fn handle_lost(&mut self, ep: Option<DtpEndpoint>, now: Instant, stats: &mut Stats) {
+        let Some(mut ep) = ep else {
             if self.phase == Phase::Connecting {
                 self.retry_or_fail();
             }
             return;
         };
         let suspended = ep.connection_lost(now).or_else(|| ep.take_suspended());
+        self.lose(suspended, now, stats);
+    }
+
+    /// The transport is gone, leaving `suspended` to resume.
+    fn lose(&mut self, suspended: Option<SuspendedSession>, now: Instant, stats: &mut Stats) {
         match self.phase {
             Phase::Closing | Phase::Finished => {
                 self.phase = Phase::Finished;
@@ -337,13 +330,15 @@ impl Flow {
         };
     }
 
-    /// Drains the endpoint's events into the workload.
-    fn process_events(&mut self, now: Instant, stats: &mut Stats) {
-        // The error that closes a connection comes just before its close.
-        let mut last_error: Option<(ErrorCode, String)> = None;
-        loop {
-            let Some(ep) = &mut self.ep else { return };
-            let Some(event) = ep.poll_event() else { break };
+    /// One event of the connection's endpoint, into the workload.
+    pub(crate) fn handle_event(
+        &mut self,
+        ep: &mut DtpEndpoint,
+        event: DtpEvent,
+        now: Instant,
+        stats: &mut Stats,
+    ) {
+        {
             match event {
                 DtpEvent::Established { resumed, .. } => {
                     self.fresh_failures = 0;
@@ -386,10 +381,10 @@ impl Flow {
                 DtpEvent::Error(e) => {
                     tracing::debug!(error = %e, "DTP error on a load connection");
                     stats.errors += 1;
-                    last_error = Some((e.code(), crate::load::status::reason(&e)));
+                    self.last_error = Some((e.code(), crate::load::status::reason(&e)));
                 }
                 DtpEvent::Closed { code } if code != ErrorCode::NORMAL => {
-                    let message = match &last_error {
+                    let message = match &self.last_error {
                         Some((c, m)) if *c == code => m.as_str(),
                         _ => "the terminal closed the connection",
                     };
@@ -401,7 +396,13 @@ impl Flow {
                 _ => {}
             }
         }
-        self.settle_acks(now, stats);
+    }
+
+    /// A batch of events handled: what the resume cache let go was
+    /// acknowledged.
+    pub(crate) fn events_done(&mut self, ep: &DtpEndpoint, now: Instant, stats: &mut Stats) {
+        self.last_error = None;
+        self.settle_acks(ep, now, stats);
     }
 
     /// A pingpong answer (the stream workload gets none).
@@ -429,8 +430,7 @@ impl Flow {
 
     /// SPEC RES-2 (stream): fragments that left the resume cache were
     /// acknowledged.
-    fn settle_acks(&mut self, now: Instant, stats: &mut Stats) {
-        let Some(ep) = &self.ep else { return };
+    fn settle_acks(&mut self, ep: &DtpEndpoint, now: Instant, stats: &mut Stats) {
         if !ep.is_established() || self.config.workload != DtpWorkload::Stream {
             return;
         }
@@ -466,6 +466,7 @@ impl Flow {
     /// cut fragment's sealed frame, asking the driver to close.
     pub(crate) fn poll_transmit(
         &mut self,
+        ep: &mut DtpEndpoint,
         dst: &mut BytesMut,
         room: usize,
         now: Instant,
@@ -476,9 +477,6 @@ impl Flow {
         if self.phase != Phase::Open {
             return t;
         }
-        let Some(ep) = self.ep.as_mut() else {
-            return t;
-        };
         let base = dst.len();
         if let Some(agreement) = self.agreement
             && ep.is_established()
@@ -524,7 +522,7 @@ impl Flow {
                 self.counters.sent += 1;
                 self.since_cut += 1;
                 if cut {
-                    self.cut(dst, now, rng);
+                    self.cut(ep, dst, now, rng);
                     t.close = true;
                     return t;
                 }
@@ -547,18 +545,22 @@ impl Flow {
 
     /// Seals what is queued into the scratch buffer and appends only a part
     /// of its first frame (the fragment just sent) to `dst`.
-    fn cut(&mut self, dst: &mut BytesMut, now: Instant, rng: &mut dyn FnMut(&mut [u8])) {
+    fn cut(
+        &mut self,
+        ep: &mut DtpEndpoint,
+        dst: &mut BytesMut,
+        now: Instant,
+        rng: &mut dyn FnMut(&mut [u8]),
+    ) {
         self.scratch.clear();
-        if let Some(ep) = &mut self.ep {
-            ep.poll_transmit(&mut self.scratch);
-            let limits = ep.config().limits;
-            let len = match peek_frame_len(&self.scratch, &limits) {
-                Ok(len) if len <= self.scratch.len() => len,
-                _ => self.scratch.len(),
-            };
-            let prefix = cut_offset(len, rng);
-            dst.extend_from_slice(&self.scratch[..prefix]);
-        }
+        ep.poll_transmit(&mut self.scratch);
+        let limits = ep.config().limits;
+        let len = match peek_frame_len(&self.scratch, &limits) {
+            Ok(len) if len <= self.scratch.len() => len,
+            _ => self.scratch.len(),
+        };
+        let prefix = cut_offset(len, rng);
+        dst.extend_from_slice(&self.scratch[..prefix]);
         self.scratch.clear();
         self.phase = Phase::Cutting;
         self.cut_at = Some(now);

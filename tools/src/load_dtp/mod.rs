@@ -1,15 +1,15 @@
 //! `dtp load --dtp`: the load generator over the full DTP protocol (SPEC
 //! §1) — per connection a Fay endpoint, CAP, a collection agreement naming
-//! the workload (`dtp_bench::dtp_workload`), encrypted fragments, resume
+//! the workload (`dtp_workload::dtp`), encrypted fragments, resume
 //! acks — with forced disconnects (`--disconnect-every N`) that cut the
 //! transport inside a frame and resume the session on a new connection.
 //! `--control MODE` loads the terminal control plane instead (module
 //! [`control`]: AuthRequests and handovers, no fragments).
 //!
-//! **Owns**: the engine [`Service`] that drives one [`flow::Flow`] per
-//! logical connection (the Fay-side twin of
-//! [`DtpGateway`](dtp_gateway::dtp::DtpGateway)), the run loop, and the DTP
-//! counters. **Never touches**: the protocol's rules (the endpoint's), the
+//! **Owns**: the [`FayApp`] that runs one [`flow::Flow`] per logical
+//! connection on the gateway crate's Fay-side service ([`DtpClient`], the
+//! twin of [`DtpGateway`](dtp_gateway::dtp::DtpGateway)), the run loop, and
+//! the DTP counters. **Never touches**: the protocol's rules (the endpoint's), the
 //! plaintext load generator's behaviour (`crate::load`, whose `LoadSpec`,
 //! `Tally` and `LoadResult` it reuses), the gateway or the bench.
 //!
@@ -17,9 +17,9 @@
 //!
 //! - **Sans-IO core, thin driver.** [`flow::Flow`] is fed inputs and
 //!   drained for wire bytes; it never reads a clock or draws random bytes.
-//!   The service here is the one place that does (like the gateway): it
-//!   reads `Instant::now()` per callback and fills CAP seeds and cut offsets
-//!   from `ring`'s system generator. The unit tests drive the same flows
+//!   The [`DtpClient`] service is the one place that does (like the
+//!   gateway): it reads the shard's clock per callback and fills CAP seeds
+//!   and cut offsets from `ring`'s system generator. The unit tests drive the same flows
 //!   against an in-memory terminal in virtual time.
 //! - **A cut is a torn frame.** At the N-th fragment sent on a transport
 //!   connection, everything queued goes out whole, then the fragment's
@@ -56,19 +56,18 @@ mod cli;
 pub(crate) mod control;
 mod flow;
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary};
-use dtp_bench::workload::{self, Workload};
-use dtp_codec::{ErrorCode, LogicalFrame};
-use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
-use dtp_gateway::dtp::FayConfig;
-use dtp_transports::{CloseReason, ConnId, DriverConfig, RecvBuf};
-use ring::rand::{SecureRandom, SystemRandom};
+use dtp_engine::{Engine, EngineConfig, Outbox};
+use dtp_gateway::dtp::{
+    ConnCounts, DtpClient, DtpEndpoint, DtpEvent, FayApp, FayConfig, OpenFailure, SuspendedSession,
+};
+use dtp_transports::DriverConfig;
+use dtp_workload::dtp::DtpWorkload;
+use dtp_workload::plain::{self as workload, Workload};
 
 use crate::load::{LoadResult, LoadSpec, Phase, Share, Tally};
 use flow::{Flow, FlowConfig, FlowCounters, Stats};
@@ -201,84 +200,114 @@ struct Shared {
     dtp: DtpCounters,
 }
 
-/// The client service of one shard: one flow per logical connection.
+/// The application of one shard's [`DtpClient`]: one flow per logical
+/// connection, its share of the run's.
 struct Client {
     fay: Arc<FayConfig>,
-    target: dtp_transports::Endpoint,
     template: FlowConfig,
     share: usize,
-    flows: Vec<Flow>,
-    /// Flows waiting for a transport connection (bounded by `share`).
-    to_connect: VecDeque<usize>,
-    /// Connections being opened, and their flow (bounded by `share`).
-    connecting: HashMap<ConnId, usize>,
-    /// Flows that had a transport connection at least once.
-    ever_connected: Vec<bool>,
+    /// Flows started so far.
+    started: usize,
     stats: Stats,
-    tally: Tally,
     shared: Arc<Mutex<Shared>>,
-    rng: SystemRandom,
-    drain_until: Instant,
-    last_flush: Instant,
-    finished: bool,
 }
 
-impl Client {
-    /// Fills `b` from the system generator; false if it failed (never use
-    /// the bytes then: they seed CAP).
-    fn fill(rng: &SystemRandom, ok: &mut bool, b: &mut [u8]) {
-        if rng.fill(b).is_err() {
-            *ok = false;
-            b.fill(0);
-        }
+impl FayApp for Client {
+    type Flow = Flow;
+
+    fn new_flow(&mut self) -> Option<Flow> {
+        (self.started < self.share).then(|| {
+            self.started += 1;
+            Flow::new(self.template.clone())
+        })
     }
 
-    /// After an input: transmit, the next deadline, close or want writable.
-    fn drive(&mut self, idx: usize, out: &mut Outbox<'_>, now: Instant) {
-        let Some(flow) = self.flows.get_mut(idx) else {
-            out.close();
-            return;
-        };
+    fn wants_connection(&self, flow: &Flow) -> bool {
+        flow.wants_connection()
+    }
+
+    fn connecting(&mut self, flow: &mut Flow) {
+        flow.connecting();
+    }
+
+    fn connect_failed(&mut self, flow: &mut Flow) {
+        flow.handle_connect_failed();
+    }
+
+    fn is_finished(&self, flow: &Flow) -> bool {
+        flow.is_finished()
+    }
+
+    fn fay<'a>(&'a self, _: &'a Flow) -> &'a FayConfig {
+        &self.fay
+    }
+
+    fn take_session(&mut self, flow: &mut Flow) -> Option<SuspendedSession> {
+        flow.take_session()
+    }
+
+    fn connected(&mut self, flow: &mut Flow, _: &mut DtpEndpoint, _: Instant) {
+        flow.connected();
+    }
+
+    fn open_failed(
+        &mut self,
+        flow: &mut Flow,
+        why: OpenFailure,
+        session: Option<SuspendedSession>,
+        now: Instant,
+    ) {
+        flow.open_failed(why, session, now, &mut self.stats);
+    }
+
+    fn event(&mut self, flow: &mut Flow, ep: &mut DtpEndpoint, event: DtpEvent, now: Instant) {
+        flow.handle_event(ep, event, now, &mut self.stats);
+    }
+
+    fn events_done(&mut self, flow: &mut Flow, ep: &mut DtpEndpoint, now: Instant) {
+        flow.events_done(ep, now, &mut self.stats);
+    }
+
+    fn transmit(
+        &mut self,
+        flow: &mut Flow,
+        ep: &mut DtpEndpoint,
+        out: &mut Outbox<'_>,
+        now: Instant,
+        rng: &mut dyn FnMut(&mut [u8]),
+    ) {
         let room = out.room();
-        let rng = &self.rng;
-        let mut ok = true;
-        let t = flow.poll_transmit(
-            out.wire(),
-            room,
-            now,
-            &mut |b| Self::fill(rng, &mut ok, b),
-            &mut self.stats,
-        );
-        if !ok {
-            self.stats.errors += 1;
-        }
+        let t = flow.poll_transmit(ep, out.wire(), room, now, rng, &mut self.stats);
         if t.want_writable {
             out.want_writable();
         }
-        out.set_timer(flow.poll_timeout(now));
         if t.close {
             out.close();
         }
     }
 
-    fn queue_if_waiting(&mut self, idx: usize) {
-        if self.flows.get(idx).is_some_and(Flow::wants_connection) {
-            self.to_connect.push_back(idx);
-        }
+    fn timer(&self, flow: &Flow, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
+        flow.poll_timeout(ep, now)
     }
 
-    fn flush(&mut self, final_flush: bool) {
+    fn lost(&mut self, flow: &mut Flow, ep: Option<DtpEndpoint>, now: Instant) {
+        flow.handle_lost(ep, now, &mut self.stats);
+    }
+
+    fn report(&mut self, flows: &[Flow], counts: ConnCounts, last: bool) {
         let mut delta = Tally::new();
-        std::mem::swap(&mut delta, &mut self.tally);
-        delta.ops += self.stats.ops;
-        delta.bytes += self.stats.bytes;
-        delta.errors += self.stats.errors;
+        delta.connected = counts.connected;
+        delta.failed = counts.failed;
+        delta.last_errno = counts.last_errno;
+        delta.ops = self.stats.ops;
+        delta.bytes = self.stats.bytes;
+        delta.errors = self.stats.errors + counts.bad_random;
         delta.latency.merge(&self.stats.latency);
         delta.failures.merge(&self.stats.failures);
         let mut dtp = DtpCounters::new();
         dtp.resume_latency.merge(&self.stats.resume_latency);
-        if final_flush {
-            for f in &self.flows {
+        if last {
+            for f in flows {
                 dtp.add_flow(f.counters(), f.has_failed());
             }
             delta.done = true;
@@ -291,165 +320,6 @@ impl Client {
         shared.tally.merge(&delta);
         shared.tally.done = done;
         shared.dtp.merge(&dtp);
-    }
-}
-
-impl Service for Client {
-    type Conn = Option<usize>;
-    type Up = ();
-    type Down = ();
-
-    fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Option<usize> {
-        let now = Instant::now();
-        let Some(idx) = self.connecting.remove(&conn) else {
-            out.close();
-            return None;
-        };
-        if let Some(first) = self.ever_connected.get_mut(idx)
-            && !*first
-        {
-            *first = true;
-            self.tally.connected += 1;
-        }
-        let flow = self.flows.get_mut(idx)?;
-        let rng = &self.rng;
-        let mut ok = true;
-        let started = flow.handle_connected(&self.fay, now, &mut |b| Self::fill(rng, &mut ok, b));
-        if let Err(e) = started {
-            tracing::warn!(error = %e, "no DTP endpoint for a load connection");
-            self.stats.errors += 1;
-            out.close();
-            return Some(idx);
-        }
-        if !ok {
-            // The CAP seed is not random: never run the handshake with it.
-            self.stats.errors += 1;
-            flow.handle_lost(now, &mut self.stats);
-            out.close();
-            return Some(idx);
-        }
-        self.drive(idx, out, now);
-        Some(idx)
-    }
-
-    fn frame(
-        &mut self,
-        _: &mut Option<usize>,
-        _: LogicalFrame,
-        _: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
-        // Never called: frames come as wire bytes (`wants_wire`).
-        Err(ErrorCode::INCONSISTENT)
-    }
-
-    fn wants_wire(&self) -> bool {
-        true
-    }
-
-    fn frame_wire(
-        &mut self,
-        state: &mut Option<usize>,
-        wire: RecvBuf,
-        out: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
-        let Some(idx) = *state else {
-            out.close();
-            return Ok(());
-        };
-        let now = Instant::now();
-        if let Some(flow) = self.flows.get_mut(idx) {
-            flow.handle_frame(wire, now, &mut self.stats);
-        }
-        self.drive(idx, out, now);
-        Ok(())
-    }
-
-    fn timeout(&mut self, state: &mut Option<usize>, now: Instant, out: &mut Outbox<'_>) {
-        let Some(idx) = *state else { return };
-        if let Some(flow) = self.flows.get_mut(idx) {
-            flow.handle_timeout(now, &mut self.stats);
-        }
-        self.drive(idx, out, now);
-    }
-
-    fn writable(&mut self, state: &mut Option<usize>, out: &mut Outbox<'_>) {
-        if let Some(idx) = *state {
-            self.drive(idx, out, Instant::now());
-        }
-    }
-
-    fn connect_failed(&mut self, conn: ConnId, errno: i32) {
-        self.tally.failed += 1;
-        self.tally.last_errno = errno;
-        if let Some(idx) = self.connecting.remove(&conn) {
-            if let Some(flow) = self.flows.get_mut(idx) {
-                flow.handle_connect_failed();
-            }
-            self.queue_if_waiting(idx);
-        }
-    }
-
-    fn close(&mut self, state: Option<usize>, _: CloseReason) {
-        let Some(idx) = state else { return };
-        if let Some(flow) = self.flows.get_mut(idx) {
-            flow.handle_lost(Instant::now(), &mut self.stats);
-        }
-        self.queue_if_waiting(idx);
-    }
-
-    fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
-        if self.finished {
-            return None;
-        }
-        // Open flows in waves, so a large count does not flood the backlog.
-        let wave = (self.share - self.flows.len()).min(256);
-        for _ in 0..wave {
-            self.to_connect.push_back(self.flows.len());
-            self.flows.push(Flow::new(self.template.clone()));
-            self.ever_connected.push(false);
-        }
-        if !ctl.stopping() {
-            for _ in 0..self.to_connect.len() {
-                let Some(idx) = self.to_connect.pop_front() else {
-                    break;
-                };
-                let Some(flow) = self.flows.get_mut(idx) else {
-                    continue;
-                };
-                if !flow.wants_connection() {
-                    continue;
-                }
-                match ctl.connect(&self.target) {
-                    Ok(conn) => {
-                        flow.connecting();
-                        self.connecting.insert(conn, idx);
-                    }
-                    Err(_) => {
-                        self.tally.failed += 1;
-                        flow.connecting();
-                        flow.handle_connect_failed();
-                        self.queue_if_waiting(idx);
-                    }
-                }
-            }
-        }
-        let all_done = self.flows.len() == self.share && self.flows.iter().all(Flow::is_finished);
-        if all_done || now >= self.drain_until {
-            self.flush(true);
-            self.finished = true;
-            return None;
-        }
-        if now.duration_since(self.last_flush) >= Duration::from_millis(100) {
-            self.last_flush = now;
-            self.flush(false);
-        }
-        Some(
-            if self.flows.len() < self.share || !self.to_connect.is_empty() {
-                now + Duration::from_millis(1)
-            } else {
-                now + Duration::from_millis(20)
-            },
-        )
     }
 }
 
@@ -545,22 +415,16 @@ pub(crate) fn run(
         drain: Duration::from_secs(2),
         control_ring: 1024,
     };
-    let engine = Engine::start(config, move |i| Client {
-        fay: fay.clone(),
-        target: target.clone(),
-        template: template.clone(),
-        share: connections / shards + usize::from(i < connections % shards),
-        flows: Vec::new(),
-        to_connect: VecDeque::new(),
-        connecting: HashMap::new(),
-        ever_connected: Vec::new(),
-        stats: Stats::new(),
-        tally: Tally::new(),
-        shared: factory_shared[i].clone(),
-        rng: SystemRandom::new(),
-        drain_until,
-        last_flush: start,
-        finished: false,
+    let engine = Engine::start(config, move |i| {
+        let client = Client {
+            fay: fay.clone(),
+            template: template.clone(),
+            share: connections / shards + usize::from(i < connections % shards),
+            started: 0,
+            stats: Stats::new(),
+            shared: factory_shared[i].clone(),
+        };
+        DtpClient::new(client, target.clone(), start, drain_until)
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let times = (start, measure_from, end, drain_until);

@@ -20,6 +20,7 @@ use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
+use super::drive::{EndpointHandler, drive_endpoint};
 use super::{DtpEndpoint, DtpError, DtpEvent, SuspendedSessions, TerminalConfig};
 use crate::app::{GatewayDown, GatewayUp};
 use dtp_engine::{Connections, Origin, Outbox, Service};
@@ -88,81 +89,85 @@ impl<A: DtpApp> DtpGateway<A> {
         &self.app
     }
 
-    /// Drains the endpoint after an input: events to the application (or,
-    /// for resume requests, to the registry), transmits, the next deadline,
-    /// and a close once the endpoint has closed.
-    fn drive(
+    /// Drains the endpoint after an input ([`drive_endpoint`]): events to
+    /// the application (or, for resume requests, to the registry),
+    /// transmits, the next deadline, and a close once the endpoint has
+    /// closed.
+    fn drive(&mut self, c: &mut GatewayConn<A::Session>, out: &mut Outbox<'_, GatewayUp>) {
+        let mut terminal = Terminal {
+            app: &mut self.app,
+            registry: &*self.registry,
+            conn: c.conn,
+            session: &mut c.session,
+            waiting_resume: &mut c.waiting_resume,
+        };
+        let now = out.now();
+        drive_endpoint(&mut c.endpoint, out, now, &mut terminal);
+    }
+}
+
+/// One terminal connection's side of [`drive_endpoint`]: the borrowed parts
+/// of the gateway and of the connection that its events reach.
+struct Terminal<'a, A: DtpApp> {
+    app: &'a mut A,
+    registry: &'a dyn SuspendedSessions,
+    conn: ConnId,
+    session: &'a mut A::Session,
+    waiting_resume: &'a mut Option<(SessionId, Instant)>,
+}
+
+impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
+    fn event(
         &mut self,
-        c: &mut GatewayConn<A::Session>,
-        out: &mut Outbox<'_, GatewayUp>,
+        ep: &mut DtpEndpoint,
+        event: DtpEvent,
         now: Instant,
+        out: &mut Outbox<'_, GatewayUp>,
     ) {
-        let mut closed = false;
-        loop {
-            // The application may queue frames while handling an event, so
-            // transmit after every event batch, and look again.
-            let mut any = false;
-            while let Some(event) = c.endpoint.poll_event() {
-                any = true;
-                match event {
-                    DtpEvent::ResumeRequested { session_id } => {
-                        c.waiting_resume = Some((session_id, now + RESUME_GRACE));
-                        self.try_resume(c, now);
-                    }
-                    // Terminal control-plane messages belong to the control
-                    // thread (SPEC §2-3), which answers through `control`.
-                    DtpEvent::Control(msg) => out.to_control(GatewayUp::Message {
-                        conn: c.conn,
-                        msg: Box::new(msg),
-                    }),
-                    DtpEvent::Established {
-                        session_id,
-                        peer,
-                        resumed,
-                    } => {
-                        let fay_id = String::from_utf8_lossy(peer.as_bytes());
-                        out.to_control(GatewayUp::Identified {
-                            conn: c.conn,
-                            fay_id: fay_id.into(),
-                        });
-                        let event = DtpEvent::Established {
-                            session_id,
-                            peer,
-                            resumed,
-                        };
-                        self.app.event(&mut c.session, &mut c.endpoint, event, now);
-                    }
-                    DtpEvent::Error(DtpError::Cap(e)) => {
-                        refused_handshake(c.conn, &e);
-                        let event = DtpEvent::Error(DtpError::Cap(e));
-                        self.app.event(&mut c.session, &mut c.endpoint, event, now);
-                    }
-                    DtpEvent::Closed { code } => {
-                        closed = true;
-                        self.app.event(
-                            &mut c.session,
-                            &mut c.endpoint,
-                            DtpEvent::Closed { code },
-                            now,
-                        );
-                    }
-                    other => self.app.event(&mut c.session, &mut c.endpoint, other, now),
-                }
+        match event {
+            DtpEvent::ResumeRequested { session_id } => {
+                *self.waiting_resume = Some((session_id, now + RESUME_GRACE));
+                try_resume(self.registry, ep, self.waiting_resume, now);
             }
-            c.endpoint.poll_transmit(out.wire());
-            if !any {
-                break;
+            // Terminal control-plane messages belong to the control
+            // thread (SPEC §2-3), which answers through `control`.
+            DtpEvent::Control(msg) => out.to_control(GatewayUp::Message {
+                conn: self.conn,
+                msg: Box::new(msg),
+            }),
+            DtpEvent::Established {
+                session_id,
+                peer,
+                resumed,
+            } => {
+                let fay_id = String::from_utf8_lossy(peer.as_bytes());
+                out.to_control(GatewayUp::Identified {
+                    conn: self.conn,
+                    fay_id: fay_id.into(),
+                });
+                let event = DtpEvent::Established {
+                    session_id,
+                    peer,
+                    resumed,
+                };
+                self.app.event(self.session, ep, event, now);
             }
+            DtpEvent::Error(DtpError::Cap(e)) => {
+                refused_handshake(self.conn, &e);
+                let event = DtpEvent::Error(DtpError::Cap(e));
+                self.app.event(self.session, ep, event, now);
+            }
+            other => self.app.event(self.session, ep, other, now),
         }
-        let wait = c
+    }
+
+    fn timer(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
+        let wait = self
             .waiting_resume
             .map(|(_, until)| (now + RESUME_POLL).min(until));
-        out.set_timer(match (c.endpoint.poll_timeout(), wait) {
+        match (ep.poll_timeout(), wait) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        });
-        if closed || c.endpoint.is_closed() {
-            out.close();
         }
     }
 }
@@ -186,28 +191,31 @@ fn refused_handshake(conn: ConnId, e: &dtp_crypto::cap::CapError) {
 /// a short poll costs little and keeps resume latency low.
 pub const RESUME_POLL: Duration = Duration::from_millis(1);
 
-impl<A: DtpApp> DtpGateway<A> {
-    /// Answers a waiting resume request from the registry: resumes, refuses
-    /// (the grace is over), or leaves it waiting.
-    fn try_resume(&mut self, c: &mut GatewayConn<A::Session>, now: Instant) {
-        let Some((session_id, until)) = c.waiting_resume else {
-            return;
-        };
-        match self.registry.take(session_id, now) {
-            Some(s) => {
-                c.waiting_resume = None;
-                if let Err(refused) = c.endpoint.resume_with(s, now) {
-                    // Not this peer's (or not now): the session stays
-                    // parked for its owner.
-                    let _ = self.registry.park(*refused.session, now);
-                }
+/// Answers a waiting resume request from the registry: resumes, refuses
+/// (the grace is over), or leaves it waiting.
+fn try_resume(
+    registry: &dyn SuspendedSessions,
+    ep: &mut DtpEndpoint,
+    waiting_resume: &mut Option<(SessionId, Instant)>,
+    now: Instant,
+) {
+    let Some((session_id, until)) = *waiting_resume else {
+        return;
+    };
+    match registry.take(session_id, now) {
+        Some(s) => {
+            *waiting_resume = None;
+            if let Err(refused) = ep.resume_with(s, now) {
+                // Not this peer's (or not now): the session stays
+                // parked for its owner.
+                let _ = registry.park(*refused.session, now);
             }
-            None if now >= until => {
-                c.waiting_resume = None;
-                c.endpoint.refuse_resume();
-            }
-            None => {}
         }
+        None if now >= until => {
+            *waiting_resume = None;
+            ep.refuse_resume();
+        }
+        None => {}
     }
 }
 
@@ -224,7 +232,7 @@ impl<A: DtpApp> DtpGateway<A> {
             // the connection's end; the message has no session to go on.
             tracing::debug!(error = %e, "a control message found no session");
         }
-        self.drive(c, out, out.now());
+        self.drive(c, out);
     }
 }
 
@@ -255,7 +263,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
                     session: A::Session::default(),
                     waiting_resume: None,
                 };
-                self.drive(&mut c, out, now);
+                self.drive(&mut c, out);
                 Some(c)
             }
             Err(e) => {
@@ -292,7 +300,7 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         };
         let now = out.now();
         c.endpoint.handle_frame(wire, now);
-        self.drive(c, out, now);
+        self.drive(c, out);
         Ok(())
     }
 
@@ -319,15 +327,15 @@ impl<A: DtpApp> Service for DtpGateway<A> {
 
     fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
         if let Some(c) = state {
-            self.try_resume(c, now);
+            try_resume(&*self.registry, &mut c.endpoint, &mut c.waiting_resume, now);
             c.endpoint.handle_timeout(now);
-            self.drive(c, out, now);
+            self.drive(c, out);
         }
     }
 
     fn writable(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, GatewayUp>) {
         if let Some(c) = state {
-            self.drive(c, out, out.now());
+            self.drive(c, out);
         }
     }
 

@@ -1,16 +1,23 @@
-//! DTP on the shards: the terminal side's [`DtpGateway`] service, the
+//! DTP on the shards: the terminal side's [`DtpGateway`] service, the Fay
+//! side's [`DtpClient`] service (both drive their endpoints with one loop,
+//! [`drive_endpoint`]), the
 //! registry and the directory store that keep suspended sessions for a
 //! Fay that comes back (SPEC SES-2, SES-3), and the sans-IO endpoint
 //! itself, re-exported from `dtp-endpoint`.
 
+mod client;
+mod drive;
 mod gateway;
 mod refused;
 mod registry;
+mod responder;
 mod store_dir;
 
 #[cfg(test)]
 mod tests;
 
+pub use client::{ConnCounts, DtpClient, FayApp, FayConn, OpenFailure, REPORT_EVERY, WAVE};
+pub use drive::{EndpointHandler, drive_endpoint};
 pub use dtp_endpoint::*;
 pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE, RESUME_POLL};
 pub use refused::{CapRefusals, cap_refusals};

@@ -1,14 +1,15 @@
 //! One Fay of `dtp load --dtp --control`: a DTP session on one transport
 //! connection that loops AuthRequests (and releases) for its resource.
 //!
-//! **Owns**: the [`DtpEndpoint`] of its connection, where its request loop
-//! is (`Step`), and what it measures into the shard's [`ControlStats`].
-//! **Never touches**: sockets, the clock, threads or global randomness
-//! (time and random bytes are passed in, as for `super::super::flow`), nor
-//! the terminal's rules.
+//! **Owns**: where its request loop is (`Step`), and what it measures into
+//! the shard's [`ControlStats`]. **Never touches**: sockets, the clock,
+//! threads or global randomness (time and random bytes are passed in, as
+//! for `super::super::flow`), its connection's [`DtpEndpoint`] (the
+//! driver's, lent to every call), nor the terminal's rules.
 //!
-//! Driving order, after every input (`handle_connected`, `handle_frame`,
-//! `handle_timeout`): `poll_transmit` (which also sends the loop's next
+//! Driving order (the gateway crate's `drive_endpoint`), after every input
+//! (`connected`, a frame, a timeout): each event to `handle_event`, then
+//! `events_done`, then `poll_transmit` (which also sends the loop's next
 //! message), then `poll_timeout`; `handle_lost` when the transport is gone.
 //! A flow never resumes: a connection lost under it is an error and the
 //! flow gives up (its sessions end on the terminal by liveness, LIV-4).
@@ -19,10 +20,10 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use dtp_bench::control_workload::ControlMode;
 use dtp_codec::{
-    AccessMode, AuthOutcome, AuthRequest, AuthResult, ControlMessage, FrameBuf, SessionId,
-    SessionRelease, SessionState,
+    AccessMode, AuthOutcome, AuthRequest, AuthResult, ControlMessage, SessionId, SessionRelease,
+    SessionState,
 };
-use dtp_gateway::dtp::{DtpEndpoint, DtpError, DtpEvent, FayConfig};
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, FayConfig, OpenFailure};
 
 use super::stats::ControlStats;
 use crate::load_dtp::flow::MAX_FRESH_ATTEMPTS;
@@ -99,13 +100,15 @@ pub(crate) struct ControlFlow {
     /// The credential bytes every AuthRequest carries.
     credential: Bytes,
     phase: Phase,
-    ep: Option<DtpEndpoint>,
     step: Step,
     next_request: u64,
     /// The last session held was handed over: the next grant is a
     /// handover won.
     lost_to_handover: bool,
     fresh_failures: u32,
+    /// The error of this batch of events (the one that closes a
+    /// connection comes just before its close).
+    last_error: Option<(dtp_codec::ErrorCode, String)>,
 }
 
 impl ControlFlow {
@@ -117,11 +120,11 @@ impl ControlFlow {
             setup,
             credential,
             phase: Phase::Waiting,
-            ep: None,
             step: Step::Idle,
             next_request: 1,
             lost_to_handover: false,
             fresh_failures: 0,
+            last_error: None,
         }
     }
 
@@ -135,13 +138,13 @@ impl ControlFlow {
         matches!(self.phase, Phase::Finished | Phase::Failed)
     }
 
-    /// When `handle_timeout` is next due: the endpoint's deadline, the
+    /// When the connection next times out: the endpoint's deadline, the
     /// window's end (a holder releases then) and the stall deadline.
-    pub(crate) fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
         if self.phase != Phase::Open {
             return None;
         }
-        let ep = self.ep.as_ref()?.poll_timeout();
+        let ep = ep.poll_timeout();
         let own = match self.step {
             Step::Requesting { at, .. } | Step::Releasing { at, .. } => Some(at + STALL),
             Step::Holding { .. } => (now < self.config.end).then_some(self.config.end),
@@ -162,50 +165,25 @@ impl ControlFlow {
         }
     }
 
-    /// SPEC SEQ-1: the transport is up: CAP starts.
-    pub(crate) fn handle_connected(
-        &mut self,
-        now: Instant,
-        rng: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), DtpError> {
-        match DtpEndpoint::fay(&self.setup.fay, now, rng) {
-            Ok(ep) => {
-                self.ep = Some(ep);
-                self.phase = Phase::Open;
-                Ok(())
-            }
-            Err(e) => {
-                self.phase = Phase::Failed;
-                Err(e)
-            }
-        }
+    /// The keys and credential of this Fay's endpoints.
+    pub(crate) fn fay(&self) -> &FayConfig {
+        &self.setup.fay
     }
 
-    /// One complete frame of the transport.
-    pub(crate) fn handle_frame<B: FrameBuf>(
-        &mut self,
-        wire: B,
-        now: Instant,
-        stats: &mut ControlStats,
-    ) {
-        if self.phase != Phase::Open {
-            return;
-        }
-        if let Some(ep) = &mut self.ep {
-            ep.handle_frame(wire, now);
-        }
-        self.process_events(now, stats);
+    /// SPEC SEQ-1: the transport is up and its endpoint runs CAP.
+    pub(crate) fn connected(&mut self) {
+        self.phase = Phase::Open;
     }
 
-    /// The deadline of `poll_timeout` came.
-    pub(crate) fn handle_timeout(&mut self, now: Instant, stats: &mut ControlStats) {
-        if self.phase != Phase::Open {
-            return;
+    /// The connection got no endpoint: a configuration error gives up;
+    /// when the random generator failed (the driver counts that), the
+    /// connection counts as dropped during CAP.
+    pub(crate) fn open_failed(&mut self, why: OpenFailure, stats: &mut ControlStats) {
+        stats.errors += 1;
+        match why {
+            OpenFailure::Endpoint(_) => self.phase = Phase::Failed,
+            OpenFailure::Random => self.retry_or_fail(),
         }
-        if let Some(ep) = &mut self.ep {
-            ep.handle_timeout(now);
-        }
-        self.process_events(now, stats);
     }
 
     /// The driver could not open a transport connection.
@@ -218,8 +196,8 @@ impl ControlFlow {
     /// The transport is gone: the end of a closing flow; dropped during
     /// CAP, a retry (up to `MAX_FRESH_ATTEMPTS` in a row); otherwise an
     /// error, and the flow gives up.
-    pub(crate) fn handle_lost(&mut self, stats: &mut ControlStats) {
-        let established = self.ep.take().is_some_and(|ep| ep.session_id().is_some());
+    pub(crate) fn handle_lost(&mut self, ep: Option<DtpEndpoint>, stats: &mut ControlStats) {
+        let established = ep.is_some_and(|ep| ep.session_id().is_some());
         match self.phase {
             Phase::Closing | Phase::Finished => self.phase = Phase::Finished,
             Phase::Failed => {}
@@ -244,13 +222,9 @@ impl ControlFlow {
         };
     }
 
-    /// Drains the endpoint's events into the loop.
-    fn process_events(&mut self, now: Instant, stats: &mut ControlStats) {
-        // The error that closes a connection comes just before its close.
-        let mut last_error: Option<(dtp_codec::ErrorCode, String)> = None;
-        loop {
-            let Some(ep) = &mut self.ep else { return };
-            let Some(event) = ep.poll_event() else { break };
+    /// One event of the connection's endpoint, into the loop.
+    pub(crate) fn handle_event(&mut self, event: DtpEvent, now: Instant, stats: &mut ControlStats) {
+        {
             match event {
                 DtpEvent::Established { .. } => {
                     self.fresh_failures = 0;
@@ -271,13 +245,13 @@ impl ControlFlow {
                 DtpEvent::Error(e) => {
                     tracing::debug!(error = %e, "DTP error on a control load connection");
                     stats.errors += 1;
-                    last_error = Some((e.code(), crate::load::status::reason(&e)));
+                    self.last_error = Some((e.code(), crate::load::status::reason(&e)));
                 }
                 DtpEvent::Closed { code } => {
                     // The terminal ended the session (CAP refused, a
                     // protocol error): this Fay is done.
                     tracing::debug!(%code, fay = %self.setup.fay_id, "the terminal closed a control load connection");
-                    let message = match &last_error {
+                    let message = match &self.last_error {
                         Some((c, m)) if *c == code => m.as_str(),
                         _ => "the terminal closed the connection",
                     };
@@ -290,6 +264,11 @@ impl ControlFlow {
                 _ => {}
             }
         }
+    }
+
+    /// A batch of events handled.
+    pub(crate) fn events_done(&mut self) {
+        self.last_error = None;
     }
 
     fn measuring(&self, now: Instant) -> bool {
@@ -369,6 +348,7 @@ impl ControlFlow {
     /// the transport once these bytes are sent.
     pub(crate) fn poll_transmit(
         &mut self,
+        ep: &mut DtpEndpoint,
         dst: &mut BytesMut,
         now: Instant,
         stats: &mut ControlStats,
@@ -377,20 +357,16 @@ impl ControlFlow {
             Phase::Open => {}
             // Given up under an open transport (the terminal closed the
             // session): close it.
-            Phase::Failed => return self.ep.is_some(),
+            Phase::Failed => return true,
             _ => return false,
         }
-        self.advance(now, stats);
-        let Some(ep) = self.ep.as_mut() else {
-            return false;
-        };
+        self.advance(ep, now, stats);
         ep.poll_transmit(dst);
         matches!(self.phase, Phase::Closing | Phase::Failed) || ep.is_closed()
     }
 
     /// Sends the loop's next message, if one is due.
-    fn advance(&mut self, now: Instant, stats: &mut ControlStats) {
-        let Some(ep) = self.ep.as_mut() else { return };
+    fn advance(&mut self, ep: &mut DtpEndpoint, now: Instant, stats: &mut ControlStats) {
         if !ep.is_established() {
             return;
         }

@@ -13,7 +13,8 @@ use dtp_codec::{
     AccessMode, AuthOutcome, AuthResult, ControlMessage, ErrorCode, Limits, SessionId,
     SessionState, SessionStateChanged, peek_frame_len,
 };
-use dtp_gateway::dtp::{DtpEndpoint, DtpEvent};
+use dtp_engine::Outbox;
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, EndpointHandler, drive_endpoint};
 
 use super::{ControlFlow, ControlFlowConfig, ControlStats, Phase, STALL};
 use crate::load_dtp::control::ControlSpec;
@@ -33,6 +34,10 @@ enum Answer {
 struct Pair {
     now: Instant,
     flow: ControlFlow,
+    /// The Fay's endpoint (the driver's).
+    ep: Option<DtpEndpoint>,
+    /// The Fay side closes the transport.
+    closing: bool,
     term: DtpEndpoint,
     answer: Answer,
     stats: ControlStats,
@@ -76,10 +81,13 @@ impl Pair {
         let term = DtpEndpoint::terminal(&terminal, now, unix, &mut fill).unwrap();
         let mut flow = ControlFlow::new(config, spec.fays[0].clone());
         flow.connecting();
-        flow.handle_connected(now, &mut fill).unwrap();
+        let ep = DtpEndpoint::fay(flow.fay(), now, &mut fill).unwrap();
+        flow.connected();
         Self {
             now,
             flow,
+            ep: Some(ep),
+            closing: false,
             term,
             answer,
             stats: ControlStats::new(),
@@ -131,6 +139,21 @@ impl Pair {
         }
     }
 
+    /// Drives the Fay's endpoint as the engine service does, appending
+    /// what it sends to `dst`.
+    fn drive(&mut self, dst: &mut BytesMut) {
+        let (Some(ep), false) = (self.ep.as_mut(), self.closing) else {
+            return;
+        };
+        let limits = Limits::default();
+        let mut out = Outbox::new(dst, &limits, 1 << 20, 1 << 20, self.now);
+        let mut fay = TestFay {
+            flow: &mut self.flow,
+            stats: &mut self.stats,
+        };
+        self.closing = drive_endpoint(ep, &mut out, self.now, &mut fay);
+    }
+
     /// Runs 1 ms steps until the flow finishes (or `max_steps`).
     fn run(&mut self, max_steps: usize) {
         let mut to_term = BytesMut::new();
@@ -139,29 +162,65 @@ impl Pair {
             if self.flow.is_finished() {
                 return;
             }
-            let close = self
-                .flow
-                .poll_transmit(&mut to_term, self.now, &mut self.stats);
+            self.drive(&mut to_term);
             for f in frames(&mut to_term) {
                 self.term.handle_frame(f, self.now);
             }
             self.serve();
             self.term.poll_transmit(&mut to_fay);
             for f in frames(&mut to_fay) {
-                self.flow.handle_frame(f, self.now, &mut self.stats);
+                if self.closing {
+                    break;
+                }
+                if let Some(ep) = self.ep.as_mut() {
+                    ep.handle_frame(f, self.now);
+                }
+                self.drive(&mut to_term);
             }
-            if close {
-                self.flow.handle_lost(&mut self.stats);
+            to_fay.clear();
+            if self.closing {
+                self.flow.handle_lost(self.ep.take(), &mut self.stats);
+                continue;
             }
             self.now += Duration::from_millis(1);
-            if self
-                .flow
-                .poll_timeout(self.now)
-                .is_some_and(|t| t <= self.now)
-            {
-                self.flow.handle_timeout(self.now, &mut self.stats);
+            let due = self
+                .ep
+                .as_ref()
+                .and_then(|ep| self.flow.poll_timeout(ep, self.now))
+                .is_some_and(|t| t <= self.now);
+            if due {
+                if let Some(ep) = self.ep.as_mut() {
+                    ep.handle_timeout(self.now);
+                }
+                self.drive(&mut to_term);
             }
         }
+    }
+}
+
+/// The flow's side of the driving loop, as the engine service's.
+struct TestFay<'a> {
+    flow: &'a mut ControlFlow,
+    stats: &'a mut ControlStats,
+}
+
+impl EndpointHandler<()> for TestFay<'_> {
+    fn event(&mut self, _: &mut DtpEndpoint, event: DtpEvent, now: Instant, _: &mut Outbox<'_>) {
+        self.flow.handle_event(event, now, self.stats);
+    }
+
+    fn events_done(&mut self, _: &mut DtpEndpoint, _: Instant) {
+        self.flow.events_done();
+    }
+
+    fn transmit(&mut self, ep: &mut DtpEndpoint, now: Instant, out: &mut Outbox<'_>) {
+        if self.flow.poll_transmit(ep, out.wire(), now, self.stats) {
+            out.close();
+        }
+    }
+
+    fn timer(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
+        self.flow.poll_timeout(ep, now)
     }
 }
 

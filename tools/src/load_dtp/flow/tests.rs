@@ -1,6 +1,7 @@
 //! The flows driven against an in-memory terminal (`DtpEndpoint::terminal`
 //! running `DtpResponder`, the gateway's application) in virtual time: the
-//! same machine the engine service drives, with cuts, resumes and refusals.
+//! same machine the engine service drives, through the same loop
+//! (`drive_endpoint`), with cuts, resumes and refusals.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
@@ -12,9 +13,9 @@ use crate::load_dtp::payload;
 use bytes::BytesMut;
 use dtp_bench::dtp_workload::{BenchKeys, DtpResponder, DtpWorkload, ResponderSession};
 use dtp_codec::{Limits, peek_frame_len};
-use dtp_gateway::dtp::{
-    DtpApp, DtpEndpoint, DtpEvent, FayConfig, SuspendedSession, TerminalConfig,
-};
+use dtp_engine::Outbox;
+use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession, TerminalConfig};
+use dtp_gateway::dtp::{EndpointHandler, drive_endpoint};
 
 /// Deterministic bytes: a xorshift stream from `seed`.
 struct TestRng(u64);
@@ -50,6 +51,10 @@ struct Pair {
     terminal: TerminalConfig,
     responder: DtpResponder,
     flow: Flow,
+    /// The Fay's endpoint on the current transport connection.
+    ep: Option<DtpEndpoint>,
+    /// The Fay side closes the transport (a cut, or done).
+    closing: bool,
     term: Option<(DtpEndpoint, ResponderSession)>,
     /// The terminal's registry: the one session a cut parks.
     parked: Option<SuspendedSession>,
@@ -81,6 +86,8 @@ impl Pair {
                 measure_from: now,
                 end: now + Duration::from_millis(150),
             }),
+            ep: None,
+            closing: false,
             term: None,
             parked: None,
             amnesiac: false,
@@ -92,9 +99,14 @@ impl Pair {
     fn connect(&mut self) {
         self.flow.connecting();
         let rng = &mut self.rng;
-        self.flow
-            .handle_connected(&self.fay, self.now, &mut |b| rng.fill(b))
-            .unwrap();
+        let ep = match self.flow.take_session() {
+            Some(s) => DtpEndpoint::fay_resume(&self.fay, s, self.now, &mut |b| rng.fill(b))
+                .map_err(|r| r.error),
+            None => DtpEndpoint::fay(&self.fay, self.now, &mut |b| rng.fill(b)),
+        };
+        self.ep = Some(ep.unwrap());
+        self.flow.connected();
+        self.closing = false;
         let ep = DtpEndpoint::terminal(&self.terminal, self.now, unix_now(), &mut |b| rng.fill(b))
             .unwrap();
         self.term = Some((ep, ResponderSession::default()));
@@ -109,9 +121,60 @@ impl Pair {
         {
             self.parked = Some(s);
         }
-        self.flow.handle_lost(self.now, &mut self.stats);
+        self.flow
+            .handle_lost(self.ep.take(), self.now, &mut self.stats);
+        self.closing = false;
     }
 
+    /// Drives the Fay's endpoint as the engine service does, appending
+    /// what it sends to `dst`.
+    fn drive(&mut self, dst: &mut BytesMut) {
+        let (Some(ep), false) = (self.ep.as_mut(), self.closing) else {
+            return;
+        };
+        let limits = Limits::default();
+        let mut out = Outbox::new(dst, &limits, 1 << 20, 1 << 20, self.now);
+        let mut fay = TestFay {
+            flow: &mut self.flow,
+            stats: &mut self.stats,
+            rng: &mut self.rng,
+        };
+        self.closing = drive_endpoint(ep, &mut out, self.now, &mut fay);
+    }
+}
+
+/// The flow's side of the driving loop, as the engine service's.
+struct TestFay<'a> {
+    flow: &'a mut Flow,
+    stats: &'a mut Stats,
+    rng: &'a mut TestRng,
+}
+
+impl EndpointHandler<()> for TestFay<'_> {
+    fn event(&mut self, ep: &mut DtpEndpoint, event: DtpEvent, now: Instant, _: &mut Outbox<'_>) {
+        self.flow.handle_event(ep, event, now, self.stats);
+    }
+
+    fn events_done(&mut self, ep: &mut DtpEndpoint, now: Instant) {
+        self.flow.events_done(ep, now, self.stats);
+    }
+
+    fn transmit(&mut self, ep: &mut DtpEndpoint, now: Instant, out: &mut Outbox<'_>) {
+        let (room, rng) = (out.room(), &mut *self.rng);
+        let t =
+            self.flow
+                .poll_transmit(ep, out.wire(), room, now, &mut |b| rng.fill(b), self.stats);
+        if t.close {
+            out.close();
+        }
+    }
+
+    fn timer(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
+        self.flow.poll_timeout(ep, now)
+    }
+}
+
+impl Pair {
     /// Runs until the flow finishes (or `max_steps`); each step is 1 ms.
     fn run(&mut self, max_steps: usize) {
         let mut to_term = BytesMut::new();
@@ -122,14 +185,9 @@ impl Pair {
             if self.flow.wants_connection() {
                 self.connect();
             }
-            let rng = &mut self.rng;
-            let t = self.flow.poll_transmit(
-                &mut to_term,
-                1 << 20,
-                self.now,
-                &mut |b| rng.fill(b),
-                &mut self.stats,
-            );
+            self.drive(&mut to_term);
+            let mut to_fay = BytesMut::new();
+            let mut closed = false;
             if let Some((ep, session)) = &mut self.term {
                 for f in frames(&mut to_term) {
                     ep.handle_frame(f, self.now);
@@ -146,33 +204,48 @@ impl Pair {
                         other => self.responder.event(session, ep, other, self.now),
                     }
                 }
-                let mut to_fay = BytesMut::new();
                 ep.poll_transmit(&mut to_fay);
-                let closed = ep.is_closed();
-                if !t.close {
-                    for f in frames(&mut to_fay) {
-                        self.flow.handle_frame(f, self.now, &mut self.stats);
+                closed = ep.is_closed();
+            }
+            if !self.closing {
+                for f in frames(&mut to_fay) {
+                    if self.closing {
+                        break; // a cut: the rest is dropped
                     }
-                }
-                if closed && !t.close {
-                    self.drop_transport();
-                    to_term.clear();
-                    continue;
+                    if let Some(ep) = self.ep.as_mut() {
+                        ep.handle_frame(f, self.now);
+                    }
+                    self.drive(&mut to_term);
                 }
             }
-            if t.close {
+            if self.closing {
                 // A cut: the torn frame never completes on the terminal.
+                // What the Fay sent before it still reaches the terminal.
+                for f in frames(&mut to_term) {
+                    if let Some((ep, _)) = &mut self.term {
+                        ep.handle_frame(f, self.now);
+                    }
+                }
                 to_term.clear();
                 self.drop_transport();
                 continue;
             }
+            if closed {
+                self.drop_transport();
+                to_term.clear();
+                continue;
+            }
             self.now += Duration::from_millis(1);
-            if self
-                .flow
-                .poll_timeout(self.now)
-                .is_some_and(|at| at <= self.now)
-            {
-                self.flow.handle_timeout(self.now, &mut self.stats);
+            let due = self
+                .ep
+                .as_ref()
+                .and_then(|ep| self.flow.poll_timeout(ep, self.now))
+                .is_some_and(|at| at <= self.now);
+            if due {
+                if let Some(ep) = self.ep.as_mut() {
+                    ep.handle_timeout(self.now);
+                }
+                self.drive(&mut to_term);
             }
         }
     }
@@ -277,13 +350,18 @@ fn answers_are_checked_and_duplicates_counted() {
 }
 
 #[test]
-fn a_frame_after_the_cut_is_ignored() {
+fn a_flow_being_cut_sends_nothing_more() {
     let mut p = Pair::new(&keys(), DtpWorkload::Pingpong, 66, None, 8);
+    p.connect();
     p.flow.phase = Phase::Cutting;
     let mut stats = Stats::new();
-    p.flow
-        .handle_frame(BytesMut::from(&b"junk"[..]), p.now, &mut stats);
-    p.flow.handle_timeout(p.now, &mut stats);
+    let mut dst = BytesMut::new();
+    let ep = p.ep.as_mut().unwrap();
+    let t = p
+        .flow
+        .poll_transmit(ep, &mut dst, 1 << 20, p.now, &mut |b| b.fill(1), &mut stats);
+    assert!(dst.is_empty() && !t.close && !t.want_writable);
+    assert_eq!(p.flow.poll_timeout(ep, p.now), None);
     assert_eq!(stats.errors, 0);
 }
 
