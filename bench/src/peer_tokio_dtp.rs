@@ -2,7 +2,7 @@
 //! on tokio (epoll), written the way a careful tokio user would write it:
 //! the terminal side of CAP, sealed frames, agreements, resume — the same
 //! sans-IO [`DtpEndpoint`] and the same application ([`DtpResponder`]) as
-//! our gateway ([`DtpGateway`](dtp_gateway::dtp::DtpGateway)), so the
+//! our gateway (`dtp_gateway::dtp::DtpGateway`), so the
 //! CPU-per-byte ratio of `dtp bench` measures the IO path and the runtime,
 //! not two protocol implementations.
 //!
@@ -33,7 +33,7 @@
 //!
 //! - **Drain after every frame, write once per read.** The endpoint's
 //!   queues are bounded on the assumption that its driver drains events
-//!   and transmits after every input (see `dtp_gateway::dtp`), so events go
+//!   and transmits after every input (see `dtp_gateway::dtp::drive_endpoint`), so events go
 //!   to the application and transmits into the write buffer after each
 //!   frame, as the gateway does; the socket is written once per read batch,
 //!   like the plaintext peer.
@@ -47,7 +47,7 @@
 //! - **Resume grace.** A Fay whose connection was cut reconnects at once
 //!   and may ask for its session before the old connection's task has seen
 //!   the end of its socket; the request then waits up to
-//!   [`RESUME_GRACE`](dtp_gateway::dtp::RESUME_GRACE) (the gateway's grace),
+//!   [`RESUME_GRACE`](dtp_endpoint::RESUME_GRACE) (the gateway's grace),
 //!   looking in the registry every [`RESUME_POLL`], before it is refused
 //!   with RESUME_FAILED.
 //! - **Bounded memory.** The registry holds at most
@@ -72,7 +72,7 @@ use dtp_codec::{ErrorCode, Limits, SessionId, peek_frame_len};
 use dtp_endpoint::{DtpEndpoint, DtpError, DtpEvent, TerminalConfig};
 // The suspended-session registry and its grace are the gateway crate's
 // (which links the runtime): the one part of our gateway this peer shares.
-use dtp_gateway::dtp::{RESUME_GRACE, SessionRegistry};
+use dtp_endpoint::{RESUME_GRACE, SessionRegistry};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -86,7 +86,7 @@ pub use crate::peer_tokio::{READ_RESERVE, SHUTDOWN_GRACE, parse_listening_line};
 pub const NAME: &str = "tokio-dtp";
 /// How often a resume request waiting for its session looks again: the
 /// same as our gateway's, so the comparison is fair.
-pub use dtp_gateway::dtp::RESUME_POLL;
+pub use dtp_endpoint::RESUME_POLL;
 /// SPEC SES-2: most suspended sessions the peer keeps (shared by every
 /// connection); past it a lost session is dropped.
 pub const MAX_SUSPENDED_SESSIONS: usize = 16 * 1024;

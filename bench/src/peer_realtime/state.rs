@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dtp_codec::realtime::{EnvelopeHead, FailureKind, RecoveryMode, write_envelope};
-use dtp_gateway::realtime::format_rfc3339_ms;
+use dtp_realtime::time::format_timestamp as format_rfc3339_ms;
 use dtp_realtime::{Epoch, Ledger, LedgerItem, ResumeRefusal, Retention, StreamSpec};
 use tokio::sync::broadcast;
 

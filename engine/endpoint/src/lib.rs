@@ -185,6 +185,7 @@ mod error;
 mod event;
 mod persist;
 mod recv;
+mod registry;
 mod session;
 mod transmit;
 
@@ -196,6 +197,10 @@ pub use endpoint::{DtpEndpoint, Side};
 pub use error::DtpError;
 pub use event::DtpEvent;
 pub use persist::{SESSION_FORMAT_VERSION, SESSION_MAGIC};
+pub use registry::{
+    ParkError, ParkRefused, RESUME_GRACE, RESUME_POLL, RegistryFull, SessionRegistry,
+    SuspendedSessions,
+};
 pub use session::{ResumeRefused, SuspendedSession};
 
 pub use dtp_proto::agreement::{Agreement, AgreementKind, EndedBy, FailReason, Role};

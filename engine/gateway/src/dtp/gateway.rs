@@ -14,14 +14,16 @@
 //! tests' virtual-time pair.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::drive::{EndpointHandler, drive_endpoint};
-use super::{DtpEndpoint, DtpError, DtpEvent, SuspendedSessions, TerminalConfig};
+use super::{
+    DtpEndpoint, DtpError, DtpEvent, RESUME_GRACE, RESUME_POLL, SuspendedSessions, TerminalConfig,
+};
 use crate::app::{GatewayDown, GatewayUp};
 use dtp_engine::{Connections, Origin, Outbox, Service};
 
@@ -42,12 +44,6 @@ pub trait DtpApp {
         now: Instant,
     );
 }
-
-/// How long a resume request waits for its session to be parked. A Fay
-/// that saw its connection cut reconnects at once, often to another core,
-/// and may ask for its session before the old connection's end has reached
-/// the core that held it; that core parks the session as soon as it does.
-pub const RESUME_GRACE: Duration = Duration::from_secs(2);
 
 /// An engine service running the terminal side of DTP (SPEC §1) for every
 /// accepted connection.
@@ -185,11 +181,6 @@ fn refused_handshake(conn: ConnId, e: &dtp_crypto::cap::CapError) {
         tracing::warn!(%code, conn = conn.as_u64(), reason = %e, "CAP handshake refused");
     }
 }
-
-/// How often a waiting resume request looks for its session again: the
-/// wait is rare (only when the resume outran the old connection's end), so
-/// a short poll costs little and keeps resume latency low.
-pub const RESUME_POLL: Duration = Duration::from_millis(1);
 
 /// Answers a waiting resume request from the registry: resumes, refuses
 /// (the grace is over), or leaves it waiting.

@@ -9,7 +9,6 @@ mod client;
 mod drive;
 mod gateway;
 mod refused;
-mod registry;
 mod responder;
 mod store_dir;
 
@@ -19,7 +18,6 @@ mod tests;
 pub use client::{ConnCounts, DtpClient, FayApp, FayConn, OpenFailure, REPORT_EVERY, WAVE};
 pub use drive::{EndpointHandler, drive_endpoint};
 pub use dtp_endpoint::*;
-pub use gateway::{DtpApp, DtpGateway, GatewayConn, RESUME_GRACE, RESUME_POLL};
+pub use gateway::{DtpApp, DtpGateway, GatewayConn};
 pub use refused::{CapRefusals, cap_refusals};
-pub use registry::{ParkError, ParkRefused, RegistryFull, SessionRegistry, SuspendedSessions};
 pub use store_dir::{DirSessionStore, DirStoreError, StoreLimits, WallClock};

@@ -89,8 +89,8 @@ use dtp_codec::SessionId;
 use dtp_proto::persist::PersistError;
 
 use self::file::{HEADER_LEN, NO_DEADLINE, ReadFailure, io_err, unix_ms};
-use super::registry::{ParkError, ParkRefused};
 use super::{EndpointConfig, SuspendedSession, SuspendedSessions};
+use super::{ParkError, ParkRefused};
 
 const SUFFIX: &str = ".dtps";
 const TMP_SUFFIX: &str = ".tmp";

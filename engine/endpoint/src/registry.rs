@@ -15,11 +15,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dtp_codec::{ErrorCode, SessionId};
 
-use super::SuspendedSession;
+use crate::SuspendedSession;
 
 /// SPEC SES-2: a bounded, thread-safe map of suspended sessions by
 /// Session_ID, each with its expiry (the endpoint's `suspend_timeout`).
@@ -128,11 +128,11 @@ impl From<RegistryFull> for ParkRefused {
 /// shared by every shard of a gateway (a reconnect may land on any core).
 ///
 /// [`SessionRegistry`] (in memory, bounded) is the default;
-/// [`DirSessionStore`](super::DirSessionStore) keeps them in files that
+/// a gateway's directory store keeps them in files that
 /// outlive the process. A gateway with other needs — a registry sharded by
 /// session id, a database — implements this (with
 /// [`SuspendedSession::to_bytes`] and [`SuspendedSession::from_bytes`] for
-/// storage) and hands it to [`DtpGateway::new`](super::DtpGateway::new).
+/// storage) and hands it to the gateway's service.
 /// Called only when a connection ends or a resume is asked for, never per
 /// frame.
 pub trait SuspendedSessions: Send + Sync {
@@ -191,7 +191,7 @@ impl SessionRegistry {
     }
 
     /// SPEC SES-3: takes the session to resume it (see
-    /// [`DtpEndpoint::resume_with`](super::DtpEndpoint::resume_with), which
+    /// [`DtpEndpoint::resume_with`](crate::DtpEndpoint::resume_with), which
     /// checks the peer); `None` when unknown or expired (an expired one is
     /// released). A taken session is no longer here, so a second
     /// connection cannot resume it at the same time.
@@ -246,3 +246,14 @@ impl SessionRegistry {
         due.len()
     }
 }
+
+/// How long a resume request waits for its session to be parked. A Fay
+/// that saw its connection cut reconnects at once, often to another core,
+/// and may ask for its session before the old connection's end has reached
+/// the core that held it; that core parks the session as soon as it does.
+pub const RESUME_GRACE: Duration = Duration::from_secs(2);
+
+/// How often a waiting resume request looks for its session again: the
+/// wait is rare (only when the resume outran the old connection's end), so
+/// a short poll costs little and keeps resume latency low.
+pub const RESUME_POLL: Duration = Duration::from_millis(1);
