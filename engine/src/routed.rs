@@ -188,10 +188,10 @@ where
         either!(self, state, |s, c| s.stopping(c, out))
     }
 
-    fn close(&mut self, state: Self::Conn, reason: CloseReason) {
+    fn close(&mut self, state: Self::Conn, reason: CloseReason, now: Instant) {
         match state {
-            RoutedConn::A(c) => self.a.close(c, reason),
-            RoutedConn::B(c) => self.b.close(c, reason),
+            RoutedConn::A(c) => self.a.close(c, reason, now),
+            RoutedConn::B(c) => self.b.close(c, reason, now),
         }
     }
 

@@ -349,9 +349,10 @@ pub trait Service {
         let _ = (state, out);
     }
 
-    /// The connection closed; its state is handed back for the last time.
-    fn close(&mut self, state: Self::Conn, reason: CloseReason) {
-        let _ = (state, reason);
+    /// The connection closed, at `now` by the shard's clock; its state is
+    /// handed back for the last time.
+    fn close(&mut self, state: Self::Conn, reason: CloseReason, now: Instant) {
+        let _ = (state, reason, now);
     }
 
     /// Called after every poll; returns when it next wants to be called

@@ -375,7 +375,7 @@ impl Service for Client {
         self.local.last_errno = errno;
     }
 
-    fn close(&mut self, _state: ConnState, reason: CloseReason) {
+    fn close(&mut self, _state: ConnState, reason: CloseReason, _: Instant) {
         if matches!(reason, CloseReason::ConnectFailed(_)) {
             self.local.failed += 1;
         } else if !matches!(reason, CloseReason::Local) {

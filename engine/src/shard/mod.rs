@@ -332,7 +332,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 if let Some(slot) = self.core.conns.remove(conn) {
                     self.core.metrics.closed.fetch_add(1, Ordering::Relaxed);
                     self.core.tell_control(Request::Down { conn });
-                    self.service.close(slot.app, reason);
+                    self.service.close(slot.app, reason, self.core.now);
                 } else if let dtp_transports::CloseReason::ConnectFailed(errno) = reason {
                     self.service.connect_failed(conn, errno);
                 }

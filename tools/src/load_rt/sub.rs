@@ -454,7 +454,7 @@ impl Service for Subs {
         self.local.failed += 1;
     }
 
-    fn close(&mut self, s: Sub, _: CloseReason) {
+    fn close(&mut self, s: Sub, _: CloseReason, _: Instant) {
         let from = self.window.from.load(Relaxed);
         let to = self.window.to.load(Relaxed);
         if s.subscribed && from != 0 && to != u64::MAX && to >= from {

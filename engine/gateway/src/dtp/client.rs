@@ -419,7 +419,7 @@ impl<A: FayApp> Service for DtpClient<A> {
         }
     }
 
-    fn close(&mut self, state: Self::Conn, _: CloseReason) {
+    fn close(&mut self, state: Self::Conn, _: CloseReason, _: Instant) {
         let Some(c) = state else { return };
         if let Some(flow) = self.flows.get_mut(c.flow) {
             self.app.lost(flow, c.endpoint, Instant::now());

@@ -330,11 +330,10 @@ impl<A: DtpApp> Service for DtpGateway<A> {
         }
     }
 
-    fn close(&mut self, state: Self::Conn, _: CloseReason) {
+    fn close(&mut self, state: Self::Conn, _: CloseReason, now: Instant) {
         let Some(mut c) = state else {
             return;
         };
-        let now = Instant::now();
         if let Some(s) = c.endpoint.connection_lost(now) {
             // SES-2: park the session for a reconnect on any shard; a full
             // (or failing) store ends it (bounded memory).

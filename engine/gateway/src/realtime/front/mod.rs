@@ -373,7 +373,7 @@ impl Service for RealtimeFront {
         c.phase = Phase::Done;
     }
 
-    fn close(&mut self, mut c: RtConn, _: CloseReason) {
+    fn close(&mut self, mut c: RtConn, _: CloseReason, _: Instant) {
         self.forget(&mut c);
         self.metrics.closed();
     }
