@@ -106,11 +106,20 @@ impl Buffers {
 
     /// Whether a received chunk is better copied out than lent: small
     /// reads (requests, acks) are cheaper copied, and the chunk goes
-    /// straight back to the kernel; so is everything while half the receive
-    /// chunks are lent out, as a receiver that keeps payloads (slices of
-    /// them) must not starve the connections of receive memory.
-    pub(crate) fn copy_out(&self, chunk: &RecvChunk, lent: usize) -> bool {
-        chunk.len() <= SMALL_RECEIVE || lent.saturating_mul(2) >= self.recv.len()
+    /// straight back to the kernel. Whether the receive memory is short is
+    /// the receiver's question ([`Buffers::under_pressure`]), asked as it
+    /// takes each delivery: decided here, for a whole batch of completions
+    /// before any is consumed, it would copy chunks that are given back in
+    /// time.
+    pub(crate) fn copy_out(&self, chunk: &RecvChunk) -> bool {
+        chunk.len() <= SMALL_RECEIVE
+    }
+
+    /// Whether half the receive chunks are lent out now (`lent` of them):
+    /// a receiver that keeps payloads (slices of them) must then copy, so
+    /// as not to starve the connections of receive memory.
+    pub(crate) fn under_pressure(&self, lent: usize) -> bool {
+        lent.saturating_mul(2) >= self.recv.len()
     }
 
     pub(crate) fn chunk_size(&self) -> u32 {
@@ -342,7 +351,7 @@ pub(crate) trait RecvPool {
     /// A received chunk as the receiver gets it.
     fn deliver(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
         let (bufs, returns) = self.pool();
-        if bufs.copy_out(&chunk, returns.lent()) {
+        if bufs.copy_out(&chunk) {
             let copy = bytes::BytesMut::from(bufs.data(&chunk));
             self.recycle(chunk);
             crate::RecvBuf::from(copy)

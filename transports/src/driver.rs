@@ -444,4 +444,8 @@ impl Transport for Driver {
     fn region(&self) -> Option<&dtp_pool::Region> {
         dispatch!(self, b => b.region())
     }
+
+    fn receive_pressure(&self) -> bool {
+        dispatch!(self, b => b.receive_pressure())
+    }
 }

@@ -607,6 +607,10 @@ impl<A: Transport> Transport for FaultInjector<A> {
     fn region(&self) -> Option<&dtp_pool::Region> {
         self.inner.region()
     }
+
+    fn receive_pressure(&self) -> bool {
+        self.inner.receive_pressure()
+    }
 }
 
 #[cfg(test)]

@@ -77,6 +77,9 @@ macro_rules! socket_transport {
             fn region(&self) -> Option<&dtp_pool::Region> {
                 Some(self.bufs.region())
             }
+            fn receive_pressure(&self) -> bool {
+                self.bufs.under_pressure(self.returns.lent())
+            }
         }
     };
 }

@@ -251,6 +251,15 @@ pub trait Transport {
     /// with [`Event::Woken`].
     fn waker(&self) -> Waker;
 
+    /// Whether half the transport's receive memory is lent out in
+    /// [`RecvBuf`]s now: a receiver that would keep a lent buffer (or
+    /// slices of it) should copy it instead and drop the loan, so that the
+    /// connections are not starved of receive memory. Asked as each
+    /// delivery is taken; false for a transport on ordinary memory.
+    fn receive_pressure(&self) -> bool {
+        false
+    }
+
     /// Counters.
     fn stats(&self) -> DriverStats;
 
@@ -307,6 +316,9 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn stats(&self) -> DriverStats {
         (**self).stats()
+    }
+    fn receive_pressure(&self) -> bool {
+        (**self).receive_pressure()
     }
     fn region(&self) -> Option<&dtp_pool::Region> {
         (**self).region()

@@ -303,6 +303,11 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 if slot.closing {
                     return;
                 }
+                if data.is_lent() && self.core.driver.receive_pressure() {
+                    // Half the receive memory is out: what this connection
+                    // keeps must not hold on to more of it.
+                    data = RecvBuf::from(BytesMut::from(&data[..]));
+                }
                 if slot.paused {
                     slot.rx.extend_from_slice(&data);
                     return;
