@@ -445,7 +445,7 @@ impl Transport for Driver {
         dispatch!(self, b => b.region())
     }
 
-    fn receive_pressure(&self) -> bool {
-        dispatch!(self, b => b.receive_pressure())
+    fn receive_pressure(&self, untaken: usize) -> bool {
+        dispatch!(self, b => b.receive_pressure(untaken))
     }
 }

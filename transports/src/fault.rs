@@ -608,8 +608,9 @@ impl<A: Transport> Transport for FaultInjector<A> {
         self.inner.region()
     }
 
-    fn receive_pressure(&self) -> bool {
-        self.inner.receive_pressure()
+    fn receive_pressure(&self, untaken: usize) -> bool {
+        // Held bytes are lent too, and not the receiver's to count.
+        self.inner.receive_pressure(untaken)
     }
 }
 

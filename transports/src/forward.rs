@@ -77,8 +77,9 @@ macro_rules! socket_transport {
             fn region(&self) -> Option<&dtp_pool::Region> {
                 Some(self.bufs.region())
             }
-            fn receive_pressure(&self) -> bool {
-                self.bufs.under_pressure(self.returns.lent())
+            fn receive_pressure(&self, untaken: usize) -> bool {
+                self.bufs
+                    .under_pressure(self.returns.lent().saturating_sub(untaken))
             }
         }
     };

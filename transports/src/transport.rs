@@ -252,11 +252,14 @@ pub trait Transport {
     fn waker(&self) -> Waker;
 
     /// Whether half the transport's receive memory is lent out in
-    /// [`RecvBuf`]s now: a receiver that would keep a lent buffer (or
-    /// slices of it) should copy it instead and drop the loan, so that the
+    /// [`RecvBuf`]s now, not counting `untaken` lent buffers of deliveries
+    /// the receiver has not looked at yet (the rest of the batch it is
+    /// working through): a receiver that would keep a lent buffer (or
+    /// slices of it) should then copy it and drop the loan, so that the
     /// connections are not starved of receive memory. Asked as each
     /// delivery is taken; false for a transport on ordinary memory.
-    fn receive_pressure(&self) -> bool {
+    fn receive_pressure(&self, untaken: usize) -> bool {
+        let _ = untaken;
         false
     }
 
@@ -317,8 +320,8 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     fn stats(&self) -> DriverStats {
         (**self).stats()
     }
-    fn receive_pressure(&self) -> bool {
-        (**self).receive_pressure()
+    fn receive_pressure(&self, untaken: usize) -> bool {
+        (**self).receive_pressure(untaken)
     }
     fn region(&self) -> Option<&dtp_pool::Region> {
         (**self).region()

@@ -81,6 +81,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             clock,
             core: Core {
                 now,
+                untaken: 0,
                 driver,
                 conns: Table {
                     slots: Vec::new(),
@@ -196,6 +197,12 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         }
         self.core.now = self.clock.now();
         let mut events = std::mem::take(&mut self.core.events);
+        // Lent receive buffers in this batch not looked at yet: they are
+        // not the receive memory this shard keeps.
+        self.core.untaken = events
+            .iter()
+            .filter(|e| matches!(e, Event::Received { data, .. } if data.is_lent()))
+            .count();
         for e in events.drain(..) {
             self.handle(e);
         }
@@ -296,6 +303,9 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             }
             Event::Connected { conn } => self.open(conn, Origin::Connected),
             Event::Received { conn, mut data } => {
+                if data.is_lent() {
+                    self.core.untaken = self.core.untaken.saturating_sub(1);
+                }
                 // Dropping `data` gives a lent chunk back to the transport.
                 let Some(slot) = self.core.conns.get_mut(conn) else {
                     return;
@@ -303,7 +313,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 if slot.closing {
                     return;
                 }
-                if data.is_lent() && self.core.driver.receive_pressure() {
+                if data.is_lent() && self.core.driver.receive_pressure(self.core.untaken) {
                     // Half the receive memory is out: what this connection
                     // keeps must not hold on to more of it.
                     data = RecvBuf::from(BytesMut::from(&data[..]));

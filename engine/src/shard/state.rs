@@ -82,6 +82,9 @@ pub(super) struct Core<T, C, U, D> {
     /// The clock's reading at this turn of the loop: every callback of the
     /// turn sees it ([`Outbox::now`]).
     pub(super) now: Instant,
+    /// Lent receive buffers of the batch being handled that are not taken
+    /// yet ([`Transport::receive_pressure`]).
+    pub(super) untaken: usize,
     pub(super) conns: Table<C>,
     pub(super) decoder: FrameDecoder,
     pub(super) limits: Limits,
