@@ -4,9 +4,10 @@
 //! services of the `dtp-gateway` crate, run on it like any other.
 //!
 //! A connection lives on one shard for its whole life. Bytes arrive in
-//! buffers the transport lends, are cut into frames (or handed over as a
-//! stream) for the shard's [`Service`], and what it answers is queued in
-//! one batch per connection per poll. [`Routed`] runs several services on
+//! buffers the transport lends and go to the shard's [`Service`] as they
+//! come — cut into whole DTP frames first by [`Framed`] for a
+//! [`FrameService`] — and what it answers is queued in one batch per
+//! connection per poll. [`Routed`] runs several services on
 //! one shard, by listener name.
 //!
 //! Decisions that span connections and cores belong to one control
@@ -25,6 +26,8 @@
 mod clock;
 mod control;
 #[cfg(not(loom))]
+mod framed;
+#[cfg(not(loom))]
 mod local;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
@@ -42,12 +45,14 @@ mod sync;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request};
 #[cfg(not(loom))]
+pub use framed::{Frame, FrameService, Framed, FramedConn};
+#[cfg(not(loom))]
 pub use local::Local;
 #[cfg(not(loom))]
 pub use routed::{Routed, RoutedConn};
 #[cfg(not(loom))]
 pub use runtime::{Engine, EngineConfig, EngineHandle, Listener, ShardMetrics, ShardSnapshot};
 #[cfg(not(loom))]
-pub use service::{Connections, Ctl, InputMode, Origin, Outbox, Service};
+pub use service::{Connections, Ctl, Origin, Outbox, Service};
 #[cfg(not(loom))]
 pub use shard::{Conns, Shard};

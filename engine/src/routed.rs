@@ -4,11 +4,11 @@
 
 use std::time::Instant;
 
-use dtp_codec::{ErrorCode, LogicalFrame};
+use dtp_codec::ErrorCode;
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
 use crate::runtime::Listener;
-use crate::service::{Connections, Ctl, InputMode, Origin, Outbox, Service};
+use crate::service::{Connections, Ctl, Origin, Outbox, Service};
 
 /// Two services by listener: connections accepted by the listeners named
 /// for `B` are `B`'s (which sees its listeners numbered from 0 among its
@@ -126,31 +126,6 @@ where
         }
     }
 
-    fn input_mode(&self, state: &Self::Conn) -> InputMode {
-        match state {
-            RoutedConn::A(c) => self.a.input_mode(c),
-            RoutedConn::B(c) => self.b.input_mode(c),
-        }
-    }
-
-    fn frame(
-        &mut self,
-        state: &mut Self::Conn,
-        frame: LogicalFrame,
-        out: &mut Outbox<'_, Self::Up>,
-    ) -> Result<(), ErrorCode> {
-        either!(self, state, |s, c| s.frame(c, frame, out))
-    }
-
-    fn frame_wire(
-        &mut self,
-        state: &mut Self::Conn,
-        wire: RecvBuf,
-        out: &mut Outbox<'_, Self::Up>,
-    ) -> Result<(), ErrorCode> {
-        either!(self, state, |s, c| s.frame_wire(c, wire, out))
-    }
-
     fn bytes(
         &mut self,
         state: &mut Self::Conn,
@@ -158,6 +133,16 @@ where
         out: &mut Outbox<'_, Self::Up>,
     ) -> Result<(), ErrorCode> {
         either!(self, state, |s, c| s.bytes(c, data, out))
+    }
+
+    fn close_with(
+        &mut self,
+        state: &mut Self::Conn,
+        code: ErrorCode,
+        reason: &str,
+        out: &mut Outbox<'_, Self::Up>,
+    ) {
+        either!(self, state, |s, c| s.close_with(c, code, reason, out))
     }
 
     fn decision(

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use dtp_codec::{ErrorCode, FrameBuf, Limits, LogicalFrame, decode_frame};
+use dtp_codec::{ErrorCode, Limits, LogicalFrame};
 use dtp_transports::{CloseReason, ConnId, Endpoint, RecvBuf};
 
 /// How a connection came to be.
@@ -18,19 +18,6 @@ pub enum Origin {
     },
     /// Connected by this shard (a client, e.g. the load generator).
     Connected,
-}
-
-/// How a connection's input reaches its service ([`Service::input_mode`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InputMode {
-    /// Cut into LogicalFrames and decoded ([`Service::frame`]).
-    Frames,
-    /// Cut into LogicalFrames, handed over as wire bytes to modify in
-    /// place ([`Service::frame_wire`]).
-    Wire,
-    /// Not cut at all: the bytes as they arrive ([`Service::bytes`]), for
-    /// protocols with their own framing (HTTP/1.1, WebSocket).
-    Stream,
 }
 
 /// Frames a service answers with; encoded at once into the connection's
@@ -59,6 +46,10 @@ pub struct Outbox<'a, U = ()> {
     pub(crate) shared: Vec<(usize, Bytes)>,
     /// Their total length.
     pub(crate) shared_len: usize,
+    /// Frames the service's framing cut from the input ([`Outbox::count_frame`]).
+    pub(crate) frames: u64,
+    /// Input it found malformed ([`Outbox::count_decode_error`]).
+    pub(crate) decode_errors: u64,
 }
 
 /// The requests of one [`Outbox`] besides its frames.
@@ -68,6 +59,8 @@ pub(crate) struct Finished<U> {
     pub(crate) close: bool,
     pub(crate) to_control: Vec<U>,
     pub(crate) shared: Vec<(usize, Bytes)>,
+    pub(crate) frames: u64,
+    pub(crate) decode_errors: u64,
 }
 
 impl<'a, U> Outbox<'a, U> {
@@ -86,6 +79,8 @@ impl<'a, U> Outbox<'a, U> {
             now,
             shared: Vec::new(),
             shared_len: 0,
+            frames: 0,
+            decode_errors: 0,
             buf,
             limits,
             room,
@@ -105,6 +100,8 @@ impl<'a, U> Outbox<'a, U> {
             close: self.close,
             to_control: self.to_control,
             shared: self.shared,
+            frames: self.frames,
+            decode_errors: self.decode_errors,
         }
     }
 
@@ -202,6 +199,24 @@ impl<'a, U> Outbox<'a, U> {
         self.budget.saturating_sub(self.room())
     }
 
+    /// The connection's whole send budget: what may be queued on it at
+    /// most.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Counts one frame cut from the input, in the shard's metrics
+    /// ([`ShardMetrics::frames_in`](crate::ShardMetrics::frames_in)).
+    pub fn count_frame(&mut self) {
+        self.frames += 1;
+    }
+
+    /// Counts input that can never be a frame, in the shard's metrics
+    /// ([`ShardMetrics::decode_errors`](crate::ShardMetrics::decode_errors)).
+    pub fn count_decode_error(&mut self) {
+        self.decode_errors += 1;
+    }
+
     /// Asks for [`Service::writable`] once the connection's queue has
     /// drained to half: for a producer that stopped because [`Outbox::room`]
     /// ran out (it is not called otherwise).
@@ -232,7 +247,7 @@ pub trait Ctl {
 }
 
 /// The logic a shard runs for each connection. Sans-IO: it is handed
-/// bytes (or frames) and time, and answers with bytes; the shard does all
+/// bytes and time, and answers with bytes; the shard does all
 /// IO. With a control thread, it talks to its own control-plane half
 /// through the rings: `Up` messages from its connections
 /// ([`Outbox::to_control`]), `Down` decisions back
@@ -249,65 +264,33 @@ pub trait Service {
     /// A connection is up; `out` may carry its first frames.
     fn open(&mut self, conn: ConnId, origin: Origin, out: &mut Outbox<'_, Self::Up>) -> Self::Conn;
 
-    /// A frame arrived. An error closes the connection with a close frame
-    /// carrying the code.
-    fn frame(
-        &mut self,
-        state: &mut Self::Conn,
-        frame: LogicalFrame,
-        out: &mut Outbox<'_, Self::Up>,
-    ) -> Result<(), ErrorCode>;
-
-    /// Whether frames should arrive as wire bytes ([`Service::frame_wire`])
-    /// instead of decoded ([`Service::frame`]): for a protocol layer that
-    /// decrypts in place. Asked once per received chunk.
-    fn wants_wire(&self) -> bool {
-        false
-    }
-
-    /// How this connection's input is to be cut; asked for every received
-    /// chunk, so a connection may change mode (e.g. after an HTTP upgrade,
-    /// still [`InputMode::Stream`]). By default [`InputMode::Wire`] if
-    /// [`Service::wants_wire`] says so, else [`InputMode::Frames`].
-    fn input_mode(&self, state: &Self::Conn) -> InputMode {
-        let _ = state;
-        if self.wants_wire() {
-            InputMode::Wire
-        } else {
-            InputMode::Frames
-        }
-    }
-
-    /// Bytes arrived on an [`InputMode::Stream`] connection: all of them,
-    /// in order, as received. The service keeps (copies) what it cannot use
-    /// yet. An error closes the connection at once, without a close frame
-    /// (the service writes its protocol's own refusal first). The default
-    /// refuses: a service that never answers [`InputMode::Stream`] is never
-    /// called.
+    /// Bytes arrived: all of them, in order, as received (a lent receive
+    /// buffer, to split or modify in place). The service keeps (copies)
+    /// what it cannot use yet; a service with DTP frames runs as
+    /// [`Framed`](crate::Framed), which does that. An error closes the
+    /// connection at once, after what is queued (the service writes its
+    /// protocol's own refusal first). Reading pauses while the connection's
+    /// send queue is at half its budget or more, until it drains
+    /// ([`Service::writable`]).
     fn bytes(
         &mut self,
         state: &mut Self::Conn,
         data: RecvBuf,
         out: &mut Outbox<'_, Self::Up>,
-    ) -> Result<(), ErrorCode> {
-        let _ = (state, data, out);
-        Err(ErrorCode::INTERNAL)
-    }
+    ) -> Result<(), ErrorCode>;
 
-    /// A frame arrived, as exactly its wire bytes (header included), in a
-    /// buffer the service may modify (decrypt in place): the receive chunk
-    /// itself when the frame lay wholly inside one, else an assembly
-    /// buffer. Only called when
-    /// [`Service::wants_wire`] says so; by default decodes and calls
-    /// [`Service::frame`].
-    fn frame_wire(
+    /// The control thread closes the connection with `code`
+    /// ([`Decision::Close`](crate::Decision::Close)): the service says why
+    /// in its protocol's words first, if it has any; the connection closes
+    /// after what is queued. The default says nothing.
+    fn close_with(
         &mut self,
         state: &mut Self::Conn,
-        wire: RecvBuf,
+        code: ErrorCode,
+        reason: &str,
         out: &mut Outbox<'_, Self::Up>,
-    ) -> Result<(), ErrorCode> {
-        let (frame, _) = decode_frame(&wire.freeze(), out.limits).map_err(|e| e.code())?;
-        self.frame(state, frame, out)
+    ) {
+        let _ = (state, code, reason, out);
     }
 
     /// A decision of the control-plane half for this shard; `conns`

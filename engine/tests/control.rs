@@ -20,7 +20,8 @@ use dtp_codec::{
     SessionRelease,
 };
 use dtp_engine::{
-    Connections, ControlPlane, Decision, Engine, EngineConfig, Origin, Outbox, Request, Service,
+    Connections, ControlPlane, Decision, Engine, EngineConfig, Frame, FrameService, Framed, Origin,
+    Outbox, Request,
 };
 use dtp_test_kit::read_frames;
 use dtp_transports::{BackendPreference, ConnId, DriverConfig};
@@ -35,7 +36,7 @@ type Msg = (ConnId, ControlMessage);
 /// frames, what the control thread decides.
 struct Forward;
 
-impl Service for Forward {
+impl FrameService for Forward {
     type Conn = ConnId;
     type Up = Msg;
     type Down = Msg;
@@ -47,10 +48,10 @@ impl Service for Forward {
     fn frame(
         &mut self,
         conn: &mut ConnId,
-        f: LogicalFrame,
+        f: Frame,
         out: &mut Outbox<'_, Msg>,
     ) -> Result<(), ErrorCode> {
-        match f.body {
+        match f.decode(out.limits()).map_err(|e| e.code())?.body {
             Body::Control(msg) => {
                 out.to_control((*conn, msg));
                 Ok(())
@@ -150,9 +151,12 @@ fn control_messages_round_trip_in_order_through_tiny_rings() {
         let plane = Plane::default();
         // Rings of two slots: every burst overflows them, so the backlog,
         // the pause and the held decisions all get exercised.
-        let engine =
-            Engine::start_with_control(config(backend, 2), |_| Forward, Box::new(plane.clone()))
-                .unwrap();
+        let engine = Engine::start_with_control(
+            config(backend, 2),
+            |_| Framed::new(Forward),
+            Box::new(plane.clone()),
+        )
+        .unwrap();
         let addr = engine.tcp_addr(0).unwrap();
         let mut clients: Vec<TcpStream> =
             (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
@@ -216,18 +220,13 @@ fn control_messages_round_trip_in_order_through_tiny_rings() {
 /// Echoes every data frame back.
 struct EchoData;
 
-impl Service for EchoData {
+impl FrameService for EchoData {
     type Conn = ();
     type Up = Msg;
     type Down = Msg;
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_, Msg>) {}
-    fn frame(
-        &mut self,
-        _: &mut (),
-        f: LogicalFrame,
-        out: &mut Outbox<'_, Msg>,
-    ) -> Result<(), ErrorCode> {
-        out.send(&f)
+    fn frame(&mut self, _: &mut (), f: Frame, out: &mut Outbox<'_, Msg>) -> Result<(), ErrorCode> {
+        out.send(&f.decode(out.limits()).map_err(|e| e.code())?)
     }
 }
 
@@ -238,9 +237,12 @@ impl Service for EchoData {
 fn data_traffic_does_not_wake_the_control_thread() {
     for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
         let plane = Plane::default();
-        let engine =
-            Engine::start_with_control(config(backend, 64), |_| EchoData, Box::new(plane.clone()))
-                .unwrap();
+        let engine = Engine::start_with_control(
+            config(backend, 64),
+            |_| Framed::new(EchoData),
+            Box::new(plane.clone()),
+        )
+        .unwrap();
         let addr = engine.tcp_addr(0).unwrap();
         let mut c = TcpStream::connect(addr).unwrap();
         c.set_nodelay(true).unwrap();

@@ -1,5 +1,6 @@
-//! The engine end to end over real sockets, on both IO backends: frames in,
-//! frames out, malformed input answered with a close frame, a graceful stop.
+//! The engine end to end over real sockets, on both IO backends, with
+//! framed services ([`Framed`]): frames in, frames out, malformed input
+//! answered with a close frame, backpressure, a graceful stop.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,14 +14,14 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{AckFrame, Body, DataFrame, ErrorCode, Limits, LogicalFrame};
-use dtp_engine::{Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_engine::{Engine, EngineConfig, Frame, FrameService, Framed, Origin, Outbox};
 use dtp_test_kit::read_frames;
-use dtp_transports::{BackendPreference, ConnId, DriverConfig, RecvBuf};
+use dtp_transports::{BackendPreference, ConnId, DriverConfig};
 
 /// Echoes data frames; counts frames per connection.
 struct Echo;
 
-impl Service for Echo {
+impl FrameService for Echo {
     type Conn = u64;
     type Up = ();
     type Down = ();
@@ -29,12 +30,8 @@ impl Service for Echo {
         0
     }
 
-    fn frame(
-        &mut self,
-        n: &mut u64,
-        frame: LogicalFrame,
-        out: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
+    fn frame(&mut self, n: &mut u64, frame: Frame, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+        let frame = frame.decode(out.limits()).map_err(|e| e.code())?;
         *n += 1;
         match frame.body {
             Body::Data(_) => out.send(&frame),
@@ -84,7 +81,7 @@ fn data(seq: u64, payload: &[u8]) -> LogicalFrame {
 #[test]
 fn frames_round_trip_through_every_shard_on_both_backends() {
     for backend in [BackendPreference::Epoll, BackendPreference::Uring] {
-        let engine = Engine::start(config(backend, 2), |_| Echo).unwrap();
+        let engine = Engine::start(config(backend, 2), |_| Framed::new(Echo)).unwrap();
         let addr = engine.tcp_addr(0).unwrap();
         // Several connections, so SO_REUSEPORT spreads them over both shards.
         let mut clients: Vec<TcpStream> =
@@ -122,7 +119,7 @@ fn frames_round_trip_through_every_shard_on_both_backends() {
 #[test]
 fn malformed_input_gets_a_close_frame_with_its_code() {
     for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
-        let engine = Engine::start(config(backend, 1), |_| Echo).unwrap();
+        let engine = Engine::start(config(backend, 1), |_| Framed::new(Echo)).unwrap();
         let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
@@ -144,7 +141,7 @@ fn malformed_input_gets_a_close_frame_with_its_code() {
 fn a_reader_that_stops_reading_pauses_the_connection_not_the_memory() {
     for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
         let cfg = config(backend, 1);
-        let engine = Engine::start(cfg, |_| Echo).unwrap();
+        let engine = Engine::start(cfg, |_| Framed::new(Echo)).unwrap();
         let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_write_timeout(Some(Duration::from_millis(500)))
             .unwrap();
@@ -176,7 +173,7 @@ fn a_reader_that_stops_reading_pauses_the_connection_not_the_memory() {
 
 #[test]
 fn stop_closes_connections_and_returns() {
-    let engine = Engine::start(config(BackendPreference::Uring, 2), |_| Echo).unwrap();
+    let engine = Engine::start(config(BackendPreference::Uring, 2), |_| Framed::new(Echo)).unwrap();
     let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let wire = data(1, b"x").to_bytes(&Limits::default()).unwrap();
@@ -196,7 +193,7 @@ fn stop_closes_connections_and_returns() {
 /// the bytes back as they are; answers after a per-connection timer.
 struct WireFlipper;
 
-impl Service for WireFlipper {
+impl FrameService for WireFlipper {
     type Conn = Vec<u64>;
     type Up = ();
     type Down = ();
@@ -207,23 +204,16 @@ impl Service for WireFlipper {
 
     fn frame(
         &mut self,
-        _: &mut Vec<u64>,
-        f: LogicalFrame,
-        _: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
-        panic!("decoded frame {f:?} given to a wire service");
-    }
-
-    fn wants_wire(&self) -> bool {
-        true
-    }
-
-    fn frame_wire(
-        &mut self,
         seen: &mut Vec<u64>,
-        mut wire: RecvBuf,
+        frame: Frame,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
+        let Frame { head, mut wire } = frame;
+        assert_eq!(
+            head.total_len,
+            wire.len(),
+            "the head read once, of this frame"
+        );
         if wire.is_lent() {
             LENT_FRAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -260,7 +250,7 @@ impl Service for WireFlipper {
 /// in-place path) rather than in an assembly buffer.
 static LENT_FRAMES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// A service may take frames as mutable wire bytes (to decrypt in place) and
+/// A framed service takes frames as mutable wire bytes (to decrypt in place) and
 /// queue already-encoded bytes, and gets per-connection timers — on both
 /// backends, with frames split across reads, and with frames lying whole in
 /// large reads modified where the kernel received them.
@@ -273,7 +263,7 @@ fn wire_frames_and_per_connection_timers() {
         (BackendPreference::Epoll, usize::MAX),
     ] {
         let lent_before = LENT_FRAMES.load(std::sync::atomic::Ordering::Relaxed);
-        let engine = Engine::start(config(backend, 1), |_| WireFlipper).unwrap();
+        let engine = Engine::start(config(backend, 1), |_| Framed::new(WireFlipper)).unwrap();
         let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut wire = BytesMut::new();
@@ -313,19 +303,14 @@ fn wire_frames_and_per_connection_timers() {
 /// send budget (as a protocol layer resending after a resume may).
 struct Burst;
 
-impl Service for Burst {
+impl FrameService for Burst {
     type Conn = ();
     type Up = ();
     type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
 
-    fn frame(
-        &mut self,
-        _: &mut (),
-        _: LogicalFrame,
-        out: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
+    fn frame(&mut self, _: &mut (), _: Frame, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
         for seq in 1..=64u64 {
             data(seq, &vec![seq as u8; 16 * 1024])
                 .encode(out.wire(), &Limits::default())
@@ -343,7 +328,7 @@ fn a_batch_larger_than_the_send_budget_still_goes_out() {
         let mut cfg = config(backend, 1);
         cfg.driver.max_send_queue = 256 * 1024;
         cfg.limits.max_frame_len = 64 * 1024;
-        let engine = Engine::start(cfg, |_| Burst).unwrap();
+        let engine = Engine::start(cfg, |_| Framed::new(Burst)).unwrap();
         let mut c = TcpStream::connect(engine.tcp_addr(0).unwrap()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         c.write_all(&data(0, b"go").to_bytes(&Limits::default()).unwrap())

@@ -1,8 +1,8 @@
-//! Connections with their own framing (`InputMode::Stream`) beside framed
-//! ones on the same shards, told apart by the listener that accepted them,
-//! on both IO backends: bytes reach the service as sent, whatever the
-//! chunking, the service's refusal closes the connection without a DTP
-//! close frame, and a large answer is sent whole under backpressure.
+//! A byte-stream service with its own framing beside a framed one
+//! ([`Framed`]) on the same shards, routed by listener name ([`Routed`]),
+//! on both IO backends: bytes reach the stream service as sent, whatever
+//! the chunking, its refusal closes the connection without a DTP close
+//! frame, and a large answer is sent whole under backpressure.
 
 #![allow(
     clippy::unwrap_used,
@@ -16,60 +16,52 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use dtp_codec::{Body, DataFrame, ErrorCode, Limits, LogicalFrame};
-use dtp_engine::{Engine, EngineConfig, InputMode, Origin, Outbox, Service};
+use dtp_engine::{
+    Engine, EngineConfig, Frame, FrameService, Framed, Listener, Origin, Outbox, Routed, Service,
+};
 use dtp_transports::{BackendPreference, ConnId, DriverConfig, RecvBuf};
 
-/// Listener 0: framed echo. Listener 1: a line protocol — each line is
-/// answered upper-cased; the line `big N` is answered with N bytes of `x`;
-/// a line holding `!` is refused.
-struct Mixed;
+/// A line protocol: each line is answered upper-cased; the line `big N` is
+/// answered with N bytes of `x`; a line holding `!` is refused.
+struct Lines;
 
-struct Conn {
-    stream: bool,
-    line: BytesMut,
-}
+/// Echoes every frame, as received.
+struct Echo;
 
-impl Service for Mixed {
-    type Conn = Conn;
+impl FrameService for Echo {
+    type Conn = ();
     type Up = ();
     type Down = ();
 
-    fn open(&mut self, _: ConnId, origin: Origin, _: &mut Outbox<'_>) -> Conn {
-        Conn {
-            stream: origin == Origin::Accepted { listener: 1 },
-            line: BytesMut::new(),
-        }
-    }
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
 
-    fn input_mode(&self, c: &Conn) -> InputMode {
-        if c.stream {
-            InputMode::Stream
-        } else {
-            InputMode::Frames
-        }
+    fn frame(&mut self, _: &mut (), f: Frame, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+        out.wire().extend_from_slice(&f.wire);
+        Ok(())
     }
+}
 
-    fn frame(
-        &mut self,
-        _: &mut Conn,
-        f: LogicalFrame,
-        out: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
-        out.send(&f)
+impl Service for Lines {
+    type Conn = BytesMut;
+    type Up = ();
+    type Down = ();
+
+    fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) -> BytesMut {
+        BytesMut::new()
     }
 
     fn bytes(
         &mut self,
-        c: &mut Conn,
+        line: &mut BytesMut,
         data: RecvBuf,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
         for &b in data.iter() {
             if b != b'\n' {
-                c.line.put_u8(b);
+                line.put_u8(b);
                 continue;
             }
-            let line = std::mem::take(&mut c.line);
+            let line = std::mem::take(line);
             if line.contains(&b'!') {
                 return Err(ErrorCode::INTERNAL);
             }
@@ -85,13 +77,20 @@ impl Service for Mixed {
     }
 }
 
+fn any_addr() -> dtp_transports::Endpoint {
+    "127.0.0.1:0".parse().unwrap()
+}
+
 fn start(backend: BackendPreference) -> dtp_engine::EngineHandle {
-    let any: dtp_transports::Endpoint = "127.0.0.1:0".parse().unwrap();
+    let any = any_addr();
     Engine::start(
         EngineConfig {
             shards: 2,
             pin: false,
-            listen: vec![any.clone().into(), any.into()],
+            listen: vec![
+                Listener::new("frames", any.clone()),
+                Listener::new("lines", any),
+            ],
             driver: DriverConfig {
                 backend,
                 chunk_size: 16 * 1024,
@@ -103,7 +102,13 @@ fn start(backend: BackendPreference) -> dtp_engine::EngineHandle {
             drain: Duration::from_secs(2),
             control_ring: 64,
         },
-        |_| Mixed,
+        |_| {
+            let listeners = [
+                Listener::new("frames", any_addr()),
+                Listener::new("lines", any_addr()),
+            ];
+            Routed::by_name(&listeners, "lines", Framed::new(Echo), Lines)
+        },
     )
     .unwrap()
 }

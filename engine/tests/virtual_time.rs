@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{Body, DataFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
-use dtp_engine::{Clock, ManualClock, Origin, Outbox, Service, Shard, ShardMetrics};
+use dtp_engine::{
+    Clock, Frame, FrameService, Framed, ManualClock, Origin, Outbox, Shard, ShardMetrics,
+};
 use dtp_transports::{ConnId, Endpoint, Event, MemoryHub, Transport};
 
 /// How long after a frame the service says it is still there.
@@ -37,19 +39,15 @@ fn data(payload: &'static [u8]) -> LogicalFrame {
 /// by the shard's clock.
 struct Nudger;
 
-impl Service for Nudger {
+impl FrameService for Nudger {
     type Conn = ();
     type Up = ();
     type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
 
-    fn frame(
-        &mut self,
-        _: &mut (),
-        frame: LogicalFrame,
-        out: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
+    fn frame(&mut self, _: &mut (), frame: Frame, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+        let frame = frame.decode(out.limits()).map_err(|e| e.code())?;
         out.send(&frame)?;
         let at = out.now() + NUDGE;
         out.set_timer(Some(at));
@@ -88,7 +86,7 @@ fn a_shard_on_the_memory_transport_keeps_its_deadlines_in_virtual_time() {
     let clock = ManualClock::new(Instant::now());
     let mut shard = Shard::on_clock(
         hub.transport(),
-        Nudger,
+        Framed::new(Nudger),
         Limits::default(),
         1 << 20,
         Arc::new(ShardMetrics::default()),
@@ -131,19 +129,14 @@ fn a_shard_on_the_memory_transport_keeps_its_deadlines_in_virtual_time() {
 /// again, in that order.
 struct Mixed(Bytes);
 
-impl Service for Mixed {
+impl FrameService for Mixed {
     type Conn = ();
     type Up = ();
     type Down = ();
 
     fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_>) {}
 
-    fn frame(
-        &mut self,
-        _: &mut (),
-        _: LogicalFrame,
-        out: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
+    fn frame(&mut self, _: &mut (), _: Frame, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
         out.wire().extend_from_slice(b"<owned:");
         out.send_shared(&self.0)?;
         out.wire().extend_from_slice(b":owned>");
@@ -176,7 +169,7 @@ fn shared_bytes_keep_their_place_in_the_stream_even_under_backpressure() {
         };
         let mut shard = Shard::on_clock(
             hub.transport_with(config),
-            Mixed(shared.clone()),
+            Framed::new(Mixed(shared.clone())),
             Limits::default(),
             queue_capacity,
             Arc::new(ShardMetrics::default()),

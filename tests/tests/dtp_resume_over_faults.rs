@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use dtp_codec::{AccessMode, AeadAlgorithm, Limits, Terms, peek_frame_len};
-use dtp_engine::{Engine, EngineConfig};
+use dtp_engine::{Engine, EngineConfig, Framed};
 use dtp_gateway::dtp::{
     DtpApp, DtpEndpoint, DtpEvent, DtpGateway, FayConfig, SessionRegistry, SuspendedSession,
     TerminalConfig,
@@ -233,7 +233,7 @@ fn stream_through_cuts(backend: BackendPreference, disconnects: u32) {
             drain: Duration::from_secs(2),
             control_ring: 64,
         },
-        move |_| DtpGateway::new(t.clone(), r.clone(), Sink(l.clone())),
+        move |_| Framed::new(DtpGateway::new(t.clone(), r.clone(), Sink(l.clone()))),
     )
     .unwrap();
     let mut adapter = FaultInjector::new(

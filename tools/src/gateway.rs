@@ -8,7 +8,9 @@
 use std::time::Instant;
 
 use dtp_codec::{Body, ControlMessage, ErrorCode, HeartbeatAck, Limits, LogicalFrame};
-use dtp_engine::{Connections, ControlPlane, Decision, Origin, Outbox, Request, Service};
+use dtp_engine::{
+    Connections, ControlPlane, Decision, Frame, FrameService, Origin, Outbox, Request,
+};
 use dtp_gateway::app::{Decisions, GatewayDown, GatewayPlane, GatewayRequest, GatewayUp};
 use dtp_transports::ConnId;
 use dtp_workload::plain::{Responder, WorkloadError};
@@ -18,7 +20,7 @@ pub(crate) struct Gateway {
     pub(crate) limits: Limits,
 }
 
-impl Service for Gateway {
+impl FrameService for Gateway {
     type Conn = (ConnId, Responder);
     type Up = GatewayUp;
     type Down = GatewayDown;
@@ -30,9 +32,10 @@ impl Service for Gateway {
     fn frame(
         &mut self,
         (conn, r): &mut Self::Conn,
-        frame: LogicalFrame,
+        frame: Frame,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
+        let frame = frame.decode(out.limits()).map_err(|e| e.code())?;
         if let Body::Control(msg) = frame.body {
             // Control-plane messages (heartbeats) belong to the control
             // thread, which answers through `decision`.

@@ -17,7 +17,7 @@ use dtp_bench::latency::{LatencyRecorder, LatencySummary, Schedule};
 use dtp_bench::workload::{self, DATA_FIELDS_LEN, PINGPONG_STREAM_ID, StreamWindow, Workload};
 use dtp_codec::{Body, DataFrame, HEADER_LEN};
 use dtp_codec::{ErrorCode, LogicalFrame};
-use dtp_engine::{Ctl, Engine, EngineConfig, Origin, Outbox, Service};
+use dtp_engine::{Ctl, Engine, EngineConfig, Frame, FrameService, Framed, Origin, Outbox};
 use dtp_transports::{CloseReason, ConnId, DriverConfig, Endpoint};
 
 pub(crate) use status::{DEFAULT_MIN_SUCCESS, Failures, Share, connect_failure};
@@ -260,7 +260,7 @@ impl Client {
     }
 }
 
-impl Service for Client {
+impl FrameService for Client {
     type Conn = ConnState;
     type Up = ();
     type Down = ();
@@ -305,9 +305,10 @@ impl Service for Client {
     fn frame(
         &mut self,
         state: &mut ConnState,
-        frame: LogicalFrame,
+        frame: Frame,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
+        let frame = frame.decode(out.limits()).map_err(|e| e.code())?;
         let now = Instant::now();
         match state {
             ConnState::Ping { next, sent_at } => {
@@ -474,7 +475,7 @@ pub(crate) fn run(
     let engine = Engine::start(config, move |i| {
         let share = base.connections / shards + usize::from(i < base.connections % shards);
         let rate = base.rate.map(|r| (r / shards as u64).max(1));
-        Client {
+        Framed::new(Client {
             spec: base.clone(),
             share,
             launched: 0,
@@ -491,7 +492,7 @@ pub(crate) fn run(
                 (_, None) => workload::pingpong_payload(),
             },
             last_flush: start,
-        }
+        })
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let backend = engine.backend().kind.name().to_owned();

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use dtp_engine::{Engine, EngineConfig, EngineHandle, Listener, Routed, Service};
+use dtp_engine::{Engine, EngineConfig, EngineHandle, Framed, Listener, Routed, Service};
 use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_gateway::dtp::DtpGateway;
 use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
@@ -96,7 +96,11 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
                 engine_config,
                 move |i| {
                     up.shard_started(i);
-                    DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default())
+                    Framed::new(DtpGateway::new(
+                        terminal.clone(),
+                        registry.clone(),
+                        DtpResponder::default(),
+                    ))
                 },
                 control,
                 realtime,
@@ -106,7 +110,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             engine_config,
             move |i| {
                 up.shard_started(i);
-                Gateway { limits }
+                Framed::new(Gateway { limits })
             },
             control,
             realtime,

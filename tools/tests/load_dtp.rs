@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use dtp_bench::dtp_workload::{BenchKeys, DtpResponder};
 use dtp_codec::Limits;
-use dtp_engine::{Engine, EngineConfig, EngineHandle};
+use dtp_engine::{Engine, EngineConfig, EngineHandle, Framed};
 use dtp_gateway::dtp::{DtpGateway, SessionRegistry};
 use dtp_transports::DriverConfig;
 
@@ -49,7 +49,13 @@ impl Setup {
                 drain: Duration::from_secs(1),
                 control_ring: 64,
             },
-            move |_| DtpGateway::new(terminal.clone(), registry.clone(), DtpResponder::default()),
+            move |_| {
+                Framed::new(DtpGateway::new(
+                    terminal.clone(),
+                    registry.clone(),
+                    DtpResponder::default(),
+                ))
+            },
         )
         .unwrap();
         let addr = engine.tcp_addr(0).unwrap();

@@ -167,6 +167,14 @@ impl DtpEndpoint {
         self.close_inner(ErrorCode::NORMAL, reason.to_owned());
     }
 
+    /// SPEC SES-1: closes the connection and ends the session with `code`
+    /// (an error the gateway or its control thread found): frames already
+    /// queued go first, then the close frame (sealed once the session is
+    /// established). The reason is cut to the codec's string limit.
+    pub fn close_with(&mut self, code: ErrorCode, reason: &str) {
+        self.close_inner(code, reason.to_owned());
+    }
+
     // ----- internals -----
 
     /// Runs an Agreement Manager call for the application, then queues

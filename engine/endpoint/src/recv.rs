@@ -30,27 +30,32 @@ impl DtpEndpoint {
         if self.ended.is_some() {
             return;
         }
-        let head = match peek_frame_head(&wire, &self.config.limits) {
-            Ok(head) if head.total_len == wire.len() => head,
-            Ok(head) => {
-                let total = head.total_len;
-                let error = if wire.len() < total {
-                    DecodeError::Incomplete { needed: total }
-                } else {
-                    DecodeError::Malformed {
-                        kind: DecodeErrorKind::TrailingBytes(wire.len() - total),
-                        field: "frame",
-                        offset: total,
-                    }
-                };
-                self.fail(error.into());
-                return;
-            }
-            Err(e) => {
-                self.fail(e.into());
-                return;
-            }
-        };
+        match peek_frame_head(&wire, &self.config.limits) {
+            Ok(head) => self.handle_frame_with_head(head, wire, now),
+            Err(e) => self.fail(e.into()),
+        }
+    }
+
+    /// [`DtpEndpoint::handle_frame`] for a frame whose header a framing
+    /// layer has already checked (`head`, from [`peek_frame_head`] with
+    /// this endpoint's limits): the header is not read a second time.
+    pub fn handle_frame_with_head<B: FrameBuf>(&mut self, head: FrameHead, wire: B, now: Instant) {
+        if self.ended.is_some() {
+            return;
+        }
+        let total = head.total_len;
+        if total != wire.len() {
+            let error = if wire.len() < total {
+                DecodeError::Incomplete { needed: total }
+            } else {
+                DecodeError::Malformed {
+                    kind: DecodeErrorKind::TrailingBytes(wire.len() - total),
+                    field: "frame",
+                    offset: total,
+                }
+            };
+            return self.fail(error.into());
+        }
         self.last_activity = now;
         if head.aead.is_none() {
             self.on_plain(wire, now);

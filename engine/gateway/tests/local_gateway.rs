@@ -26,7 +26,7 @@ use bytes::BytesMut;
 use dtp_codec::{
     AccessMode, AuthOutcome, AuthRequest, ControlMessage, Limits, Terms, peek_frame_len,
 };
-use dtp_engine::{Clock, Listener, Local, ManualClock, Routed, Shard, ShardMetrics};
+use dtp_engine::{Clock, Framed, Listener, Local, ManualClock, Routed, Shard, ShardMetrics};
 use dtp_gateway::TerminalPlane;
 use dtp_gateway::app::WithRealtime;
 use dtp_gateway::dtp::{
@@ -165,11 +165,11 @@ fn a_whole_gateway_streams_resumes_grants_and_publishes_in_virtual_time() {
     let service = Routed::by_name(
         &listeners,
         "realtime",
-        DtpGateway::new(
+        Framed::new(DtpGateway::new(
             Arc::new(keys.terminal_config()),
             Arc::new(SessionRegistry::new(16)),
             Recorder(fragments.clone()),
-        ),
+        )),
         RealtimeFront::new(rt_config(), 0, Arc::new(FrontMetrics::default())),
     );
     let mut shard = Shard::on_clock(

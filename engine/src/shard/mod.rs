@@ -7,11 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
-use dtp_codec::{
-    DecodeError, ErrorCode, FrameBuf, FrameDecoder, Limits, LogicalFrame, decode_frame,
-    peek_frame_len,
-};
+use bytes::{Buf, BytesMut};
+use dtp_codec::{ErrorCode, Limits, LogicalFrame};
 use dtp_transports::{ConnId, Endpoint, Event, RecvBuf, SendError, Transport};
 
 use crate::control::{Decision, Request, ShardLink};
@@ -21,21 +18,12 @@ mod stream;
 
 use crate::clock::{Clock, SystemClock};
 use crate::runtime::ShardMetrics;
-use crate::service::{Ctl, InputMode, Origin, Outbox, Service};
+use crate::service::{Ctl, Origin, Outbox, Service};
 pub use state::Conns;
 use state::{Core, Slot, Table};
 
 /// How soon a shard with requests waiting for the control ring looks again.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
-
-/// One received frame, as the service wants it.
-enum Input {
-    /// Its wire bytes, to modify in place ([`Service::frame_wire`]): still
-    /// in the receive chunk when the frame lay wholly inside one.
-    Wire(RecvBuf),
-    /// Decoded ([`Service::frame`]).
-    Frame(LogicalFrame),
-}
 
 /// A core shard: owns a transport, a service and the connections between
 /// them, on a clock.
@@ -87,7 +75,6 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                     slots: Vec::new(),
                     len: 0,
                 },
-                decoder: FrameDecoder::new(limits),
                 limits,
                 out: BytesMut::new(),
                 events: Vec::new(),
@@ -247,7 +234,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                     slot.paused = false;
                     self.core.driver.resume_reading(conn);
                     if !slot.rx.is_empty() {
-                        self.process(conn, RecvBuf::default());
+                        self.process_stream(conn, RecvBuf::default());
                     }
                 }
             }
@@ -272,7 +259,17 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                     tracing::debug!("a decision no service of this shard takes");
                 }
             }
-            Decision::Close { conn, code, reason } => self.core.close_with(conn, code, &reason),
+            Decision::Close { conn, code, reason } => {
+                let service = &mut self.service;
+                Conns {
+                    core: &mut self.core,
+                }
+                .with(conn, |app, out| {
+                    tracing::debug!(conn = conn.as_u64(), %code, %reason, "closing by decision");
+                    service.close_with(app, code, &reason, out);
+                    out.close();
+                });
+            }
         }
     }
 
@@ -322,25 +319,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                     slot.rx.extend_from_slice(&data);
                     return;
                 }
-                if self.service.input_mode(&slot.app) == InputMode::Stream {
-                    self.process_stream(conn, data);
-                    return;
-                }
-                // A frame begun in an earlier chunk is completed by copying
-                // only the bytes it lacks.
-                while !slot.rx.is_empty() && !data.is_empty() {
-                    let want = match peek_frame_len(&slot.rx, &self.core.limits) {
-                        Ok(total) => total,
-                        Err(DecodeError::Incomplete { needed }) => needed,
-                        Err(_) => break, // malformed: `process` reports it
-                    };
-                    if slot.rx.len() >= want {
-                        break;
-                    }
-                    let take = (want - slot.rx.len()).min(data.len());
-                    slot.rx.extend_from_slice(&data.split_to(take));
-                }
-                self.process(conn, data);
+                self.process_stream(conn, data);
             }
             Event::Writable { conn } => self.writable(conn),
             Event::Closed { conn, reason } => {
@@ -381,154 +360,6 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         };
         self.core.conns.insert(slot);
         self.core.after(conn, done);
-    }
-
-    /// Decodes and serves every whole frame of the connection's input, until
-    /// the input runs out or the connection's send budget is half used (then
-    /// reading pauses until the driver reports it writable).
-    ///
-    /// Frames come first from the connection's assembly buffer, then from
-    /// `data` in place; whatever is left of `data` (a partial frame, or input
-    /// held back by a pause) is copied into the assembly buffer.
-    fn process(&mut self, conn: ConnId, data: RecvBuf) {
-        let stream = self
-            .core
-            .conns
-            .get_mut(conn)
-            .is_some_and(|slot| self.service.input_mode(&slot.app) == InputMode::Stream);
-        if stream {
-            self.process_stream(conn, data);
-        } else {
-            self.process_frames(conn, data);
-        }
-    }
-
-    /// [`Shard::process`] for a connection cut into frames.
-    fn process_frames(&mut self, conn: ConnId, data: RecvBuf) {
-        self.core.out.clear();
-        let soft_limit = self.core.max_send_queue / 2;
-        let queued = self.core.driver.queued(conn);
-        let Some(slot) = self.core.conns.get_mut(conn) else {
-            return;
-        };
-        let mut failure = None;
-        let mut held_back = false;
-        let mut timer = None;
-        let mut close = false;
-        let mut to_control = Vec::new();
-        let mut shared_out = Vec::new();
-        let wire = self.service.input_mode(&slot.app) == InputMode::Wire;
-        // Frames are split off `data` itself for a service that wants wire
-        // bytes (it decrypts them in place, in the receive chunk), and
-        // decoded from shared bytes otherwise.
-        let (mut data, mut shared) = if wire {
-            (data, Bytes::new())
-        } else {
-            (RecvBuf::default(), data.freeze())
-        };
-        loop {
-            if queued + slot.pending.len() + self.core.out.len() >= soft_limit {
-                slot.paused = true;
-                held_back = true;
-                self.core.driver.pause_reading(conn);
-                self.core.metrics.paused.fetch_add(1, Ordering::Relaxed);
-                break;
-            }
-            let next = if wire && !slot.rx.is_empty() {
-                match peek_frame_len(&slot.rx, &self.core.limits) {
-                    Ok(len) if len <= slot.rx.len() => {
-                        Ok(Some(Input::Wire(RecvBuf::from(slot.rx.split_to(len)))))
-                    }
-                    Ok(_) | Err(DecodeError::Incomplete { .. }) if !data.is_empty() => {
-                        // A frame begun earlier goes on in `data` (after a
-                        // pause): assemble the rest behind it.
-                        slot.rx.extend_from_slice(&data);
-                        data = RecvBuf::default();
-                        continue;
-                    }
-                    Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            } else if wire {
-                match peek_frame_len(&data, &self.core.limits) {
-                    Ok(len) if len <= data.len() => Ok(Some(Input::Wire(data.split_to(len)))),
-                    Ok(_) | Err(DecodeError::Incomplete { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            } else if !slot.rx.is_empty() {
-                self.core
-                    .decoder
-                    .decode(&mut slot.rx)
-                    .map(|f| f.map(Input::Frame))
-            } else {
-                match decode_frame(&shared, &self.core.limits) {
-                    Ok((frame, used)) => {
-                        shared.advance(used);
-                        Ok(Some(Input::Frame(frame)))
-                    }
-                    Err(DecodeError::Incomplete { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            };
-            match next {
-                Ok(Some(input)) => {
-                    self.core.metrics.frames_in.fetch_add(1, Ordering::Relaxed);
-                    let room = self.core.max_send_queue.saturating_sub(queued);
-                    let mut outbox = Outbox::new(
-                        &mut self.core.out,
-                        &self.core.limits,
-                        room,
-                        self.core.max_send_queue,
-                        self.core.now,
-                    );
-                    let result = match input {
-                        Input::Wire(w) => self.service.frame_wire(&mut slot.app, w, &mut outbox),
-                        Input::Frame(f) => self.service.frame(&mut slot.app, f, &mut outbox),
-                    };
-                    let done = outbox.finish();
-                    held_back |= done.wants_writable;
-                    timer = done.timer.or(timer);
-                    to_control.extend(done.to_control);
-                    shared_out.extend(done.shared);
-                    if done.close {
-                        close = true;
-                        break;
-                    }
-                    if let Err(code) = result {
-                        failure = Some((code, "the service refused a frame"));
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    self.core
-                        .metrics
-                        .decode_errors
-                        .fetch_add(1, Ordering::Relaxed);
-                    failure = Some((e.code(), "malformed frame"));
-                    break;
-                }
-            }
-        }
-        if failure.is_none() && !(data.is_empty() && shared.is_empty()) {
-            // A partial frame (or input held back by a pause) waits here; the
-            // chunk it came in goes back to the kernel.
-            slot.rx.extend_from_slice(&data);
-            slot.rx.extend_from_slice(&shared);
-        } else if slot.rx.is_empty() {
-            slot.rx = BytesMut::new(); // free the assembly buffer between frames
-        }
-        self.core.set_timer(conn, timer);
-        self.core.forward_to_control(conn, to_control);
-        self.core.flush(conn, shared_out);
-        if held_back {
-            self.core.driver.want_writable(conn);
-        }
-        if let Some((code, why)) = failure {
-            self.core.close_with(conn, code, why);
-        } else if close {
-            self.core.close_quietly(conn);
-        }
     }
 
     /// Runs [`Service::timeout`] for every connection whose deadline passed.
@@ -586,7 +417,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             slot.paused = false;
             self.core.driver.resume_reading(conn);
             if !slot.rx.is_empty() {
-                self.process(conn, RecvBuf::default());
+                self.process_stream(conn, RecvBuf::default());
             }
         }
         let Some(slot) = self.core.conns.get_mut(conn) else {

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use dtp_codec::{Body, CloseFrame, ErrorCode, FrameDecoder, Limits, LogicalFrame};
+use dtp_codec::Limits;
 use dtp_transports::{ConnId, Event, ListenerId, Transport};
 
 use crate::control::{Decision, Request, ShardLink};
@@ -21,8 +21,9 @@ use crate::service::{Finished, Outbox};
 pub(super) struct Slot<C> {
     pub(super) id: ConnId,
     pub(super) app: C,
-    /// Bytes received and not yet decoded: empty (and unallocated) whenever
-    /// the connection is between frames, so idle connections hold nothing.
+    /// Bytes received while reading was paused, for the service once it
+    /// resumes: empty (and unallocated) otherwise, so idle connections
+    /// hold nothing.
     pub(super) rx: BytesMut,
     /// Encoded frames the driver refused (backpressure); sent first on Writable.
     pub(super) pending: BytesMut,
@@ -86,7 +87,6 @@ pub(super) struct Core<T, C, U, D> {
     /// yet ([`Transport::receive_pressure`]).
     pub(super) untaken: usize,
     pub(super) conns: Table<C>,
-    pub(super) decoder: FrameDecoder,
     pub(super) limits: Limits,
     /// The current connection's outgoing batch.
     pub(super) out: BytesMut,
@@ -142,6 +142,16 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
     /// timer, its requests to the control thread, the send, a wish to be
     /// told when writable, a close.
     pub(super) fn after(&mut self, conn: ConnId, done: Finished<U>) {
+        if done.frames > 0 {
+            self.metrics
+                .frames_in
+                .fetch_add(done.frames, Ordering::Relaxed);
+        }
+        if done.decode_errors > 0 {
+            self.metrics
+                .decode_errors
+                .fetch_add(done.decode_errors, Ordering::Relaxed);
+        }
         self.set_timer(conn, done.timer);
         self.forward_to_control(conn, done.to_control);
         self.flush(conn, done.shared);
@@ -324,27 +334,6 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
             self.driver.want_writable(conn);
         }
         sent
-    }
-
-    /// Tells the peer why (a close frame) and closes after what is queued.
-    pub(super) fn close_with(&mut self, conn: ConnId, code: ErrorCode, why: &str) {
-        if !self.begin_closing(conn) {
-            return;
-        }
-        tracing::debug!(conn = conn.as_u64(), %code, why, "closing connection");
-        let frame = LogicalFrame::plain(
-            0,
-            Body::Close(CloseFrame {
-                code,
-                reason: why.to_owned(),
-            }),
-        );
-        if let Ok(bytes) = frame.to_bytes(&self.limits) {
-            // Best effort: a connection too backed up to take its close frame
-            // is closed without it.
-            let _ = self.driver.send(conn, &bytes);
-        }
-        self.driver.close(conn);
     }
 }
 

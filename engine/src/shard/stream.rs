@@ -1,5 +1,5 @@
-//! Connections with their own framing ([`InputMode::Stream`]: HTTP/1.1,
-//! WebSocket): the bytes go to the service as they arrive.
+//! A connection's input: the bytes go to the service as they arrive (a
+//! framed service cuts them itself, through [`Framed`](crate::Framed)).
 
 use std::sync::atomic::Ordering;
 
@@ -30,7 +30,10 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
         if data.is_empty() {
             return;
         }
-        let room = core.max_send_queue.saturating_sub(queued);
+        // What waits in `pending` (refused by the driver) counts as queued.
+        let room = core
+            .max_send_queue
+            .saturating_sub(queued + slot.pending.len());
         let mut outbox = Outbox::new(
             &mut core.out,
             &core.limits,
@@ -39,15 +42,16 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
             core.now,
         );
         let result = self.service.bytes(&mut slot.app, data, &mut outbox);
+        let full = outbox.queued() >= core.max_send_queue / 2;
         let mut done = outbox.finish();
-        if queued + slot.pending.len() + core.out.len() >= core.max_send_queue / 2 && !slot.paused {
+        if full && !slot.paused {
             slot.paused = true;
             core.driver.pause_reading(conn);
             core.metrics.paused.fetch_add(1, Ordering::Relaxed);
             done.wants_writable = true;
         }
         if let Err(code) = result {
-            tracing::debug!(conn = conn.as_u64(), %code, "the service refused a stream's input");
+            tracing::debug!(conn = conn.as_u64(), %code, "the service refused a connection's input");
             done.close = true;
         }
         core.after(conn, done);

@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dtp_bench::latency::{LatencyRecorder, LatencySummary};
-use dtp_engine::{Engine, EngineConfig, Outbox};
+use dtp_engine::{Engine, EngineConfig, Framed, Outbox};
 use dtp_gateway::dtp::{
     ConnCounts, DtpClient, DtpEndpoint, DtpEvent, FayApp, FayConfig, OpenFailure, SuspendedSession,
 };
@@ -424,7 +424,7 @@ pub(crate) fn run(
             stats: Stats::new(),
             shared: factory_shared[i].clone(),
         };
-        DtpClient::new(client, target.clone(), start, drain_until)
+        Framed::new(DtpClient::new(client, target.clone(), start, drain_until))
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let times = (start, measure_from, end, drain_until);

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
+use dtp_codec::ErrorCode;
 use dtp_codec::http::{ResponseLimits, parse_response_head};
 use dtp_codec::realtime::{ClientMessage, Envelope, JsonLimits, ServerMessage, SseParser};
 use dtp_codec::ws::{Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_frame};
-use dtp_codec::{ErrorCode, LogicalFrame};
-use dtp_engine::{Ctl, InputMode, Origin, Outbox, Service};
+use dtp_engine::{Ctl, Origin, Outbox, Service};
 use dtp_realtime::{DedupeConfig, Observed, Subscription, Verdict};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 use hdrhistogram::Histogram;
@@ -403,14 +403,6 @@ impl Service for Subs {
             subscribed: false,
             in_window: 0,
         }
-    }
-
-    fn input_mode(&self, _: &Sub) -> InputMode {
-        InputMode::Stream
-    }
-
-    fn frame(&mut self, _: &mut Sub, _: LogicalFrame, _: &mut Outbox<'_>) -> Result<(), ErrorCode> {
-        Err(ErrorCode::UNKNOWN_KIND)
     }
 
     fn bytes(&mut self, s: &mut Sub, data: RecvBuf, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {

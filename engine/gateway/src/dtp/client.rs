@@ -20,9 +20,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use dtp_codec::{ErrorCode, LogicalFrame};
-use dtp_engine::{Ctl, Origin, Outbox, Service};
-use dtp_transports::{CloseReason, ConnId, Endpoint, RecvBuf};
+use dtp_codec::ErrorCode;
+use dtp_engine::{Ctl, Frame, FrameService, Origin, Outbox};
+use dtp_transports::{CloseReason, ConnId, Endpoint};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::drive::{EndpointHandler, drive_endpoint};
@@ -298,13 +298,13 @@ impl<A: FayApp> EndpointHandler<()> for Fay<'_, A> {
     }
 }
 
-impl<A: FayApp> Service for DtpClient<A> {
+impl<A: FayApp> FrameService for DtpClient<A> {
     type Conn = Option<FayConn>;
     type Up = ();
     type Down = ();
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_>) -> Self::Conn {
-        let now = Instant::now();
+        let now = out.now();
         let Some(idx) = self.connecting.remove(&conn) else {
             out.close();
             return None;
@@ -356,22 +356,8 @@ impl<A: FayApp> Service for DtpClient<A> {
 
     fn frame(
         &mut self,
-        _: &mut Self::Conn,
-        _: LogicalFrame,
-        _: &mut Outbox<'_>,
-    ) -> Result<(), ErrorCode> {
-        // Never called: frames come as wire bytes (`wants_wire`).
-        Err(ErrorCode::INCONSISTENT)
-    }
-
-    fn wants_wire(&self) -> bool {
-        true
-    }
-
-    fn frame_wire(
-        &mut self,
         state: &mut Self::Conn,
-        wire: RecvBuf,
+        frame: Frame,
         out: &mut Outbox<'_>,
     ) -> Result<(), ErrorCode> {
         let Some(c) = state else {
@@ -381,9 +367,9 @@ impl<A: FayApp> Service for DtpClient<A> {
         if c.closing {
             return Ok(()); // a cut or a close is under way: the rest is dropped
         }
-        let now = Instant::now();
+        let now = out.now();
         if let Some(ep) = c.endpoint.as_mut() {
-            ep.handle_frame(wire, now);
+            ep.handle_frame_with_head(frame.head, frame.wire, now);
         }
         self.drive(c, out, now);
         Ok(())
@@ -404,7 +390,8 @@ impl<A: FayApp> Service for DtpClient<A> {
         if let Some(c) = state
             && !c.closing
         {
-            self.drive(c, out, Instant::now());
+            let now = out.now();
+            self.drive(c, out, now);
         }
     }
 
@@ -419,10 +406,10 @@ impl<A: FayApp> Service for DtpClient<A> {
         }
     }
 
-    fn close(&mut self, state: Self::Conn, _: CloseReason, _: Instant) {
+    fn close(&mut self, state: Self::Conn, _: CloseReason, now: Instant) {
         let Some(c) = state else { return };
         if let Some(flow) = self.flows.get_mut(c.flow) {
-            self.app.lost(flow, c.endpoint, Instant::now());
+            self.app.lost(flow, c.endpoint, now);
         }
         self.queue_if_waiting(c.flow);
     }

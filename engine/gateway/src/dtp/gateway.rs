@@ -16,8 +16,8 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use dtp_codec::{ControlMessage, ErrorCode, LogicalFrame, SessionId};
-use dtp_transports::{CloseReason, ConnId, RecvBuf};
+use dtp_codec::{ControlMessage, ErrorCode, SessionId};
+use dtp_transports::{CloseReason, ConnId};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::drive::{EndpointHandler, drive_endpoint};
@@ -25,7 +25,7 @@ use super::{
     DtpEndpoint, DtpError, DtpEvent, RESUME_GRACE, RESUME_POLL, SuspendedSessions, TerminalConfig,
 };
 use crate::app::{GatewayDown, GatewayUp};
-use dtp_engine::{Connections, Origin, Outbox, Service};
+use dtp_engine::{Connections, Frame, FrameService, Origin, Outbox};
 
 /// What a gateway does with its DTP sessions: decides agreements, consumes
 /// fragments, produces its own. Called on the shard that owns the
@@ -233,7 +233,7 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-impl<A: DtpApp> Service for DtpGateway<A> {
+impl<A: DtpApp> FrameService for DtpGateway<A> {
     type Conn = Option<GatewayConn<A::Session>>;
     type Up = GatewayUp;
     type Down = GatewayDown;
@@ -267,22 +267,8 @@ impl<A: DtpApp> Service for DtpGateway<A> {
 
     fn frame(
         &mut self,
-        _: &mut Self::Conn,
-        _: LogicalFrame,
-        _: &mut Outbox<'_, GatewayUp>,
-    ) -> Result<(), ErrorCode> {
-        // Never called: frames come as wire bytes (`wants_wire`).
-        Err(ErrorCode::INCONSISTENT)
-    }
-
-    fn wants_wire(&self) -> bool {
-        true
-    }
-
-    fn frame_wire(
-        &mut self,
         state: &mut Self::Conn,
-        wire: RecvBuf,
+        frame: Frame,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
         let Some(c) = state else {
@@ -290,9 +276,26 @@ impl<A: DtpApp> Service for DtpGateway<A> {
             return Ok(());
         };
         let now = out.now();
-        c.endpoint.handle_frame(wire, now);
+        c.endpoint
+            .handle_frame_with_head(frame.head, frame.wire, now);
         self.drive(c, out);
         Ok(())
+    }
+
+    /// The close frame goes out in the connection's session (sealed once
+    /// it is established), and the session ends: it is not parked for a
+    /// resume.
+    fn close_with(
+        &mut self,
+        state: &mut Self::Conn,
+        code: ErrorCode,
+        reason: &str,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) {
+        if let Some(c) = state {
+            c.endpoint.close_with(code, reason);
+            self.drive(c, out);
+        }
     }
 
     /// The control thread's messages for a connection go out sealed in

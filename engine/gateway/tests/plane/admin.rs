@@ -351,10 +351,10 @@ fn an_admin_call_made_while_the_engine_starts_is_answered() {
         type Up = dtp_gateway::app::GatewayUp;
         type Down = dtp_gateway::app::GatewayDown;
         fn open(&mut self, _: ConnId, _: Origin, _: &mut Outbox<'_, Self::Up>) {}
-        fn frame(
+        fn bytes(
             &mut self,
             _: &mut (),
-            _: dtp_codec::LogicalFrame,
+            _: dtp_transports::RecvBuf,
             _: &mut Outbox<'_, Self::Up>,
         ) -> Result<(), ErrorCode> {
             Ok(())

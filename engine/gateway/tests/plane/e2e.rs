@@ -10,7 +10,7 @@ use dtp_codec::{
     AccessMode, AuthOutcome, AuthRequest, AuthResult, Beat, ControlMessage, Heartbeat,
     HeartbeatAck, Limits, SessionRelease, SessionState,
 };
-use dtp_engine::{Engine, EngineConfig};
+use dtp_engine::{Engine, EngineConfig, Framed};
 use dtp_gateway::TerminalPlane;
 use dtp_gateway::dtp::{
     DtpApp, DtpEndpoint, DtpEvent, DtpGateway, SessionRegistry, SuspendedSessions,
@@ -50,7 +50,13 @@ fn a_fay_gets_a_session_beats_and_releases_over_tcp() {
             drain: Duration::from_secs(2),
             control_ring: 64,
         },
-        move |_| DtpGateway::new(gateway_config.clone(), registry.clone(), Quiet),
+        move |_| {
+            Framed::new(DtpGateway::new(
+                gateway_config.clone(),
+                registry.clone(),
+                Quiet,
+            ))
+        },
         Box::new(plane),
     )
     .unwrap();

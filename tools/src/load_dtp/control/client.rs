@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use dtp_bench::control_workload::ControlMode;
-use dtp_engine::Outbox;
+use dtp_engine::{Framed, Outbox};
 use dtp_gateway::dtp::{
     ConnCounts, DtpClient, DtpEndpoint, DtpEvent, FayApp, FayConfig, OpenFailure, SuspendedSession,
 };
@@ -62,14 +62,14 @@ impl ControlClient {
         shared: Arc<Mutex<Shared>>,
         start: Instant,
         drain_until: Instant,
-    ) -> DtpClient<Self> {
+    ) -> Framed<DtpClient<Self>> {
         let app = Self {
             template,
             pending,
             stats: ControlStats::new(),
             shared,
         };
-        DtpClient::new(app, target, start, drain_until)
+        Framed::new(DtpClient::new(app, target, start, drain_until))
     }
 }
 

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
+use dtp_codec::ErrorCode;
 use dtp_codec::realtime::CloseCategory;
-use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
 pub use metrics::FrontMetrics;
@@ -42,7 +42,7 @@ use super::config::RtConfig;
 use super::msg::{RtDecision, SubKey};
 use crate::app::{GatewayDown, GatewayUp};
 use dtp_engine::Connections;
-use dtp_engine::{InputMode, Origin, Outbox, Service};
+use dtp_engine::{Origin, Outbox, Service};
 
 /// A request waiting for the realtime plane's answer.
 #[derive(Debug)]
@@ -294,19 +294,6 @@ impl Service for RealtimeFront {
         }
     }
 
-    fn input_mode(&self, _: &RtConn) -> InputMode {
-        InputMode::Stream
-    }
-
-    fn frame(
-        &mut self,
-        _: &mut RtConn,
-        _: LogicalFrame,
-        _: &mut Outbox<'_, GatewayUp>,
-    ) -> Result<(), ErrorCode> {
-        Err(ErrorCode::UNKNOWN_KIND) // never called: the input is a stream
-    }
-
     fn bytes(
         &mut self,
         c: &mut RtConn,
@@ -395,7 +382,7 @@ mod tests {
         fn connect(&mut self, _: &dtp_transports::Endpoint) -> Result<ConnId, ErrorCode> {
             Err(ErrorCode::INTERNAL)
         }
-        fn send(&mut self, _: ConnId, _: &LogicalFrame) -> Result<(), ErrorCode> {
+        fn send(&mut self, _: ConnId, _: &dtp_codec::LogicalFrame) -> Result<(), ErrorCode> {
             Err(ErrorCode::INTERNAL)
         }
         fn close(&mut self, _: ConnId) {}
