@@ -23,9 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use dtp_codec::{
-    AccessMode, AuthOutcome, AuthRequest, ControlMessage, Limits, Terms, peek_frame_len,
-};
+use dtp_codec::{AccessMode, AuthOutcome, AuthRequest, ControlMessage, Limits, Terms};
 use dtp_engine::{Clock, Framed, Listener, Local, ManualClock, Routed, Shard, ShardMetrics};
 use dtp_gateway::TerminalPlane;
 use dtp_gateway::app::WithRealtime;
@@ -106,15 +104,7 @@ impl Fay {
                 _ => {}
             }
         }
-        while let Ok(len) = peek_frame_len(&self.rx, &Limits::default()) {
-            if len > self.rx.len() {
-                break;
-            }
-            self.ep.handle_frame(self.rx.split_to(len), now);
-        }
-        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-            self.ep.handle_timeout(now);
-        }
+        dtp_test_kit::feed(&mut self.ep, &mut self.rx, now);
         self.ep.poll_transmit(&mut self.tx);
         if !self.tx.is_empty() && !self.down && self.net.send(self.conn, &self.tx).is_ok() {
             self.tx.clear();

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+use dtp_terminal::PolicyRef;
 use serde::{Deserialize, Serialize};
 
 use crate::ai::ContextField;
@@ -50,6 +51,40 @@ impl HandoverPolicy {
             Self::PriorityScript(_) => "priority_script",
             Self::AiModel(_) => "ai_model",
             Self::HumanDecision(_) => "human_decision",
+        }
+    }
+}
+
+/// SPEC HO-3: a terminal's policy reference (its configuration's form) as
+/// the policy engine runs it.
+impl From<&PolicyRef> for HandoverPolicy {
+    fn from(policy: &PolicyRef) -> Self {
+        match policy {
+            PolicyRef::PriorityScript {
+                script_id,
+                parameters,
+            } => Self::PriorityScript(PriorityScript {
+                script_id: script_id.clone(),
+                parameters: parameters.clone(),
+            }),
+            PolicyRef::AiModel {
+                model_endpoint,
+                context_fields,
+                decision_timeout_ms,
+            } => Self::AiModel(AiModel {
+                model_endpoint: model_endpoint.clone(),
+                context_fields: context_fields.clone(),
+                decision_timeout_ms: *decision_timeout_ms,
+            }),
+            PolicyRef::HumanDecision {
+                ui_channel,
+                decision_timeout_seconds,
+                default_action,
+            } => Self::HumanDecision(HumanDecision {
+                ui_channel: *ui_channel,
+                decision_timeout_seconds: *decision_timeout_seconds,
+                default_action: *default_action,
+            }),
         }
     }
 }

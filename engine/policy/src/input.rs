@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use dtp_codec::{AccessMode, SessionId};
+use dtp_terminal::HandoverContext;
 use serde::Serialize;
 
 /// SPEC HO-9: the prefix of a `target_fay_id` that names the terminal's
@@ -40,6 +41,43 @@ impl PolicyInput {
     /// SPEC HO-9: whether the target is the terminal's human user.
     pub fn target_is_human(&self) -> bool {
         self.target_fay_id.starts_with(HUMAN_PREFIX)
+    }
+}
+
+/// SPEC HO-3a: the policy's inputs, from the terminal's context (grants
+/// only: no signature or key id is in either).
+impl From<&HandoverContext> for PolicyInput {
+    fn from(c: &HandoverContext) -> Self {
+        Self {
+            source: SourceSession {
+                session_id: c.source.session_id,
+                fay_id: c.source.fay_id.clone(),
+                access_mode: c.source.access_mode,
+                created_at_ms: c.source.created_at.0,
+                last_heartbeat_ms: c.source.last_heartbeat_at.0,
+                holder: if c.source.human {
+                    Holder::Human
+                } else {
+                    Holder::Fay
+                },
+            },
+            target_fay_id: c.target_fay_id.clone(),
+            target_grants: c
+                .target_grants
+                .iter()
+                .map(|g| TargetGrant {
+                    resource_id: g.resource_id.clone(),
+                    modes: g.modes.clone(),
+                })
+                .collect(),
+            now_ms: c.now.0,
+            resource: ResourceInfo {
+                resource_id: c.resource.resource_id.clone(),
+                metadata: c.resource.metadata.clone(),
+            },
+            handover_reason: c.reason.clone(),
+            handover_metadata: c.metadata.clone(),
+        }
     }
 }
 

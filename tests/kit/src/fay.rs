@@ -25,6 +25,20 @@ use dtp_endpoint::{DtpEndpoint, DtpEvent, FayConfig, SuspendedSession};
 /// ([`Fay::with_patience`]).
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// Hands `ep` every whole frame of `rx` (taking them off it) and runs its
+/// timer if due at `now`: one step of a test's hand-driven endpoint.
+pub fn feed(ep: &mut DtpEndpoint, rx: &mut BytesMut, now: Instant) {
+    while let Ok(len) = peek_frame_len(rx, &Limits::default()) {
+        if len > rx.len() {
+            break;
+        }
+        ep.handle_frame(rx.split_to(len), now);
+    }
+    if ep.poll_timeout().is_some_and(|t| t <= now) {
+        ep.handle_timeout(now);
+    }
+}
+
 /// Distinct bytes on every call, in this process and across processes (a
 /// clock-seeded counter): all that CAP's ephemeral seeds need in a test.
 pub fn fill(buf: &mut [u8]) {
@@ -176,16 +190,7 @@ impl Fay {
                 Err(e) => panic!("read: {e}"),
             }
         }
-        let now = Instant::now();
-        while let Ok(len) = peek_frame_len(&self.rx, &Limits::default()) {
-            if len > self.rx.len() {
-                break;
-            }
-            self.ep.handle_frame(self.rx.split_to(len), now);
-        }
-        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-            self.ep.handle_timeout(now);
-        }
+        feed(&mut self.ep, &mut self.rx, Instant::now());
         while let Some(e) = self.ep.poll_event() {
             self.events.push(e);
         }

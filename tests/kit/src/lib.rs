@@ -23,6 +23,6 @@ pub mod fay;
 pub mod frames;
 pub mod keys;
 
-pub use fay::{Fay, fill};
+pub use fay::{Fay, feed, fill};
 pub use frames::{FrameReader, read_frame, read_frames};
 pub use keys::{KeyFiles, Keys, unix_now};

@@ -5,10 +5,9 @@ use std::io;
 
 use dtp_policy::ai::http::{HttpError, HttpResponse};
 use dtp_policy::{
-    DecisionView, HandoverPolicy, HumanDecision, ModelCall, PolicyInput, PriorityScript, Step,
-    Verdict,
+    DecisionView, HandoverPolicy, HumanDecision, ModelCall, PolicyInput, Step, Verdict,
 };
-use dtp_terminal::{HandoverContext, PolicyOutcome, PolicyRef};
+use dtp_terminal::{PolicyOutcome, PolicyRef};
 
 use super::policy::{Event, Question};
 use super::world::World;
@@ -145,67 +144,15 @@ pub(super) fn after_model(step: Result<Step, dtp_policy::PolicyError>) -> Policy
     }
 }
 
-/// SPEC HO-3a: the policy's inputs, from the terminal's context.
-pub(super) fn policy_input(c: &HandoverContext) -> PolicyInput {
-    PolicyInput {
-        source: dtp_policy::SourceSession {
-            session_id: c.source.session_id,
-            fay_id: c.source.fay_id.clone(),
-            access_mode: c.source.access_mode,
-            created_at_ms: c.source.created_at.0,
-            last_heartbeat_ms: c.source.last_heartbeat_at.0,
-            holder: if c.source.human {
-                dtp_policy::Holder::Human
-            } else {
-                dtp_policy::Holder::Fay
-            },
-        },
-        target_fay_id: c.target_fay_id.clone(),
-        target_grants: c
-            .target_grants
-            .iter()
-            .map(|g| dtp_policy::TargetGrant {
-                resource_id: g.resource_id.clone(),
-                modes: g.modes.clone(),
-            })
-            .collect(),
-        now_ms: c.now.0,
-        resource: dtp_policy::ResourceInfo {
-            resource_id: c.resource.resource_id.clone(),
-            metadata: c.resource.metadata.clone(),
-        },
-        handover_reason: c.reason.clone(),
-        handover_metadata: c.metadata.clone(),
-    }
-}
-
-/// The `dtp_policy` form of a terminal's policy reference.
+/// The `dtp_policy` form of a terminal's policy reference, as the gateway
+/// makes it, but for a person's decision always on the external panel: the
+/// simulator's people answer there.
 pub(super) fn handover_policy(policy: &PolicyRef) -> HandoverPolicy {
-    match policy {
-        PolicyRef::PriorityScript {
-            script_id,
-            parameters,
-        } => HandoverPolicy::PriorityScript(PriorityScript {
-            script_id: script_id.clone(),
-            parameters: parameters.clone(),
-        }),
-        PolicyRef::AiModel {
-            model_endpoint,
-            context_fields,
-            decision_timeout_ms,
-        } => HandoverPolicy::AiModel(dtp_policy::AiModel {
-            model_endpoint: model_endpoint.clone(),
-            context_fields: context_fields.clone(),
-            decision_timeout_ms: *decision_timeout_ms,
-        }),
-        PolicyRef::HumanDecision {
-            decision_timeout_seconds,
-            default_action,
-            ..
-        } => HandoverPolicy::HumanDecision(HumanDecision {
+    match HandoverPolicy::from(policy) {
+        HandoverPolicy::HumanDecision(h) => HandoverPolicy::HumanDecision(HumanDecision {
             ui_channel: dtp_policy::UiChannel::ExternalPanel,
-            decision_timeout_seconds: *decision_timeout_seconds,
-            default_action: *default_action,
+            ..h
         }),
+        other => other,
     }
 }

@@ -27,7 +27,7 @@ use dtp_terminal::{HandoverContext, PolicyKind, PolicyOutcome, TerminalConfig, U
 use uuid::Uuid;
 
 use super::notify::{Ctx, PolicyEvent};
-use super::oracle::{after_model, handover_policy, outcome, policy_input};
+use super::oracle::{after_model, handover_policy, outcome};
 use super::world::World;
 
 /// SPEC HO-3a: the scripts. `rank`: the higher Fay number wins (the human
@@ -219,7 +219,7 @@ impl World {
     /// Asks the policy, as the plane does; schedules what the model or the
     /// person will do.
     fn ask(&mut self, q: Question) {
-        let input = policy_input(&q.context);
+        let input = PolicyInput::from(&*q.context);
         let now = self.now;
         let step = match self.policy.engine.evaluate(&q.policy_name, &input, now.0) {
             Ok(step) => step,

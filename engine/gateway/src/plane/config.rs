@@ -34,10 +34,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dtp_audit::{AuditConfig, Fsync, Rotation};
-use dtp_policy::{
-    AiModel, HandoverPolicy, HumanDecision, PolicyEngine, PolicySet, PriorityScript, ScriptLimits,
-};
-use dtp_terminal::{PolicyRef, TerminalConfig};
+use dtp_policy::{HandoverPolicy, PolicyEngine, PolicySet, ScriptLimits};
+use dtp_terminal::TerminalConfig;
 use serde::Deserialize;
 
 use super::PlaneError;
@@ -239,42 +237,11 @@ impl PlaneConfig {
             .control
             .policies
             .iter()
-            .map(|(name, p)| (name.clone(), handover_policy(&p.policy)))
+            .map(|(name, p)| (name.clone(), HandoverPolicy::from(&p.policy)))
             .collect();
         // The wall clock measures each priority script's 100 ms budget.
         PolicyEngine::new(derived, ScriptLimits::default(), Arc::new(Instant::now))
             .map_err(|e| config_error("policy", e))
-    }
-}
-
-/// The `dtp_policy` form of a terminal's policy reference.
-fn handover_policy(policy: &PolicyRef) -> HandoverPolicy {
-    match policy {
-        PolicyRef::PriorityScript {
-            script_id,
-            parameters,
-        } => HandoverPolicy::PriorityScript(PriorityScript {
-            script_id: script_id.clone(),
-            parameters: parameters.clone(),
-        }),
-        PolicyRef::AiModel {
-            model_endpoint,
-            context_fields,
-            decision_timeout_ms,
-        } => HandoverPolicy::AiModel(AiModel {
-            model_endpoint: model_endpoint.clone(),
-            context_fields: context_fields.clone(),
-            decision_timeout_ms: *decision_timeout_ms,
-        }),
-        PolicyRef::HumanDecision {
-            ui_channel,
-            decision_timeout_seconds,
-            default_action,
-        } => HandoverPolicy::HumanDecision(HumanDecision {
-            ui_channel: *ui_channel,
-            decision_timeout_seconds: *decision_timeout_seconds,
-            default_action: *default_action,
-        }),
     }
 }
 

@@ -28,8 +28,8 @@ use std::collections::HashMap;
 
 use dtp_policy::ai::http::HttpError;
 use dtp_policy::{
-    Holder, HumanChoice, HumanError, HumanOutcome, ModelCall, PendingDecisions, PendingEntry,
-    PolicyEngine, PolicyInput, ResourceInfo, SourceSession, Step, TargetGrant, Verdict,
+    HumanChoice, HumanError, HumanOutcome, ModelCall, PendingDecisions, PendingEntry, PolicyEngine,
+    PolicyInput, Step, Verdict,
 };
 use dtp_terminal::{HandoverContext, PolicyKind, PolicyOutcome, UnixMs};
 use uuid::Uuid;
@@ -78,7 +78,7 @@ impl Policies {
         metrics: &PlaneMetrics,
     ) -> Option<PolicyOutcome> {
         PlaneMetrics::bump(&metrics.policy_asked);
-        let input = policy_input(q.context);
+        let input = PolicyInput::from(q.context);
         let step = match self.engine.evaluate(q.policy_name, &input, now.0) {
             Ok(step) => step,
             Err(e) => return Some(reject(e)),
@@ -211,40 +211,5 @@ fn after_model(step: Result<Step, dtp_policy::PolicyError>) -> PolicyOutcome {
         Ok(Step::AskHuman(_)) => PolicyOutcome::RequireHuman,
         Ok(Step::CallModel(_)) => reject("the model reply asked for another model call"),
         Err(e) => reject(e),
-    }
-}
-
-/// SPEC HO-3a: the policy's inputs, from the terminal's context (grants
-/// only: no signature or key id is in either).
-pub(crate) fn policy_input(c: &HandoverContext) -> PolicyInput {
-    PolicyInput {
-        source: SourceSession {
-            session_id: c.source.session_id,
-            fay_id: c.source.fay_id.clone(),
-            access_mode: c.source.access_mode,
-            created_at_ms: c.source.created_at.0,
-            last_heartbeat_ms: c.source.last_heartbeat_at.0,
-            holder: if c.source.human {
-                Holder::Human
-            } else {
-                Holder::Fay
-            },
-        },
-        target_fay_id: c.target_fay_id.clone(),
-        target_grants: c
-            .target_grants
-            .iter()
-            .map(|g| TargetGrant {
-                resource_id: g.resource_id.clone(),
-                modes: g.modes.clone(),
-            })
-            .collect(),
-        now_ms: c.now.0,
-        resource: ResourceInfo {
-            resource_id: c.resource.resource_id.clone(),
-            metadata: c.resource.metadata.clone(),
-        },
-        handover_reason: c.reason.clone(),
-        handover_metadata: c.metadata.clone(),
     }
 }
