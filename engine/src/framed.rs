@@ -166,8 +166,9 @@ pub struct FramedConn<C> {
 enum Next {
     /// A whole frame to serve.
     Frame(Frame),
-    /// Nothing whole yet: wait for more input.
-    Wait,
+    /// Nothing whole yet: wait for more input. The frame begun is this
+    /// long in all, if its header is there.
+    Wait(Option<usize>),
     /// The input can never become a frame.
     Malformed(DecodeError),
 }
@@ -201,9 +202,13 @@ impl<F: FrameService> Framed<F> {
             };
             let frame = match next {
                 Next::Frame(frame) => frame,
-                Next::Wait => {
-                    // A partial frame waits here, copied; the chunk it
-                    // came in goes back to the transport.
+                Next::Wait(total) => {
+                    // A partial frame waits here, copied into a buffer of
+                    // its whole size at once; the chunk it came in goes
+                    // back to the transport.
+                    if let Some(total) = total {
+                        state.rx.reserve(total.saturating_sub(state.rx.len()));
+                    }
                     state.rx.extend_from_slice(&data);
                     if state.rx.is_empty() {
                         state.rx = BytesMut::new();
@@ -242,14 +247,15 @@ impl<F: FrameService> Framed<F> {
 /// The next whole frame at the start of `data`, split off it in place.
 fn cut(data: &mut RecvBuf, limits: &Limits) -> Next {
     if data.is_empty() {
-        return Next::Wait;
+        return Next::Wait(None);
     }
     match peek_frame_head(data, limits) {
         Ok(head) if head.total_len <= data.len() => Next::Frame(Frame {
             wire: data.split_to(head.total_len),
             head,
         }),
-        Ok(_) | Err(DecodeError::Incomplete { .. }) => Next::Wait,
+        Ok(head) => Next::Wait(Some(head.total_len)),
+        Err(DecodeError::Incomplete { .. }) => Next::Wait(None),
         Err(e) => Next::Malformed(e),
     }
 }
@@ -265,12 +271,16 @@ fn assemble(rx: &mut BytesMut, data: &mut RecvBuf, limits: &Limits) -> Next {
                     head,
                 });
             }
-            Ok(head) => head.total_len,
+            Ok(head) => {
+                // Room for the whole frame at once, not grown read by read.
+                rx.reserve(head.total_len - rx.len());
+                head.total_len
+            }
             Err(DecodeError::Incomplete { needed }) => needed,
             Err(e) => return Next::Malformed(e),
         };
         if data.is_empty() {
-            return Next::Wait;
+            return Next::Wait(None);
         }
         let take = want.saturating_sub(rx.len()).min(data.len());
         rx.extend_from_slice(&data.split_to(take));
