@@ -311,7 +311,7 @@ impl Epoll {
         self.read_ready();
         self.flush_all();
         self.expire_connects();
-        events.append(&mut self.pending);
+        crate::transport::hand_over(&mut self.pending, events);
         Ok(())
     }
 

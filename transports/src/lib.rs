@@ -54,7 +54,7 @@ pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
 pub use sendq::SendError;
 pub use slots::SlotId;
 pub use socket::{foreign_listeners, probe_listen, probe_unix};
-pub use transport::{Callbacks, ConnectionState, Event, Transport, TransportError};
+pub use transport::{Callbacks, ConnectionState, EVENTS_KEPT, Event, Transport, TransportError};
 pub use uring::Uring;
 
 /// Pins the calling thread to CPU `cpu` (thread-per-core shards).

@@ -25,6 +25,20 @@ use crate::endpoint::Endpoint;
 use crate::lent::RecvBuf;
 use crate::sendq::SendError;
 
+/// Events a batch buffer keeps room for after a burst (a wave of accepts
+/// on thousands of connections): beyond this its memory is given back, so
+/// a burst does not stay in every idle shard's footprint.
+pub const EVENTS_KEPT: usize = 1024;
+
+/// Moves `pending` to the end of `events`, giving back what a burst made
+/// `pending` grow beyond [`EVENTS_KEPT`].
+pub(crate) fn hand_over(pending: &mut Vec<Event>, events: &mut Vec<Event>) {
+    events.append(pending);
+    if pending.capacity() > EVENTS_KEPT {
+        pending.shrink_to(EVENTS_KEPT);
+    }
+}
+
 /// What happened, as reported by [`Transport::poll`] (SPEC TRN-1/TRN-3: the
 /// receive and connection-state "callbacks" as polled events).
 ///

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use dtp_codec::{ErrorCode, Limits, LogicalFrame};
-use dtp_transports::{ConnId, Endpoint, Event, RecvBuf, SendError, Transport};
+use dtp_transports::{ConnId, EVENTS_KEPT, Endpoint, Event, RecvBuf, SendError, Transport};
 
 use crate::control::{Decision, Request, ShardLink};
 
@@ -20,7 +20,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::runtime::ShardMetrics;
 use crate::service::{Ctl, Origin, Outbox, Service};
 pub use state::Conns;
-use state::{Core, Slot, Table};
+use state::{Core, Held, Slot, Table};
 
 /// How soon a shard with requests waiting for the control ring looks again.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
@@ -193,6 +193,9 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         for e in events.drain(..) {
             self.handle(e);
         }
+        if events.capacity() > EVENTS_KEPT {
+            events.shrink_to(EVENTS_KEPT); // a burst's room given back
+        }
         self.core.events = events;
         self.control_turn();
         let now = self.core.now;
@@ -352,8 +355,8 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         let slot = Slot {
             id: conn,
             app,
-            rx: BytesMut::new(),
-            pending: BytesMut::new(),
+            rx: Held::default(),
+            pending: Held::default(),
             paused: false,
             closing: false,
             timer: None,
@@ -399,14 +402,14 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             return;
         };
         if !slot.pending.is_empty() {
-            let mut pending = std::mem::take(&mut slot.pending);
+            let mut pending = slot.pending.take();
             let sent = self.core.send_some(conn, &pending);
             let Some(slot) = self.core.conns.get_mut(conn) else {
                 return;
             };
             if sent < pending.len() {
                 pending.advance(sent);
-                slot.pending = pending;
+                slot.pending.put(pending);
                 return; // the rest when the driver reports room again
             }
         }

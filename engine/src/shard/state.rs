@@ -22,16 +22,47 @@ pub(super) struct Slot<C> {
     pub(super) id: ConnId,
     pub(super) app: C,
     /// Bytes received while reading was paused, for the service once it
-    /// resumes: empty (and unallocated) otherwise, so idle connections
-    /// hold nothing.
-    pub(super) rx: BytesMut,
+    /// resumes.
+    pub(super) rx: Held,
     /// Encoded frames the driver refused (backpressure); sent first on Writable.
-    pub(super) pending: BytesMut,
+    pub(super) pending: Held,
     pub(super) paused: bool,
     pub(super) closing: bool,
     /// The deadline the service asked for ([`Outbox::set_timer`]); the
     /// shard's timer heap may hold stale entries, this is the live one.
     pub(super) timer: Option<Instant>,
+}
+
+/// Bytes a connection holds only now and then (input received while it
+/// was paused, output the transport refused): boxed, so that the many
+/// connections holding none pay one pointer each, and freed when emptied.
+#[derive(Default)]
+pub(super) struct Held(Option<Box<BytesMut>>);
+
+impl Held {
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|b| b.is_empty())
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |b| b.len())
+    }
+
+    pub(super) fn extend_from_slice(&mut self, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.0.get_or_insert_default().extend_from_slice(bytes);
+        }
+    }
+
+    /// Takes the bytes out, leaving nothing held.
+    pub(super) fn take(&mut self) -> BytesMut {
+        self.0.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// Holds `bytes` (nothing, if they are empty).
+    pub(super) fn put(&mut self, bytes: BytesMut) {
+        self.0 = (!bytes.is_empty()).then(|| Box::new(bytes));
+    }
 }
 
 /// The shard's connection table, indexed by the driver's slot index.
@@ -200,7 +231,7 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
             return false;
         }
         slot.closing = true;
-        slot.rx = BytesMut::new();
+        slot.rx = Held::default();
         true
     }
 

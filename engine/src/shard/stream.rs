@@ -23,7 +23,7 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
         let data = if slot.rx.is_empty() {
             data
         } else {
-            let mut held = std::mem::take(&mut slot.rx);
+            let mut held = slot.rx.take();
             held.extend_from_slice(&data);
             RecvBuf::from(held)
         };

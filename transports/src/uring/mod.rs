@@ -575,7 +575,7 @@ impl Uring {
         timeout: Option<Duration>,
     ) -> io::Result<()> {
         self.take_returns();
-        events.append(&mut self.pending);
+        crate::transport::hand_over(&mut self.pending, events);
         // Receives that starved for buffers get another chance first.
         for conn in std::mem::take(&mut self.starved) {
             self.arm_recv(conn)?;
