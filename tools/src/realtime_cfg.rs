@@ -129,7 +129,9 @@ impl Default for RealtimeSection {
             enabled: true,
             listen,
             cookie: "dtp_session".into(),
-            origins: vec![format!("http://{listen}"), "http://localhost:7780".into()],
+            // The page's own origins on a loopback listener are allowed
+            // once it is bound; any other is listed here.
+            origins: Vec::new(),
             echo: false,
             echo_max_message: 1 << 20,
             limits: LimitsSection::default(),
@@ -237,6 +239,7 @@ impl RealtimeSection {
                 .collect(),
             cookie: self.cookie.clone(),
             origins: self.origins.clone(),
+            own_origins: Default::default(),
             echo_max_message: self.echo.then_some(self.echo_max_message),
             scopes: self
                 .streams

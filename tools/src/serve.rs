@@ -86,6 +86,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     let control = health.probed(control);
     let dtp_listeners = engine_config.listen.len();
     let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
+    let realtime_config = realtime.as_ref().map(|r| r.config.clone());
     let up = health.clone();
     let started = match terminal {
         // SPEC §1: every connection runs CAP, encryption, agreements and
@@ -139,7 +140,12 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             None => say(&format!("listening {at}")),
         }
     }
-    for addr in realtime_addrs.iter().filter_map(|a| a.tcp()) {
+    let realtime_tcp: Vec<_> = realtime_addrs.iter().filter_map(|a| a.tcp()).collect();
+    if let Some(c) = &realtime_config {
+        // The demo page served there may open its WebSocket (SPEC RT-9).
+        c.serve_at(&realtime_tcp);
+    }
+    for addr in &realtime_tcp {
         say(&format!(
             "realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)"
         ));

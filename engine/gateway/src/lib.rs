@@ -22,5 +22,6 @@ pub mod app;
 pub mod dtp;
 pub mod plane;
 pub mod realtime;
+pub mod secret;
 
 pub use plane::{PlaneConfig, PlaneError, PlaneHandle, TerminalPlane};

@@ -126,6 +126,7 @@ fn rt_config() -> Arc<RtConfig> {
         }],
         cookie: "dtp_session".into(),
         origins: Vec::new(),
+        own_origins: Default::default(),
         echo_max_message: None,
         scopes: specs
             .into_iter()

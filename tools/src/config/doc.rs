@@ -138,7 +138,7 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "realtime.origins",
-        "Origins allowed to open a WebSocket, exactly.",
+        "Origins allowed to open a WebSocket, exactly (scheme://host:port). The page's own origin on a loopback listener (http://127.0.0.1:PORT, http://localhost:PORT) is allowed without listing; never one derived from the request's Host.",
     ),
     (
         "realtime.echo",

@@ -3,9 +3,13 @@
 //! RT-13). Shared read-only by every shard.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use dtp_codec::http::HttpLimits;
+
+use crate::secret::same_secret;
 
 /// One client credential: a token presented as `Authorization: Bearer` or
 /// as the session cookie's value, and what it grants.
@@ -122,6 +126,9 @@ pub struct RtConfig {
     /// 403; one without `Origin` (not a browser) must authenticate with a
     /// bearer token.
     pub origins: Vec<String>,
+    /// The page's own origins, known once its listener is bound
+    /// ([`RtConfig::serve_at`]): allowed exactly like `origins`.
+    pub own_origins: Arc<OnceLock<Vec<String>>>,
     /// The plain WebSocket echo endpoint `/v1/echo` (for RFC 6455
     /// conformance suites), with its message ceiling; `None`: off.
     pub echo_max_message: Option<usize>,
@@ -136,9 +143,38 @@ pub struct RtConfig {
 pub const ECHO_MAX_MESSAGE: usize = 16 << 20;
 
 impl RtConfig {
-    /// The client holding `token`, if any.
+    /// The client holding `token`, if any. Every client's token is
+    /// compared, each in constant time, so the answer's timing tells
+    /// nothing about how close a guess was.
     pub fn client(&self, token: &str) -> Option<usize> {
-        self.clients.iter().position(|c| c.token == token)
+        self.clients.iter().enumerate().fold(None, |found, (i, c)| {
+            let same = same_secret(token.as_bytes(), c.token.as_bytes());
+            found.or(same.then_some(i))
+        })
+    }
+
+    /// SPEC RT-9: whether a browser page of `origin` may open a WebSocket:
+    /// only an origin listed exactly, or one of the page's own origins on
+    /// the bound listener. Never one derived from the request's `Host`,
+    /// which the client chooses (DNS rebinding would pass it).
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let own = self.own_origins.get().map_or(&[][..], Vec::as_slice);
+        self.origins.iter().chain(own).any(|o| o == origin)
+    }
+
+    /// Records where the front end listens (the bound addresses, port
+    /// resolved), so that the demo page it serves there may open a
+    /// WebSocket: `http://ADDR` for each loopback address, and
+    /// `http://localhost:PORT` beside 127.0.0.1 and [::1]. A listener on
+    /// any other address derives nothing: list its origins. Only the first
+    /// call counts.
+    pub fn serve_at(&self, addrs: &[SocketAddr]) {
+        let mut own = Vec::new();
+        for a in addrs.iter().filter(|a| a.ip().is_loopback()) {
+            own.push(format!("http://{a}"));
+            own.push(format!("http://localhost:{}", a.port()));
+        }
+        let _ = self.own_origins.set(own);
     }
 
     /// Checks the ceilings and the credentials.
@@ -157,5 +193,63 @@ impl RtConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(origins: &[&str]) -> RtConfig {
+        RtConfig {
+            clients: vec![
+                RtClient {
+                    token: "first-token".into(),
+                    streams: vec!["*".into()],
+                    publish: false,
+                    admin: false,
+                },
+                RtClient {
+                    token: "second-token".into(),
+                    streams: vec![],
+                    publish: false,
+                    admin: false,
+                },
+            ],
+            cookie: "dtp_session".into(),
+            origins: origins.iter().map(|o| (*o).to_owned()).collect(),
+            own_origins: Default::default(),
+            echo_max_message: None,
+            scopes: HashMap::new(),
+            limits: RtLimits::default(),
+        }
+    }
+
+    /// SPEC RT-9: exact origins only, the page's own once bound on
+    /// loopback, nothing for another address.
+    #[test]
+    fn origins_are_matched_exactly() {
+        let c = config(&["https://app.example"]);
+        assert!(c.origin_allowed("https://app.example"));
+        assert!(!c.origin_allowed("https://app.example:443"));
+        assert!(!c.origin_allowed("http://127.0.0.1:7780"));
+        c.serve_at(&[
+            "127.0.0.1:7780".parse().unwrap(),
+            "0.0.0.0:7781".parse().unwrap(),
+        ]);
+        assert!(c.origin_allowed("http://127.0.0.1:7780"));
+        assert!(c.origin_allowed("http://localhost:7780"));
+        assert!(!c.origin_allowed("http://localhost:7781"));
+        assert!(!c.origin_allowed("http://0.0.0.0:7781"));
+        assert!(!c.origin_allowed("http://evil.example:7780"));
+    }
+
+    #[test]
+    fn tokens_find_their_client() {
+        let c = config(&[]);
+        assert_eq!(c.client("first-token"), Some(0));
+        assert_eq!(c.client("second-token"), Some(1));
+        assert_eq!(c.client("second-tokem"), None);
+        assert_eq!(c.client(""), None);
     }
 }

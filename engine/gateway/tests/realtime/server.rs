@@ -79,6 +79,7 @@ pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
         ],
         cookie: "dtp_session".into(),
         origins: vec![ORIGIN.into()],
+        own_origins: Default::default(),
         echo_max_message: Some(1 << 20),
         scopes: specs()
             .into_iter()

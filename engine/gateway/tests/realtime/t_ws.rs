@@ -27,6 +27,13 @@ fn the_upgrade_checks_subprotocol_origin_and_credentials() {
                 403,
                 "FORBIDDEN",
             ),
+            // The origin of the Host the client named is not allowed by
+            // that alone: a rebound DNS name would pass.
+            (
+                format!("{PROTO}Origin: http://test\r\n{cookie}"),
+                403,
+                "FORBIDDEN",
+            ),
             (PROTO.to_owned(), 401, "AUTH_REQUIRED"),
             (format!("{PROTO}Origin: {ORIGIN}\r\n"), 401, "AUTH_REQUIRED"),
             (

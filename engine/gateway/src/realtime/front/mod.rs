@@ -413,6 +413,7 @@ mod tests {
             clients: Vec::new(),
             cookie: "s".into(),
             origins: Vec::new(),
+            own_origins: Default::default(),
             echo_max_message: None,
             scopes: HashMap::new(),
             limits: RtLimits::default(),

@@ -212,15 +212,10 @@ impl RealtimeFront {
                 return;
             }
         };
-        // An allowed origin exactly, or the page's own (served from here:
-        // `http://` + the Host it asked for).
-        let same_origin = |o: &str| {
-            o.strip_prefix("http://")
-                .is_some_and(|h| head.host() == Some(h))
-        };
+        // An allowed origin exactly (the page's own among them, once the
+        // listener is bound); never one derived from the Host asked for.
         if let Some(origin) = &up.origin
-            && !self.config.origins.iter().any(|o| o == origin)
-            && !same_origin(origin)
+            && !self.config.origin_allowed(origin)
         {
             let why = (
                 403,
