@@ -57,6 +57,11 @@ pub struct RegistryConfig {
     pub max_per_principal: usize,
     /// Principals with an association state (active or tombstoned).
     pub max_principals: usize,
+    /// Earlier association epochs remembered per principal (superseded or
+    /// revoked: tombstones, never active again). Beyond it a new epoch is
+    /// refused ([`RegistryError::TooManyEpochs`]) rather than a tombstone
+    /// forgotten.
+    pub max_epochs_per_principal: usize,
 }
 
 impl Default for RegistryConfig {
@@ -65,6 +70,7 @@ impl Default for RegistryConfig {
             max_subscriptions: 100_000,
             max_per_principal: 16,
             max_principals: 100_000,
+            max_epochs_per_principal: 64,
         }
     }
 }
@@ -87,6 +93,13 @@ pub enum RegistryError {
     /// The registry tracks [`RegistryConfig::max_principals`].
     #[error("registry tracks {max} principals")]
     TooManyPrincipals {
+        /// The ceiling.
+        max: usize,
+    },
+    /// The principal has used [`RegistryConfig::max_epochs_per_principal`]
+    /// epochs: no more tombstones can be kept, so no new epoch is taken.
+    #[error("principal has used {max} association epochs")]
+    TooManyEpochs {
         /// The ceiling.
         max: usize,
     },
@@ -150,6 +163,12 @@ enum Association {
 
 struct Principal {
     association: Association,
+    /// Fingerprints of every earlier epoch (superseded or revoked),
+    /// bounded by `max_epochs_per_principal`: tombstones (seed §8.3,
+    /// REVOKED is terminal). Epochs come from the registration
+    /// authority, not the client, so a 64-bit fingerprint's collisions
+    /// are not an attacker's to choose.
+    retired: Vec<u64>,
     /// Registration order.
     subscriptions: Vec<SubscriptionId>,
 }
@@ -157,6 +176,14 @@ struct Principal {
 struct Entry<P> {
     principal: P,
     subscription: PushSubscription,
+}
+
+/// A stable 64-bit fingerprint of an epoch, for the tombstone list.
+fn fingerprint(epoch: &AssociationEpoch) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    h.write(epoch.0.as_bytes());
+    h.finish()
 }
 
 /// The subscription registry (SPEC RT-12): subscriptions bound to a
@@ -185,7 +212,9 @@ impl<P: Clone + Eq + Hash> Registry<P> {
 
     /// Makes `epoch` the principal's active association (SPEC RT-12): a new
     /// epoch removes every subscription of the previous one; the active
-    /// epoch again is a no-op; a revoked epoch is refused.
+    /// epoch again is a no-op; any earlier epoch — revoked or superseded —
+    /// is a tombstone and refused (seed §8.3: a new ACTIVE needs a fresh
+    /// epoch).
     pub fn associate(
         &mut self,
         principal: &P,
@@ -199,6 +228,7 @@ impl<P: Clone + Eq + Hash> Registry<P> {
             }
             let state = Principal {
                 association: Association::Active(epoch),
+                retired: Vec::new(),
                 subscriptions: Vec::new(),
             };
             self.principals.insert(principal.clone(), state);
@@ -206,13 +236,21 @@ impl<P: Clone + Eq + Hash> Registry<P> {
                 removed: Vec::new(),
             });
         };
-        match &state.association {
+        let previous = match &state.association {
             Association::Active(current) if *current == epoch => return Ok(Associated::Unchanged),
             Association::Revoked(tomb) if *tomb == epoch => {
                 return Err(RegistryError::RevokedEpoch);
             }
-            _ => {}
+            Association::Active(e) | Association::Revoked(e) => fingerprint(e),
+        };
+        if state.retired.contains(&fingerprint(&epoch)) {
+            return Err(RegistryError::RevokedEpoch);
         }
+        let max = self.config.max_epochs_per_principal;
+        if state.retired.len() >= max {
+            return Err(RegistryError::TooManyEpochs { max });
+        }
+        state.retired.push(previous);
         state.association = Association::Active(epoch);
         let removed = std::mem::take(&mut state.subscriptions);
         for id in &removed {

@@ -23,6 +23,7 @@ fn config(total: usize, per: usize, principals: usize) -> RegistryConfig {
         max_subscriptions: total,
         max_per_principal: per,
         max_principals: principals,
+        max_epochs_per_principal: 4,
     }
 }
 
@@ -45,7 +46,7 @@ fn epochs_are_identifiers() {
     assert_eq!(
         format!("{r:?}"),
         "Registry { config: RegistryConfig { max_subscriptions: 1, max_per_principal: 1, \
-         max_principals: 1 }, principals: 1, subscriptions: 0, .. }"
+         max_principals: 1, max_epochs_per_principal: 4 }, principals: 1, subscriptions: 0, .. }"
     );
 }
 
@@ -187,6 +188,38 @@ fn revoked_association_is_a_tombstone() {
         Ok(Associated::Rotated { removed: vec![] })
     );
     assert_eq!(r.active_epoch(&"alice"), Some(&epoch(3)));
+}
+
+/// Seed §8.3: REVOKED is terminal, and so is SUPERSEDED. Revoking E1, then
+/// associating E2, then E1 again must not bring E1 back; nor may an epoch
+/// an account switch left behind.
+#[test]
+fn every_earlier_epoch_stays_a_tombstone() {
+    let mut r = Registry::new(config(10, 10, 10));
+    r.associate(&"alice", epoch(1)).unwrap();
+    assert_eq!(r.revoke_association(&"alice", &epoch(1)), Revoked::Removed);
+    r.associate(&"alice", epoch(2)).unwrap();
+    assert_eq!(
+        r.associate(&"alice", epoch(1)),
+        Err(RegistryError::RevokedEpoch)
+    );
+    r.associate(&"alice", epoch(3)).unwrap();
+    assert_eq!(
+        r.associate(&"alice", epoch(2)),
+        Err(RegistryError::RevokedEpoch),
+        "a superseded epoch is not active again"
+    );
+    assert_eq!(r.active_epoch(&"alice"), Some(&epoch(3)));
+    // Bounded: a fifth earlier epoch cannot be remembered, so none is taken.
+    r.associate(&"alice", epoch(4)).unwrap();
+    r.associate(&"alice", epoch(5)).unwrap();
+    assert_eq!(
+        r.associate(&"alice", epoch(6)),
+        Err(RegistryError::TooManyEpochs { max: 4 })
+    );
+    assert_eq!(r.active_epoch(&"alice"), Some(&epoch(5)));
+    // Another principal has its own epochs.
+    assert!(r.associate(&"bob", epoch(1)).is_ok());
 }
 
 #[test]
