@@ -14,7 +14,7 @@
 //! ([`SESSIONS_TABLE`]); the other streams' snapshots hold their latest
 //! event.
 
-use dtp_terminal::{HandoverAudit, StateChange};
+use dtp_terminal::{HandoverAudit, HandoverOutcome, StateChange};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -100,9 +100,28 @@ pub(super) fn handover_ended(h: &HandoverAudit) -> PlaneEvent {
         "targetSessionId": h.target_session_id.map(|s| s.to_string()),
         "resourceId": h.resource_id,
         "accessMode": h.access_mode,
-        "outcome": h.outcome,
+        "outcome": outcome(&h.outcome),
     });
     event("handovers", "handover.ended", &p)
+}
+
+/// SPEC RT-3: a handover's outcome as the stream shows it, in registry
+/// values and codes only. The failure's text (a policy's error, a
+/// credential's problem) stays in the audit log: it is free text a
+/// subscriber with read access must not see.
+fn outcome(o: &HandoverOutcome) -> Value {
+    match o {
+        HandoverOutcome::Succeeded => json!({ "result": "succeeded" }),
+        HandoverOutcome::Failed {
+            code,
+            notification,
+            message: _,
+        } => json!({
+            "result": "failed",
+            "code": code.name().map_or_else(|| json!(code.0), |n| json!(n)),
+            "notification": notification,
+        }),
+    }
 }
 
 /// `decisions` / `decision.pending`: a person is asked (the question
@@ -127,4 +146,28 @@ pub(super) fn decision_closed(handover_id: Uuid) -> PlaneEvent {
 pub(super) fn resource_availability(resource_id: &str, available: bool) -> PlaneEvent {
     let p = json!({ "resourceId": resource_id, "available": available });
     event("resources", "resource.availability", &p)
+}
+
+#[cfg(test)]
+mod tests {
+    use dtp_codec::ErrorCode;
+    use dtp_terminal::HandoverOutcome;
+
+    /// SPEC RT-3: a failure's free text never reaches the stream; its
+    /// code does.
+    #[test]
+    fn a_failed_handover_shows_its_code_not_its_text() {
+        let failed = HandoverOutcome::Failed {
+            code: ErrorCode::E_HANDOVER_FAILED_AT_ACQUIRE,
+            notification: None,
+            message: "policy: script error at line 3: secret_param".into(),
+        };
+        let v = super::outcome(&failed);
+        assert_eq!(v["result"], "failed");
+        assert_eq!(v["code"], "E_HANDOVER_FAILED_AT_ACQUIRE");
+        assert!(!v.to_string().contains("secret_param"), "{v}");
+        assert!(v.get("message").is_none());
+        let v = super::outcome(&HandoverOutcome::Succeeded);
+        assert_eq!(v, serde_json::json!({ "result": "succeeded" }));
+    }
 }
