@@ -79,7 +79,7 @@ pub use policy::{
 };
 pub use session::{SessionEvent, TerminationReason, transition};
 pub use terminal::{
-    AdminHandover, HandoverAdmission, HandoverInfo, Input, PolicyAnswerError, ResourceInfo,
-    SessionInfo, Terminal,
+    AdminHandover, HandoverAdmission, HandoverInfo, Input, MAX_TARGETS_PER_SOURCE,
+    PolicyAnswerError, ResourceInfo, SessionInfo, Terminal,
 };
 pub use time::{RandomSource, SeededRandom, UnixMs};

@@ -198,8 +198,21 @@ impl<A: OsAccess> Terminal<A> {
         };
         let resource_id = src.resource_id.clone();
         if !queued {
-            let key = (req.source, req.target_fay_id.clone());
+            let key = (req.source, super::target_key(&req.target_fay_id));
             let h = self.config.handover;
+            let targets = self
+                .attempts
+                .range((req.source, 0)..=(req.source, u64::MAX))
+                .count();
+            if targets >= super::MAX_TARGETS_PER_SOURCE && !self.attempts.contains_key(&key) {
+                return Err(refuse(
+                    ErrorCode::E_HANDOVER_RETRY_LIMIT,
+                    format!(
+                        "attempts for {} targets already from this source (SPEC HO-8)",
+                        super::MAX_TARGETS_PER_SOURCE
+                    ),
+                ));
+            }
             if let Some(&(n, last)) = self.attempts.get(&key) {
                 if n > h.max_retries {
                     return Err(refuse(

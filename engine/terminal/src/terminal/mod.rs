@@ -42,6 +42,20 @@ use crate::time::{RandomSource, UnixMs};
 
 use handover::{Evaluation, HandoverRequest};
 
+/// SPEC HO-8: the most targets one source session's handover attempts
+/// are counted for; a request naming yet another target is refused with
+/// `E_HANDOVER_RETRY_LIMIT` (the count of a peer's attempts is bounded,
+/// whatever target ids it makes up).
+pub const MAX_TARGETS_PER_SOURCE: usize = 16;
+
+/// A stable fingerprint of a target Fay id, for the attempt counts.
+pub(crate) fn target_key(fay_id: &str) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    h.write(fay_id.as_bytes());
+    h.finish()
+}
+
 /// What a connection can tell the terminal (the engine's `Request`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
@@ -155,8 +169,11 @@ pub struct Terminal<A: OsAccess> {
     pub(crate) evaluations: BTreeMap<String, Evaluation>,
     /// SPEC HO-6: the requests waiting behind it, FIFO.
     pub(crate) queues: BTreeMap<String, VecDeque<HandoverRequest>>,
-    /// SPEC HO-8: attempts per (source session, target Fay).
-    pub(crate) attempts: BTreeMap<(SessionId, String), (u32, UnixMs)>,
+    /// SPEC HO-8: attempts per (source session, target Fay), the target
+    /// by a fingerprint of its id (a peer-chosen string of up to the
+    /// codec's limit is not kept), at most [`MAX_TARGETS_PER_SOURCE`] per
+    /// source.
+    pub(crate) attempts: BTreeMap<(SessionId, u64), (u32, UnixMs)>,
     pub(crate) out: VecDeque<Output>,
     pub(crate) next_timer: Option<UnixMs>,
 }

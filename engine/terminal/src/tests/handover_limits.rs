@@ -174,7 +174,22 @@ fn ho8_retry_limit_per_pair_and_interval() {
     // Another target is another pair.
     let cred = h.cred("fay-c");
     let out = h.transfer(A, src, "fay-c", cred);
-    question(&out);
+    let (id, ..) = question(&out);
+    decide(&mut h, id, PolicyOutcome::Reject { why: "no".into() });
+    // Made-up targets (refused for their credential) still count, up to a
+    // bound per source: the table a peer can grow stays bounded.
+    for n in 2..crate::MAX_TARGETS_PER_SOURCE {
+        h.now = h.now.plus(1);
+        let out = h.transfer(A, src, &format!("made-up-{n:04000}"), Bytes::new());
+        assert_eq!(refusals(&out), [ErrorCode::E_HANDOVER_INVALID_TARGET]);
+    }
+    let out = h.transfer(A, src, "one-too-many", Bytes::new());
+    assert_eq!(refusals(&out), [ErrorCode::E_HANDOVER_RETRY_LIMIT]);
+    assert_eq!(h.t.attempts.len(), crate::MAX_TARGETS_PER_SOURCE);
+    // A target already counted is still judged on its own count.
+    h.now = h.now.plus(1);
+    let cred = h.cred("fay-c");
+    question(&h.transfer(A, src, "fay-c", cred));
 
     let mut c = config();
     c.handover.min_retry_interval_ms = 1_000;
