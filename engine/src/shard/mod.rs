@@ -15,6 +15,8 @@ use crate::control::{Decision, Request, ShardLink};
 
 mod state;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use crate::clock::{Clock, SystemClock};
 use crate::runtime::ShardMetrics;

@@ -104,6 +104,10 @@ impl<C> Table<C> {
     }
 }
 
+/// Stale timer entries the heap may hold beyond two per connection before
+/// it is rebuilt ([`Core::compact_timers`]).
+pub(super) const TIMERS_SLACK: usize = 1024;
+
 /// The most [`Core::send_some`] hands the driver in one call.
 const SEND_PIECE: usize = 256 * 1024;
 
@@ -251,7 +255,25 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         slot.timer = at;
         if let Some(at) = at {
             self.timers.push(Reverse((at, conn.as_u64())));
+            if self.timers.len() > 2 * self.conns.len + TIMERS_SLACK {
+                self.compact_timers();
+            }
         }
+    }
+
+    /// Rebuilds the timer heap from the live deadlines: a connection that
+    /// moves its deadline on every frame leaves a stale entry each time,
+    /// which would otherwise wait in the heap until it came due. Amortised
+    /// over the pushes that made the heap twice the connections.
+    fn compact_timers(&mut self) {
+        let live: Vec<_> = self
+            .conns
+            .slots
+            .iter()
+            .flatten()
+            .filter_map(|s| s.timer.map(|at| Reverse((at, s.id.as_u64()))))
+            .collect();
+        self.timers = BinaryHeap::from(live);
     }
 
     /// The earliest live per-connection deadline (stale heap entries are
