@@ -113,6 +113,10 @@ codes! {
     E_UNAUTHORIZED = 7006,
     /// SPEC LIV-3: a heartbeat's sequence number went backwards.
     E_HEARTBEAT_REPLAY = 7007,
+    /// SPEC TS-1: the terminal has no resource of that id.
+    E_RESOURCE_UNKNOWN = 7008,
+    /// SPEC TS-10: the resource is marked unavailable (not held by anyone).
+    E_RESOURCE_UNAVAILABLE = 7009,
     /// SPEC HO-2 (1): the source session is not active or the initiator may not ask.
     E_HANDOVER_INVALID_SOURCE = 8001,
     /// SPEC HO-2 (2): the target's credential or authorisation is invalid.
@@ -127,6 +131,8 @@ codes! {
     E_HANDOVER_IN_PROGRESS = 8006,
     /// SPEC HO-8: too many retries for this (source, target) pair.
     E_HANDOVER_RETRY_LIMIT = 8007,
+    /// SPEC HO-7: the handover's deadline passed before it was decided.
+    E_HANDOVER_TIMEOUT = 8008,
     /// The peer failed in a way it does not explain further.
     INTERNAL = 9001,
 }

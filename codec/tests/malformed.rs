@@ -321,9 +321,15 @@ fn error_codes_have_names_both_ways() {
         ErrorCode::DAG_CYCLE_DETECTED,
         ErrorCode::BUFFER_FULL,
         ErrorCode::E_HANDOVER_RETRY_LIMIT,
+        ErrorCode::E_RESOURCE_UNKNOWN,
+        ErrorCode::E_RESOURCE_UNAVAILABLE,
+        ErrorCode::E_HANDOVER_TIMEOUT,
     ] {
         assert_eq!(ErrorCode::from_name(code.name().unwrap()), Some(code));
     }
+    assert_eq!(ErrorCode::E_RESOURCE_UNKNOWN.0, 7008);
+    assert_eq!(ErrorCode::E_RESOURCE_UNAVAILABLE.0, 7009);
+    assert_eq!(ErrorCode::E_HANDOVER_TIMEOUT.0, 8008);
     assert_eq!(ErrorCode::DAG_CYCLE_DETECTED.0, 4001);
     assert_eq!(ErrorCode::BUFFER_FULL.0, 6001);
     assert_eq!(ErrorCode(4242).to_string(), "4242 UNKNOWN");

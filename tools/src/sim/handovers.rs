@@ -371,7 +371,7 @@ impl World {
         let source = self.watch.mirror.get(&a.source_session_id).map(|m| m.state);
         let ok = match notification {
             Some(HandoverFailedReason::Timeout) => {
-                self.now > open.deadline && code == ErrorCode::E_HANDOVER_REJECTED_BY_POLICY
+                self.now > open.deadline && code == ErrorCode::E_HANDOVER_TIMEOUT
             }
             Some(HandoverFailedReason::PolicyRejected) => {
                 code == ErrorCode::E_HANDOVER_REJECTED_BY_POLICY

@@ -90,8 +90,7 @@ impl Api {
             .plane
             .set_resource_available(resource_id, b.available)
             .map_err(|e| match e {
-                // The terminal has no code of its own for an unknown resource.
-                PlaneError::Refused(r) if r.code == ErrorCode::INVALID_VALUE => {
+                PlaneError::Refused(r) if r.code == ErrorCode::E_RESOURCE_UNKNOWN => {
                     Response::error(404, "UNKNOWN_RESOURCE", r.message)
                 }
                 other => plane_error(other),

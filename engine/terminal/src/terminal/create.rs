@@ -65,16 +65,14 @@ impl<A: OsAccess> Terminal<A> {
     ) -> Result<Option<SessionId>, Refusal> {
         let refuse = |code, msg: String| Refusal::new(RequestKind::AuthRequest, None, code, msg);
         let Some(resource) = self.resources.get(&req.resource_id) else {
-            // TODO(codec): E_RESOURCE_UNKNOWN is missing; INVALID_VALUE is the closest.
             return Err(refuse(
-                ErrorCode::INVALID_VALUE,
+                ErrorCode::E_RESOURCE_UNKNOWN,
                 format!("this terminal has no resource {:?}", req.resource_id),
             ));
         };
         if !resource.is_available() {
-            // TODO(codec): E_RESOURCE_UNAVAILABLE is missing; E_RESOURCE_BUSY is the closest.
             return Err(refuse(
-                ErrorCode::E_RESOURCE_BUSY,
+                ErrorCode::E_RESOURCE_UNAVAILABLE,
                 format!("resource {:?} is unavailable (SPEC TS-10)", req.resource_id),
             ));
         }

@@ -117,9 +117,7 @@ impl<A: OsAccess> Terminal<A> {
             at: now,
         });
         let m = format!("no decision by {} (SPEC HO-7)", ev.deadline.0);
-        // TODO(codec): no E_HANDOVER_TIMEOUT exists; HO-3b treats a timeout
-        // as a rejection, so E_HANDOVER_REJECTED_BY_POLICY is the closest.
-        let code = ErrorCode::E_HANDOVER_REJECTED_BY_POLICY;
+        let code = ErrorCode::E_HANDOVER_TIMEOUT;
         self.fail_evaluation(
             resource,
             code,

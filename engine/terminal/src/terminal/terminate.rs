@@ -157,11 +157,10 @@ impl<A: OsAccess> Terminal<A> {
         self.begin(now);
         let Some(resource) = self.resources.get_mut(resource_id) else {
             self.end();
-            // TODO(codec): E_RESOURCE_UNKNOWN is missing; INVALID_VALUE is the closest.
             return Err(Refusal::new(
                 RequestKind::Admin,
                 None,
-                ErrorCode::INVALID_VALUE,
+                ErrorCode::E_RESOURCE_UNKNOWN,
                 format!("this terminal has no resource {resource_id:?}"),
             ));
         };

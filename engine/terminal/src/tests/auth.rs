@@ -116,13 +116,19 @@ fn unknown_unavailable_and_human_requests_are_refused() {
     let mut h = Harness::new();
     assert_eq!(
         refused_code(h.auth(A, "fay-a", "nope", Read)),
-        ErrorCode::INVALID_VALUE
+        ErrorCode::E_RESOURCE_UNKNOWN
+    );
+    assert_eq!(
+        h.t.set_resource_available("nope", false, h.now)
+            .unwrap_err()
+            .code,
+        ErrorCode::E_RESOURCE_UNKNOWN
     );
     assert_eq!(h.t.set_resource_available("cam", false, h.now), Ok(0));
     h.drain();
     assert_eq!(
         refused_code(h.auth(A, "fay-a", "cam", Read)),
-        ErrorCode::E_RESOURCE_BUSY
+        ErrorCode::E_RESOURCE_UNAVAILABLE
     );
     let cred = h.cred("human:t1");
     let req = h.auth_request("human:t1", "arm", Read, cred);

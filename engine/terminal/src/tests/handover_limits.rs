@@ -10,8 +10,8 @@ use super::handover::{decide, question};
 use super::handover_failures::{failed_code, held, hfns};
 use super::*;
 use crate::{
-    AdminHandover, AuditRecord, ConcurrentHandovers, HandoverAdmission, PolicyAnswerError,
-    PolicyOutcome,
+    AdminHandover, AuditRecord, ConcurrentHandovers, HandoverAdmission, HandoverOutcome,
+    PolicyAnswerError, PolicyOutcome,
 };
 
 use AccessMode::{Read, Write};
@@ -132,6 +132,13 @@ fn ho7_hard_timeout_then_late_answers_are_refused() {
         panic!()
     };
     assert_eq!(a.decisions[0].decision, "timeout");
+    assert!(matches!(
+        a.outcome,
+        HandoverOutcome::Failed {
+            code: ErrorCode::E_HANDOVER_TIMEOUT,
+            ..
+        }
+    ));
     assert_eq!(h.state(src), Some(SessionState::Active));
     assert_eq!(
         h.t.policy_decided(id, PolicyOutcome::Allow, h.now),

@@ -220,7 +220,7 @@ fn resource_loss_cascades_and_nothing_comes_back() {
     );
     h.session(A, "fay-a", "cam", Read);
     let unknown = h.t.set_resource_available("nope", false, h.now);
-    assert_eq!(unknown.unwrap_err().code, ErrorCode::INVALID_VALUE);
+    assert_eq!(unknown.unwrap_err().code, ErrorCode::E_RESOURCE_UNKNOWN);
 }
 
 #[test]
