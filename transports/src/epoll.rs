@@ -211,15 +211,6 @@ impl Epoll {
         }
     }
 
-    pub(crate) fn want_writable(&mut self, conn: ConnId) {
-        let max = self.config.max_send_queue;
-        SendBook::want_writable(&mut self.conns, conn, max, &mut self.pending);
-    }
-
-    pub(crate) fn queued(&self, conn: ConnId) -> usize {
-        self.conns.get(conn.0).map_or(0, |c| c.out.sendq.queued())
-    }
-
     pub(crate) fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.get_mut(conn.0) else {
             return;

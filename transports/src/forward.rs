@@ -4,9 +4,10 @@
 
 /// Implements `Transport` for `$backend`: sends through the shared
 /// bookkeeping ([`SendBook`](crate::ops::SendBook)) on its `book`, `conns`,
-/// `bufs` and `config` fields, everything else by forwarding to its
-/// inherent methods (`listen`, `connect`, `queued`, `want_writable`,
-/// `set_paused`, `close`, `poll`, `waker`); its counters from its `stats`.
+/// `bufs`, `pending` and `config` fields (sends, what is queued, who waits
+/// for room), everything else by forwarding to its inherent methods
+/// (`listen`, `connect`, `set_paused`, `close`, `poll`, `waker`); its
+/// counters from its `stats`.
 macro_rules! socket_transport {
     ($backend:ident, $doc:literal) => {
         #[doc = $doc]
@@ -41,10 +42,11 @@ macro_rules! socket_transport {
                     .queue(&mut self.conns, &mut self.bufs, conn, payload, max)
             }
             fn queued(&self, conn: ConnId) -> usize {
-                $backend::queued(self, conn)
+                self.conns.get(conn.0).map_or(0, |c| c.out.sendq.queued())
             }
             fn want_writable(&mut self, conn: ConnId) {
-                $backend::want_writable(self, conn);
+                let max = self.config.max_send_queue;
+                crate::ops::SendBook::want_writable(&mut self.conns, conn, max, &mut self.pending);
             }
             fn pause_reading(&mut self, conn: ConnId) {
                 self.set_paused(conn, true);

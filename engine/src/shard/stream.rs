@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 
 use dtp_transports::{ConnId, RecvBuf, Transport};
 
-use super::Shard;
-use crate::service::{Outbox, Service};
+use super::{Conns, Shard};
+use crate::service::Service;
 
 impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
     /// Hands `data` (after any input held back by a pause) to the service.
@@ -14,10 +14,7 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
     /// budget or more, until the driver reports it writable; an error of
     /// the service closes the connection after what is queued.
     pub(super) fn process_stream(&mut self, conn: ConnId, data: RecvBuf) {
-        let core = &mut self.core;
-        core.out.clear();
-        let queued = core.driver.queued(conn);
-        let Some(slot) = core.conns.get_mut(conn) else {
+        let Some(slot) = self.core.conns.get_mut(conn) else {
             return;
         };
         let data = if slot.rx.is_empty() {
@@ -30,30 +27,30 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
         if data.is_empty() {
             return;
         }
-        // What waits in `pending` (refused by the driver) counts as queued.
-        let room = core
-            .max_send_queue
-            .saturating_sub(queued + slot.pending.len());
-        let mut outbox = Outbox::new(
-            &mut core.out,
-            &core.limits,
-            room,
-            core.max_send_queue,
-            core.now,
-        );
-        let result = self.service.bytes(&mut slot.app, data, &mut outbox);
-        let full = outbox.queued() >= core.max_send_queue / 2;
-        let mut done = outbox.finish();
-        if full && !slot.paused {
+        let half = self.core.max_send_queue / 2;
+        let service = &mut self.service;
+        let full = Conns {
+            core: &mut self.core,
+        }
+        .with(conn, |app, out| {
+            if let Err(code) = service.bytes(app, data, out) {
+                tracing::debug!(conn = conn.as_u64(), %code, "the service refused a connection's input");
+                out.close();
+            }
+            let full = out.queued() >= half;
+            if full {
+                out.want_writable();
+            }
+            full
+        });
+        if full == Some(true)
+            && let Some(slot) = self.core.conns.get_mut(conn)
+            && !slot.paused
+            && !slot.closing
+        {
             slot.paused = true;
-            core.driver.pause_reading(conn);
-            core.metrics.paused.fetch_add(1, Ordering::Relaxed);
-            done.wants_writable = true;
+            self.core.driver.pause_reading(conn);
+            self.core.metrics.paused.fetch_add(1, Ordering::Relaxed);
         }
-        if let Err(code) = result {
-            tracing::debug!(conn = conn.as_u64(), %code, "the service refused a connection's input");
-            done.close = true;
-        }
-        core.after(conn, done);
     }
 }
