@@ -50,6 +50,10 @@ pub struct Outbox<'a, U = ()> {
     pub(crate) frames: u64,
     /// Input it found malformed ([`Outbox::count_decode_error`]).
     pub(crate) decode_errors: u64,
+    /// Bytes handed to the connection before this batch, over its life.
+    pub(crate) handed: u64,
+    /// A lower send budget the service asked for ([`Outbox::limit_send_queue`]).
+    pub(crate) send_limit: Option<usize>,
 }
 
 /// The requests of one [`Outbox`] besides its frames.
@@ -61,6 +65,7 @@ pub(crate) struct Finished<U> {
     pub(crate) shared: Vec<(usize, Bytes)>,
     pub(crate) frames: u64,
     pub(crate) decode_errors: u64,
+    pub(crate) send_limit: Option<usize>,
 }
 
 impl<'a, U> Outbox<'a, U> {
@@ -81,6 +86,8 @@ impl<'a, U> Outbox<'a, U> {
             shared_len: 0,
             frames: 0,
             decode_errors: 0,
+            handed: budget.saturating_sub(room) as u64,
+            send_limit: None,
             buf,
             limits,
             room,
@@ -102,6 +109,7 @@ impl<'a, U> Outbox<'a, U> {
             shared: self.shared,
             frames: self.frames,
             decode_errors: self.decode_errors,
+            send_limit: self.send_limit,
         }
     }
 
@@ -203,6 +211,37 @@ impl<'a, U> Outbox<'a, U> {
     /// most.
     pub fn budget(&self) -> usize {
         self.budget
+    }
+
+    /// The connection's byte position after everything queued so far, this
+    /// batch included: bytes handed to it over its whole life. A producer
+    /// remembers where a message ends and compares it with
+    /// [`Outbox::sent`] to know whether it has left (SPEC RT-13's
+    /// message-count ceiling).
+    pub fn position(&self) -> u64 {
+        self.handed + (self.buf.len() + self.shared_len) as u64
+    }
+
+    /// Bytes of the connection that have been sent (left its queue), over
+    /// its whole life.
+    pub fn sent(&self) -> u64 {
+        self.position().saturating_sub(self.queued() as u64)
+    }
+
+    /// Lowers this connection's send budget to `max` bytes (never above
+    /// the shard's), from the next callback on: for a protocol with its own
+    /// outbound ceiling (SPEC RT-13), so that [`Service::writable`] comes
+    /// at half of it and one connection cannot hold more of the core's send
+    /// memory than it may use (SPEC MEM-5).
+    pub fn limit_send_queue(&mut self, max: usize) {
+        self.send_limit = Some(max);
+    }
+
+    /// Starts the byte count of [`Outbox::position`] at `handed` (what a
+    /// shard knows of the connection's past).
+    pub(crate) fn handed(mut self, handed: u64) -> Self {
+        self.handed = handed;
+        self
     }
 
     /// Counts one frame cut from the input, in the shard's metrics

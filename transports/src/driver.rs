@@ -417,6 +417,10 @@ impl Transport for Driver {
         dispatch!(mut self, b => b.want_writable(conn))
     }
 
+    fn limit_send_queue(&mut self, conn: ConnId, max: usize) {
+        dispatch!(mut self, b => b.limit_send_queue(conn, max))
+    }
+
     fn pause_reading(&mut self, conn: ConnId) {
         dispatch!(mut self, b => b.pause_reading(conn))
     }

@@ -555,6 +555,10 @@ impl<A: Transport> Transport for FaultInjector<A> {
         self.inner.want_writable(id);
     }
 
+    fn limit_send_queue(&mut self, id: ConnId, max: usize) {
+        self.inner.limit_send_queue(id, max);
+    }
+
     fn pause_reading(&mut self, id: ConnId) {
         self.inner.pause_reading(id);
     }

@@ -48,6 +48,10 @@ macro_rules! socket_transport {
                 let max = self.config.max_send_queue;
                 crate::ops::SendBook::want_writable(&mut self.conns, conn, max, &mut self.pending);
             }
+            fn limit_send_queue(&mut self, conn: ConnId, limit: usize) {
+                let max = self.config.max_send_queue;
+                crate::ops::SendBook::limit(&mut self.conns, conn, limit, max);
+            }
             fn pause_reading(&mut self, conn: ConnId) {
                 self.set_paused(conn, true);
             }

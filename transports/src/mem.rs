@@ -312,6 +312,12 @@ impl Hub {
         }
     }
 
+    fn limit(&mut self, node: usize, id: ConnId, max: usize) {
+        if let Some(dir) = self.outgoing(node, id) {
+            dir.capacity = dir.capacity.min(max);
+        }
+    }
+
     fn set_paused(&mut self, node: usize, id: ConnId, paused: bool) {
         if let Some(end) = self.node(node).and_then(|n| n.conns.get_mut(id.0)) {
             end.paused = paused;
@@ -452,6 +458,10 @@ impl Transport for MemoryTransport {
 
     fn want_writable(&mut self, id: ConnId) {
         self.hub.borrow_mut().want_writable(self.node, id);
+    }
+
+    fn limit_send_queue(&mut self, id: ConnId, max: usize) {
+        self.hub.borrow_mut().limit(self.node, id, max);
     }
 
     fn pause_reading(&mut self, id: ConnId) {

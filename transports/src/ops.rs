@@ -20,13 +20,23 @@ pub(crate) struct SendSide {
     pub(crate) dirty: bool,
     /// Close requested: stop reading, finish sending, then close.
     pub(crate) close_after_flush: bool,
+    /// A per-connection limit below the transport's own
+    /// ([`Transport::limit_send_queue`](crate::Transport::limit_send_queue)).
+    pub(crate) limit: Option<u32>,
 }
 
 impl SendSide {
+    /// The most bytes this connection may queue, `default` being the
+    /// transport's limit.
+    pub(crate) fn max(&self, default: usize) -> usize {
+        self.limit.map_or(default, |l| (l as usize).min(default))
+    }
+
     /// After bytes went out: tells a producer that waits for room
     /// ([`SendQueue::want_writable`]) once the queue is at most half of
     /// `max`.
     pub(crate) fn report_room(&mut self, conn: ConnId, max: usize, events: &mut Vec<Event>) {
+        let max = self.max(max);
         if self.sendq.wants_writable && self.sendq.queued() <= max / 2 {
             self.sendq.wants_writable = false;
             events.push(Event::Writable { conn });
@@ -74,6 +84,7 @@ impl SendBook {
         if side.close_after_flush {
             return Err(SendError::Closed);
         }
+        let max = side.max(max);
         if let Err(e) = side.sendq.push(bufs, payload, max) {
             if side.sendq.starved_for_chunks {
                 self.chunk_waiters.push(conn);
@@ -100,11 +111,24 @@ impl SendBook {
         max: usize,
         events: &mut Vec<Event>,
     ) {
-        if conns
-            .get_mut(conn.0)
-            .is_some_and(|c| c.send_side().sendq.want_writable(max))
-        {
+        if conns.get_mut(conn.0).is_some_and(|c| {
+            let side = c.send_side();
+            let max = side.max(max);
+            side.sendq.want_writable(max)
+        }) {
             events.push(Event::Writable { conn });
+        }
+    }
+
+    /// Sets `conn`'s own send limit (at most the transport's `max`).
+    pub(crate) fn limit<C: HasSendSide>(
+        conns: &mut Slots<C>,
+        conn: ConnId,
+        limit: usize,
+        max: usize,
+    ) {
+        if let Some(c) = conns.get_mut(conn.0) {
+            c.send_side().limit = Some(u32::try_from(limit.min(max)).unwrap_or(u32::MAX));
         }
     }
 

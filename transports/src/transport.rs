@@ -242,6 +242,15 @@ pub trait Transport {
     /// own (SPEC TRN-2).
     fn want_writable(&mut self, conn: ConnId);
 
+    /// Lowers the most bytes `conn` may have queued (SPEC MEM-5: a
+    /// per-connection cap well below the core's send memory) to `max`,
+    /// never above the transport's own limit; [`Event::Writable`] then
+    /// comes at half of it. A transport with no per-connection limit
+    /// ignores it.
+    fn limit_send_queue(&mut self, conn: ConnId, max: usize) {
+        let _ = (conn, max);
+    }
+
     /// Stops reading from `conn` so that its peer is backpressured; nothing
     /// is lost and no memory grows (bytes already in flight may still
     /// arrive).
@@ -315,6 +324,9 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn want_writable(&mut self, conn: ConnId) {
         (**self).want_writable(conn);
+    }
+    fn limit_send_queue(&mut self, conn: ConnId, max: usize) {
+        (**self).limit_send_queue(conn, max);
     }
     fn pause_reading(&mut self, conn: ConnId) {
         (**self).pause_reading(conn);

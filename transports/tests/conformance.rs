@@ -79,6 +79,7 @@ for_every_transport!(
     trn5_random_payloads_round_trip_unaltered_and_in_order,
     trn5_shared_sends_interleave_with_owned_ones_unaltered,
     trn2_a_full_queue_is_buffer_full_until_room_returns,
+    mem5_a_connection_limited_below_the_default_is_held_to_it,
     trn2_paused_reading_backpressures_the_sender_and_loses_nothing,
     trn3_connect_is_reported_as_connecting_then_up_and_accept_as_up,
     trn3_peer_close_is_reported_after_the_last_bytes,
@@ -200,6 +201,37 @@ fn trn2_a_full_queue_is_buffer_full_until_room_returns(base: Base, wrapped: bool
     // More than the whole queue can never be taken.
     assert_eq!(
         net.client.send(id, &vec![0; QUEUE + 1]),
+        Err(SendError::BufferFull)
+    );
+}
+
+/// SPEC MEM-5: a connection given its own, lower send limit is refused at
+/// that limit (others keep the transport's), hears of room at half of it,
+/// and can never be raised above the transport's own limit.
+fn mem5_a_connection_limited_below_the_default_is_held_to_it(base: Base, wrapped: bool) {
+    let mut net = net(base, wrapped);
+    let at = net.listen_at.clone();
+    let (low, other) = (net.client_connect(&at), net.client_connect(&at));
+    let limit = 2 * BLOCK;
+    net.client.limit_send_queue(low, limit);
+    let block = vec![0xcd; BLOCK];
+    net.client.send(low, &block).unwrap();
+    net.client.send(low, &block).unwrap();
+    assert_eq!(net.client.send(low, &[1]), Err(SendError::BufferFull));
+    assert_eq!(net.client.queued(low), limit);
+    // The other connection still takes the transport's whole queue.
+    for _ in 0..QUEUE / BLOCK {
+        net.client.send(other, &block).unwrap();
+    }
+    net.until("the peer read both queues", |n| {
+        n.seen[CLIENT].writable > 0
+            && n.seen[SERVER].bytes.values().map(Vec::len).sum::<usize>() == QUEUE + limit
+    });
+    net.client.send(low, &block).unwrap();
+    // Asking for more than the transport's own limit keeps that limit.
+    net.client.limit_send_queue(other, QUEUE * 4);
+    assert_eq!(
+        net.client.send(other, &vec![0; QUEUE + 1]),
         Err(SendError::BufferFull)
     );
 }

@@ -22,7 +22,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::runtime::ShardMetrics;
 use crate::service::{Ctl, Origin, Outbox, Service};
 pub use state::Conns;
-use state::{Core, Held, Slot, Table};
+use state::{Core, Slot, Table};
 
 /// How soon a shard with requests waiting for the control ring looks again.
 const BACKLOG_RETRY: Duration = Duration::from_millis(1);
@@ -248,6 +248,11 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             self.apply(d);
         }
         self.core.decisions = decisions;
+        // A decision's callback may have asked the control thread again (a
+        // paced replay's next page): wake it now, not at the next turn.
+        if let Some(link) = &mut self.core.control {
+            link.wake();
+        }
     }
 
     /// Carries out one decision of the control thread.
@@ -354,16 +359,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         );
         let app = self.service.open(conn, origin, &mut outbox);
         let done = outbox.finish();
-        let slot = Slot {
-            id: conn,
-            app,
-            rx: Held::default(),
-            pending: Held::default(),
-            paused: false,
-            closing: false,
-            timer: None,
-        };
-        self.core.conns.insert(slot);
+        self.core.conns.insert(Slot::new(conn, app, budget));
         self.core.after(conn, done);
     }
 
@@ -377,25 +373,15 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 return;
             };
             let conn = ConnId::from_u64(id);
-            self.core.out.clear();
-            let room = self
-                .core
-                .max_send_queue
-                .saturating_sub(self.core.driver.queued(conn));
             let Some(slot) = self.core.conns.get_mut(conn) else {
                 continue;
             };
             slot.timer = None;
-            let mut outbox = Outbox::new(
-                &mut self.core.out,
-                &self.core.limits,
-                room,
-                self.core.max_send_queue,
-                self.core.now,
-            );
-            self.service.timeout(&mut slot.app, now, &mut outbox);
-            let done = outbox.finish();
-            self.core.after(conn, done);
+            let service = &mut self.service;
+            Conns {
+                core: &mut self.core,
+            }
+            .with(conn, |app, out| service.timeout(app, now, out));
         }
     }
 
@@ -425,24 +411,11 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 self.process_stream(conn, RecvBuf::default());
             }
         }
-        let Some(slot) = self.core.conns.get_mut(conn) else {
-            return;
-        };
-        self.core.out.clear();
-        let room = self
-            .core
-            .max_send_queue
-            .saturating_sub(self.core.driver.queued(conn));
-        let mut outbox = Outbox::new(
-            &mut self.core.out,
-            &self.core.limits,
-            room,
-            self.core.max_send_queue,
-            self.core.now,
-        );
-        self.service.writable(&mut slot.app, &mut outbox);
-        let done = outbox.finish();
-        self.core.after(conn, done);
+        let service = &mut self.service;
+        Conns {
+            core: &mut self.core,
+        }
+        .with(conn, |app, out| service.writable(app, out));
     }
 }
 

@@ -31,6 +31,32 @@ pub(super) struct Slot<C> {
     /// The deadline the service asked for ([`Outbox::set_timer`]); the
     /// shard's timer heap may hold stale entries, this is the live one.
     pub(super) timer: Option<Instant>,
+    /// Its send budget: the shard's, or less ([`Outbox::limit_send_queue`]).
+    pub(super) budget: u32,
+    /// Bytes handed to it over its life ([`Outbox::position`]).
+    pub(super) handed: u64,
+}
+
+impl<C> Slot<C> {
+    /// A new connection's slot, with the shard's send budget `budget`.
+    pub(super) fn new(id: ConnId, app: C, budget: usize) -> Self {
+        Slot {
+            id,
+            app,
+            rx: Held::default(),
+            pending: Held::default(),
+            paused: false,
+            closing: false,
+            timer: None,
+            budget: u32::try_from(budget).unwrap_or(u32::MAX),
+            handed: 0,
+        }
+    }
+
+    /// Its send budget in bytes.
+    pub(super) fn budget(&self) -> usize {
+        self.budget as usize
+    }
 }
 
 /// Bytes a connection holds only now and then (input received while it
@@ -188,6 +214,13 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
                 .fetch_add(done.decode_errors, Ordering::Relaxed);
         }
         self.set_timer(conn, done.timer);
+        if let Some(limit) = done.send_limit {
+            let limit = limit.min(self.max_send_queue);
+            if let Some(slot) = self.conns.get_mut(conn) {
+                slot.budget = u32::try_from(limit).unwrap_or(u32::MAX);
+                self.driver.limit_send_queue(conn, limit);
+            }
+        }
         self.forward_to_control(conn, done.to_control);
         self.flush(conn, done.shared);
         if done.wants_writable {
@@ -300,10 +333,14 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
             return;
         }
         let out = std::mem::take(&mut self.out);
-        let mut backed_up = self
-            .conns
-            .get_mut(conn)
-            .is_some_and(|slot| !slot.pending.is_empty());
+        let Some(slot) = self.conns.get_mut(conn) else {
+            self.out = out;
+            self.out.clear();
+            return;
+        };
+        slot.handed += (out.len() + shared.iter().map(|(_, b)| b.len()).sum::<usize>()) as u64;
+        let budget = slot.budget();
+        let mut backed_up = !slot.pending.is_empty();
         // Bytes that had to wait in `pending`, this batch.
         let mut waiting = 0;
         let mut start = 0;
@@ -337,7 +374,7 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
                 self.hold(conn, &bytes);
             }
         }
-        let budget_left = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+        let budget_left = budget.saturating_sub(self.driver.queued(conn));
         if waiting > 0
             && let Some(slot) = self.conns.get_mut(conn)
         {
@@ -347,7 +384,7 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
             // connections at once) does not pause it: the connection gets
             // Writable when chunks come back, and cancelling and re-arming
             // its receive would cost more than the wait.
-            let over = budget_left < waiting || slot.pending.len() >= self.max_send_queue / 2;
+            let over = budget_left < waiting || slot.pending.len() >= budget / 2;
             if over && !slot.paused {
                 slot.paused = true;
                 self.driver.pause_reading(conn);
@@ -373,7 +410,8 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
     /// never asked for at once (that would wait for chunks forever). When
     /// not all went, the driver reports Writable once there is room.
     pub(super) fn send_some(&mut self, conn: ConnId, bytes: &[u8]) -> usize {
-        let room = self.max_send_queue.saturating_sub(self.driver.queued(conn));
+        let budget = self.conns.get_mut(conn).map_or(0, |s| s.budget());
+        let room = budget.saturating_sub(self.driver.queued(conn));
         let n = bytes.len().min(room);
         let mut sent = 0;
         while sent < n {
@@ -420,16 +458,10 @@ impl<T: Transport, C, U, D> Conns<'_, T, C, U, D> {
             return None;
         }
         // What waits in `pending` (refused by the driver) counts as queued.
-        let room = core
-            .max_send_queue
-            .saturating_sub(queued + slot.pending.len());
-        let mut outbox = Outbox::new(
-            &mut core.out,
-            &core.limits,
-            room,
-            core.max_send_queue,
-            core.now,
-        );
+        let budget = slot.budget();
+        let room = budget.saturating_sub(queued + slot.pending.len());
+        let mut outbox =
+            Outbox::new(&mut core.out, &core.limits, room, budget, core.now).handed(slot.handed);
         let r = f(&mut slot.app, &mut outbox);
         let done = outbox.finish();
         core.after(conn, done);

@@ -27,7 +27,6 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
         if data.is_empty() {
             return;
         }
-        let half = self.core.max_send_queue / 2;
         let service = &mut self.service;
         let full = Conns {
             core: &mut self.core,
@@ -37,7 +36,7 @@ impl<T: Transport, S: Service, C: crate::clock::Clock> Shard<T, S, C> {
                 tracing::debug!(conn = conn.as_u64(), %code, "the service refused a connection's input");
                 out.close();
             }
-            let full = out.queued() >= half;
+            let full = out.queued() >= out.budget() / 2;
             if full {
                 out.want_writable();
             }

@@ -76,3 +76,98 @@ fn a_deadline_moved_on_every_frame_leaves_no_pile_of_stale_entries() {
         "fired once, at the live deadline"
     );
 }
+
+/// Lowers its send budget on open, then answers every input with 600
+/// bytes while it has room, recording what the outbox says.
+#[derive(Default)]
+struct Limited {
+    seen: Vec<(usize, u64, u64)>,
+    writable: usize,
+}
+
+impl Service for Limited {
+    type Conn = ();
+    type Up = ();
+    type Down = ();
+
+    fn open(&mut self, _: ConnId, _: Origin, out: &mut Outbox<'_>) {
+        out.limit_send_queue(1_000);
+    }
+
+    fn bytes(&mut self, _: &mut (), _: RecvBuf, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+        if out.room() >= 600 {
+            out.wire().extend_from_slice(&[7; 600]);
+        } else {
+            out.want_writable();
+        }
+        self.seen.push((out.budget(), out.position(), out.sent()));
+        Ok(())
+    }
+
+    fn writable(&mut self, _: &mut (), out: &mut Outbox<'_>) {
+        self.writable += 1;
+        self.seen.push((out.budget(), out.position(), out.sent()));
+    }
+}
+
+/// SPEC MEM-5, RT-13: a service's own, lower send budget holds for its
+/// connection, and the outbox counts the connection's bytes handed and
+/// sent over its life.
+#[test]
+fn a_lowered_send_budget_holds_and_positions_count_what_left() {
+    let hub = MemoryHub::new();
+    let at = Endpoint::Memory("limited".into());
+    let metrics = Arc::new(ShardMetrics::default());
+    let clock = ManualClock::new(Instant::now());
+    let mut shard = Shard::on_clock(
+        hub.transport(),
+        Limited::default(),
+        Limits::default(),
+        1 << 20,
+        metrics.clone(),
+        clock,
+    );
+    shard.listen(&at).unwrap();
+    let mut client = hub.transport();
+    let id = client.connect(&at).unwrap();
+    let mut events = Vec::new();
+    let mut turn = |shard: &mut Shard<_, Limited, _>,
+                    client: &mut dtp_transports::MemoryTransport,
+                    read: bool| {
+        shard.turn(Some(Duration::ZERO)).unwrap();
+        events.clear();
+        if read {
+            client.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        }
+    };
+    for _ in 0..3 {
+        turn(&mut shard, &mut client, false);
+    }
+    // 600 bytes queued are more than half of the lowered budget (not of
+    // the shard's 1 MiB): reading pauses, and the second input waits.
+    client.send(id, b"a").unwrap();
+    turn(&mut shard, &mut client, false);
+    client.send(id, b"b").unwrap();
+    turn(&mut shard, &mut client, false);
+    let seen = shard.service().seen.clone();
+    assert_eq!(seen, vec![(1_000, 600, 0)], "600 handed, none sent yet");
+    assert_eq!(metrics.paused.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // The client reads: the queue drains, the service hears of room, and
+    // every byte handed has left.
+    for _ in 0..4 {
+        turn(&mut shard, &mut client, true);
+    }
+    let s = shard.service();
+    assert!(s.writable >= 1, "told of room once the queue drained");
+    assert_eq!(s.seen[1], (1_000, 600, 600), "room: the first 600 left");
+    assert_eq!(
+        s.seen[2],
+        (1_000, 1_200, 600),
+        "the held input, once resumed"
+    );
+    assert_eq!(
+        *s.seen.last().unwrap(),
+        (1_000, 1_200, 1_200),
+        "all has left"
+    );
+}
