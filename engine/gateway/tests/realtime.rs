@@ -28,6 +28,8 @@ mod wsc;
 mod t_backpressure;
 #[path = "realtime/t_echo.rs"]
 mod t_echo;
+#[path = "realtime/t_replay.rs"]
+mod t_replay;
 #[path = "realtime/t_restart.rs"]
 mod t_restart;
 #[path = "realtime/t_snapshot.rs"]

@@ -7,6 +7,14 @@
 //! the shard after the [`RtDecision::Subscribed`] that carried the
 //! subscription's replay, and one published before is either in that
 //! replay or was already applied.
+//!
+//! A replay is paced (SPEC RT-10, RT-13): the subscription's answer carries
+//! its first page, and the shard asks for each next one
+//! ([`RtRequest::Replay`]) only once the subscriber's socket has taken the
+//! last — so a resumer that does not read holds one page, never the
+//! ledger's whole history. While it replays, a subscription's live events
+//! are skipped on the shard: the ledger still holds them, so a later page
+//! brings them in order.
 
 use std::sync::Arc;
 
@@ -47,6 +55,24 @@ pub enum RtRequest {
         stream: Box<str>,
         /// The resume cursor the client presented.
         cursor: Option<Box<str>>,
+        /// What the replay's first page may hold.
+        page: PageSize,
+    },
+    /// The next page of a replay under way (after [`RtDecision::Subscribed`]
+    /// or [`RtDecision::Replay`] said there is more).
+    Replay {
+        /// The connection.
+        conn: ConnId,
+        /// The subscription on it.
+        key: SubKey,
+        /// The stream's index.
+        stream: u32,
+        /// The epoch the replay is in.
+        epoch: Arc<str>,
+        /// The last sequence sent to the subscriber.
+        after: u64,
+        /// What the page may hold.
+        page: PageSize,
     },
     /// Publish an event (SPEC RT-6: after commit — the ledger append is the
     /// commit).
@@ -86,6 +112,25 @@ pub enum RtRequest {
         /// The stream id.
         stream: Box<str>,
     },
+}
+
+/// The ceilings of one replay page: at least one event, then no more than
+/// `bytes` (SSE block lengths) and `events`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSize {
+    /// Most bytes.
+    pub bytes: u32,
+    /// Most events.
+    pub events: u16,
+}
+
+/// Events of a replay, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayPage {
+    /// The events.
+    pub events: Vec<Arc<RtEvent>>,
+    /// The ledger held later events than the page could take: ask again.
+    pub more: bool,
 }
 
 /// Why a subscription or publication was refused, in the closed failure
@@ -145,12 +190,23 @@ pub enum RtDecision {
         next: u64,
         /// The cursor accepted (echoed), if any.
         accepted: Option<Arc<str>>,
-        /// Retained events after the cursor, in order.
-        replay: Vec<Arc<RtEvent>>,
+        /// The first page of the retained events after the cursor.
+        replay: ReplayPage,
         /// The resume was refused (the cursor could not be proven
         /// continuous): the subscription is live from now on, and the
         /// client is told to reset first.
         reset: Option<RtRefusal>,
+    },
+    /// The next page of a replay, or why the replay cannot go on (the
+    /// subscriber fell behind the ledger's retention, or the epoch
+    /// changed: it must reset).
+    Replay {
+        /// The connection.
+        conn: ConnId,
+        /// The subscription on it.
+        key: SubKey,
+        /// The page.
+        page: Result<ReplayPage, RtRefusal>,
     },
     /// A subscription or publication was refused.
     Refused {

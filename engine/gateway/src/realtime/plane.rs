@@ -13,7 +13,7 @@ use dtp_realtime::{Epoch, LedgerItem, PublishError, ResumeRefusal, StreamRegistr
 use dtp_transports::ConnId;
 
 use super::json::published_body;
-use super::msg::{RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
+use super::msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 use super::state::StreamState;
 use crate::app::{Decisions, GatewayDown, GatewayUp, PlaneEvent};
 use crate::plane::{Clock, SystemClock};
@@ -173,7 +173,7 @@ impl<C: Clock> RealtimePlane<C> {
         shard: usize,
         (conn, key): (ConnId, SubKey),
         stream: &str,
-        cursor: Option<&str>,
+        (cursor, page): (Option<&str>, PageSize),
         now: Instant,
         out: &mut Decisions,
     ) {
@@ -189,26 +189,17 @@ impl<C: Clock> RealtimePlane<C> {
         let epoch: Arc<str> = ledger.epoch().as_str().into();
         let fresh = ledger.resume_from_start().next_expected_sequence;
         let (next, accepted, replay, reset) = match cursor {
-            None => (fresh, None, Vec::new(), None),
+            None => (fresh, None, ReplayPage::default(), None),
             Some(c) => match ledger.resume(c, &s.scope, now) {
                 Ok(r) => (
                     r.next_expected_sequence(),
                     Some(Arc::<str>::from(c)),
-                    r.iter().map(|e| e.item.0.clone()).collect(),
+                    take_page(&r, page),
                     None,
                 ),
                 Err(why) => {
                     Self::bump(&self.metrics.resets);
-                    let why = match why {
-                        ResumeRefusal::Expired | ResumeRefusal::EpochChanged => {
-                            RtRefusal::CursorExpired
-                        }
-                        ResumeRefusal::NotResumable => RtRefusal::NotResumable,
-                        ResumeRefusal::Malformed
-                        | ResumeRefusal::Tampered
-                        | ResumeRefusal::Future => RtRefusal::CursorInvalid,
-                    };
-                    (fresh, None, Vec::new(), Some(why))
+                    (fresh, None, ReplayPage::default(), Some(refusal(why)))
                 }
             },
         };
@@ -223,6 +214,28 @@ impl<C: Clock> RealtimePlane<C> {
             replay,
             reset,
         };
+        out.push((shard, rt_decision(d)));
+    }
+
+    /// SPEC RT-10: the next page of a paced replay.
+    fn replay(
+        &mut self,
+        (shard, conn, key): (usize, ConnId, SubKey),
+        (stream, epoch, after): (u32, &str, u64),
+        size: PageSize,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        let ledger = self
+            .streams
+            .get(stream as usize)
+            .and_then(|s| self.registry.ledger_mut(&s.id));
+        let page = match ledger.map(|l| l.continue_after(epoch, after, now)) {
+            Some(Ok(r)) => Ok(take_page(&r, size)),
+            Some(Err(why)) => Err(refusal(why)),
+            None => Err(RtRefusal::UnknownStream),
+        };
+        let d = RtDecision::Replay { conn, key, page };
         out.push((shard, rt_decision(d)));
     }
 
@@ -386,9 +399,19 @@ impl<C: Clock> RealtimePlane<C> {
                 key,
                 stream,
                 cursor,
+                page,
             } => {
-                self.subscribe(shard, (conn, key), &stream, cursor.as_deref(), now, out);
+                let how = (cursor.as_deref(), page);
+                self.subscribe(shard, (conn, key), &stream, how, now, out);
             }
+            RtRequest::Replay {
+                conn,
+                key,
+                stream,
+                epoch,
+                after,
+                page,
+            } => self.replay((shard, conn, key), (stream, &epoch, after), page, now, out),
             RtRequest::Publish {
                 conn,
                 stream,
@@ -473,6 +496,37 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
             self.next_expiry = Some(now + EXPIRY_PERIOD);
         }
         self.next_expiry
+    }
+}
+
+/// The first events of `r` that fit in `size` (at least one).
+fn take_page(r: &dtp_realtime::Resume<'_, Stored>, size: PageSize) -> ReplayPage {
+    let mut events = Vec::new();
+    let mut bytes = 0usize;
+    for e in r.iter() {
+        let len = e.item.0.sse.len();
+        let full = events.len() >= usize::from(size.events.max(1))
+            || (!events.is_empty() && bytes + len > size.bytes as usize);
+        if full {
+            return ReplayPage { events, more: true };
+        }
+        bytes += len;
+        events.push(e.item.0.clone());
+    }
+    ReplayPage {
+        events,
+        more: false,
+    }
+}
+
+/// A ledger's refusal in the front end's vocabulary.
+fn refusal(why: ResumeRefusal) -> RtRefusal {
+    match why {
+        ResumeRefusal::Expired | ResumeRefusal::EpochChanged => RtRefusal::CursorExpired,
+        ResumeRefusal::NotResumable => RtRefusal::NotResumable,
+        ResumeRefusal::Malformed | ResumeRefusal::Tampered | ResumeRefusal::Future => {
+            RtRefusal::CursorInvalid
+        }
     }
 }
 

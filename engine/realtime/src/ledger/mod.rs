@@ -313,18 +313,7 @@ impl<T: LedgerItem> Ledger<T> {
         match self.check_cursor(cursor, scope) {
             Ok(after) => {
                 self.stats.resumes.resumed += 1;
-                // Retained sequences are contiguous (entry i has first + i)
-                // and `after >= first - 1`, so this skips exactly the entries
-                // the subscriber already applied.
-                let skip = self.first_retained_sequence().map_or(0, |first| {
-                    usize::try_from(after - (first - 1)).unwrap_or(usize::MAX)
-                });
-                Ok(Resume {
-                    after,
-                    epoch: &self.epoch,
-                    entries: &self.entries,
-                    skip,
-                })
+                Ok(self.resume_at(after))
             }
             Err(refusal) => {
                 let r = &mut self.stats.resumes;
@@ -341,6 +330,47 @@ impl<T: LedgerItem> Ledger<T> {
         }
     }
 
+    /// Continues a replay already under way (SPEC RT-10: replay is sent in
+    /// pages as the subscriber's socket drains): the events after `after`
+    /// in `epoch`, a position this server proved earlier from a cursor and
+    /// kept — not a client's claim, so no cursor is checked. Refused as a
+    /// [`Ledger::resume`] would be when the epoch changed or retention
+    /// dropped events after `after` meanwhile (the subscriber fell behind).
+    /// Not counted as a resume.
+    pub fn continue_after(
+        &mut self,
+        epoch: &str,
+        after: u64,
+        now: Instant,
+    ) -> Result<Resume<'_, T>, ResumeRefusal> {
+        self.expire(now);
+        if !self.recovery.has_cursor() {
+            return Err(ResumeRefusal::NotResumable);
+        }
+        if epoch != self.epoch.as_str() {
+            return Err(ResumeRefusal::EpochChanged);
+        }
+        let after = self.check_position(after)?;
+        Ok(self.resume_at(after))
+    }
+
+    /// The replay after `after`, a position [`Ledger::check_position`]
+    /// accepted.
+    fn resume_at(&self, after: u64) -> Resume<'_, T> {
+        // Retained sequences are contiguous (entry i has first + i) and
+        // `after >= first - 1`, so this skips exactly the entries the
+        // subscriber already applied.
+        let skip = self.first_retained_sequence().map_or(0, |first| {
+            usize::try_from(after - (first - 1)).unwrap_or(usize::MAX)
+        });
+        Resume {
+            after,
+            epoch: &self.epoch,
+            entries: &self.entries,
+            skip,
+        }
+    }
+
     /// The position `cursor` proves, or why it proves none.
     fn check_cursor(&self, cursor: &str, scope: &str) -> Result<u64, ResumeRefusal> {
         if !self.recovery.has_cursor() {
@@ -353,7 +383,12 @@ impl<T: LedgerItem> Ledger<T> {
         if parsed.epoch != self.epoch.as_str() {
             return Err(ResumeRefusal::EpochChanged);
         }
-        let after = parsed.sequence;
+        self.check_position(parsed.sequence)
+    }
+
+    /// `after` if it is a published position of the current epoch with
+    /// every later event still retained.
+    fn check_position(&self, after: u64) -> Result<u64, ResumeRefusal> {
         if after > self.last_sequence {
             return Err(ResumeRefusal::Future);
         }

@@ -148,6 +148,50 @@ fn resume_replays_exactly_the_events_after_the_cursor() {
     assert_eq!(l.stats().resumes.resumed, 2);
 }
 
+/// SPEC RT-10: a paced replay continues from a kept position, and is
+/// refused once the epoch changed or retention dropped what it still needs.
+#[test]
+fn a_replay_continues_from_a_kept_position_until_retention_drops_it() {
+    let t = Instant::now();
+    let retention = Retention {
+        max_events: 4,
+        ..Retention::default()
+    };
+    let mut l = ledger(RecoveryMode::Cursor, retention);
+    for i in 1..=4u8 {
+        l.append(vec![i], t).unwrap();
+    }
+    let epoch = l.epoch().as_str().to_owned();
+    let r = l.continue_after(&epoch, 2, t).unwrap();
+    assert_eq!((seqs(&r), r.next_expected_sequence()), (vec![3, 4], 3));
+    assert!(l.continue_after(&epoch, 4, t).unwrap().is_empty());
+    assert_eq!(
+        l.continue_after(&epoch, 5, t).err(),
+        Some(ResumeRefusal::Future)
+    );
+    assert_eq!(
+        l.continue_after("other-epoch", 2, t).err(),
+        Some(ResumeRefusal::EpochChanged)
+    );
+    // Three more events push sequence 3 out: from 2 there is a gap now.
+    for i in 5..=7u8 {
+        l.append(vec![i], t).unwrap();
+    }
+    assert_eq!(
+        l.continue_after(&epoch, 2, t).err(),
+        Some(ResumeRefusal::Expired)
+    );
+    assert_eq!(
+        seqs(&l.continue_after(&epoch, 3, t).unwrap()),
+        vec![4, 5, 6, 7]
+    );
+    assert_eq!(
+        l.stats().resumes.resumed,
+        0,
+        "continuations are not resumes"
+    );
+}
+
 #[test]
 fn resume_refusals_are_explicit() {
     let t = Instant::now();

@@ -308,6 +308,7 @@ impl RealtimeFront {
             key: 0,
             stream: stream.into(),
             cursor,
+            page: self.config.limits.page(),
         };
         let waiting = Waiting::Sse {
             keep_alive: keep,
@@ -459,12 +460,13 @@ impl RealtimeFront {
                 Waiting::Sse { .. },
                 RtDecision::Subscribed {
                     stream,
+                    epoch,
                     replay,
                     reset,
                     ..
                 },
             ) => {
-                self.sse_open(c, stream, &replay, reset, out);
+                self.sse_open(c, (stream, epoch), replay, reset, out);
             }
             (
                 Waiting::Snapshot {

@@ -15,12 +15,19 @@
 //! Slow consumers (SPEC RT-10): a subscriber whose connection has more than
 //! [`RtLimits::max_outbound`](super::RtLimits) queued when an event comes
 //! is told (RESET_REQUIRED / CLOSE OVERLOADED with `QUEUE_OVERFLOW`) and
-//! closed — never sent a later event with an earlier one skipped.
+//! closed — never sent a later event with an earlier one skipped. The
+//! same holds for a connection with [`MAX_QUEUED_MESSAGES`](replay) event
+//! messages queued, and for one that took none of its queued bytes for a
+//! whole heartbeat period. A resume's replay is paced from the ledger as
+//! the socket drains (`replay.rs`), and each connection's send budget is its
+//! outbound ceiling, so no realtime connection holds more of its core's
+//! send memory than that (SPEC MEM-5).
 
 mod http;
 mod index;
 mod metrics;
 mod page;
+mod replay;
 mod reply;
 mod sse;
 mod ws;
@@ -36,6 +43,7 @@ use dtp_transports::{CloseReason, ConnId, RecvBuf};
 pub use metrics::FrontMetrics;
 
 use self::index::Index;
+use self::replay::Outflow;
 use self::sse::SseState;
 use self::ws::WsState;
 use super::config::RtConfig;
@@ -104,6 +112,8 @@ pub struct RtConn {
     phase: Phase,
     /// The authenticated client (index into the configuration's clients).
     client: Option<usize>,
+    /// What it has in flight (SPEC RT-10, RT-13).
+    flow: Outflow,
 }
 
 /// The realtime front end of one shard (a [`Service`]).
@@ -189,6 +199,16 @@ impl RealtimeFront {
         self.publish_gauges();
     }
 
+    /// Forgets subscription `key` of `c`'s WebSocket session.
+    fn forget_sub(&mut self, c: &mut RtConn, key: SubKey) {
+        if let Phase::Ws(w) = &mut c.phase
+            && let Some(stream) = w.remove(key)
+        {
+            self.index.remove(stream, (c.id, key));
+            self.publish_gauges();
+        }
+    }
+
     fn publish_gauges(&mut self) {
         let now = self.index.total();
         self.metrics.subscriptions_changed(self.subscriptions, now);
@@ -233,6 +253,14 @@ impl RealtimeFront {
                 }
                 self.publish_gauges();
             }
+            RtDecision::Replay { conn, key, page } => {
+                let mut page = Some(page);
+                conns.visit(conn, &mut |c, out| {
+                    if let Some(page) = page.take() {
+                        self.replayed(c, key, page, out);
+                    }
+                });
+            }
             RtDecision::Subscribed { conn, .. }
             | RtDecision::Refused { conn, .. }
             | RtDecision::Published { conn, .. }
@@ -266,9 +294,10 @@ impl RealtimeFront {
     ) -> bool {
         let max = self.config.limits.max_outbound;
         self.metrics.queued(out.queued());
+        let flow = &mut c.flow;
         let kept = match &mut c.phase {
-            Phase::Sse(s) => s.deliver(ev, max, out),
-            Phase::Ws(w) => w.deliver(key, ev, max, &mut self.scratch, out),
+            Phase::Sse(s) => s.deliver(ev, max, flow, out),
+            Phase::Ws(w) => w.deliver(key, ev, (max, flow), &mut self.scratch, out),
             _ => false,
         };
         if !kept {
@@ -284,13 +313,20 @@ impl Service for RealtimeFront {
     type Down = GatewayDown;
 
     fn open(&mut self, conn: ConnId, _: Origin, out: &mut Outbox<'_, GatewayUp>) -> RtConn {
-        out.set_timer(Some(out.now() + self.config.limits.idle_timeout));
+        let limits = &self.config.limits;
+        out.set_timer(Some(out.now() + limits.idle_timeout));
+        // SPEC MEM-5, RT-10: the outbound ceiling is the send budget, so
+        // the connection is writable again at half of it (when a paced
+        // replay asks for its next page) and holds no more than that of
+        // the core's send memory.
+        out.limit_send_queue(limits.max_outbound);
         self.metrics.opened();
         RtConn {
             id: conn,
             input: BytesMut::new(),
             phase: Phase::Http,
             client: None,
+            flow: Outflow::default(),
         }
     }
 
@@ -325,10 +361,17 @@ impl Service for RealtimeFront {
 
     fn timeout(&mut self, c: &mut RtConn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
         let limits = &self.config.limits;
+        let flow = &mut c.flow;
         match &mut c.phase {
-            Phase::Sse(s) => s.heartbeat(now, limits, out),
+            Phase::Sse(s) => {
+                if !s.heartbeat(now, limits, flow, out) {
+                    self.metrics.overflow();
+                    self.forget(c);
+                    c.phase = Phase::Done;
+                }
+            }
             Phase::Ws(w) => {
-                if !w.timeout(now, limits, out) {
+                if !w.timeout(now, (limits, &self.metrics), flow, out) {
                     self.forget(c);
                     c.phase = Phase::Done;
                 }
@@ -338,6 +381,12 @@ impl Service for RealtimeFront {
             Phase::Http | Phase::Done => out.close(),
             Phase::Waiting(_) => out.set_timer(Some(now + limits.idle_timeout)),
         }
+    }
+
+    /// The connection drained to half its ceiling: a paced replay asks
+    /// for its next page.
+    fn writable(&mut self, c: &mut RtConn, out: &mut Outbox<'_, GatewayUp>) {
+        self.pump(c, out);
     }
 
     fn tick(&mut self, _: Instant, ctl: &mut dyn dtp_engine::Ctl) -> Option<Instant> {

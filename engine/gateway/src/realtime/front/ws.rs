@@ -24,11 +24,12 @@ use dtp_codec::ws::{
 };
 
 use super::http::NEED_CREDENTIALS;
+use super::replay::{Outflow, Replaying, apply_page};
 use super::reply::refuse_head;
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
 use crate::app::GatewayUp;
 use crate::realtime::config::RtLimits;
-use crate::realtime::{RtDecision, RtEvent, RtRequest, SubKey};
+use crate::realtime::{ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 use dtp_engine::Outbox;
 
 /// One logical subscription of a session.
@@ -38,6 +39,8 @@ struct Sub {
     key: SubKey,
     /// The stream (index) once SUBSCRIBED; `None` while pending.
     stream: Option<u32>,
+    /// The replay under way, if any: live events wait for it.
+    replay: Option<Replaying>,
 }
 
 /// A WebSocket session.
@@ -58,14 +61,22 @@ impl WsState {
             .filter_map(|s| s.stream.map(|st| (s.key, st)))
     }
 
-    /// Sends `ev` to subscription `key`; a session with more than `max`
-    /// bytes queued is a slow consumer: CLOSE OVERLOADED (QUEUE_OVERFLOW)
-    /// and closed (SPEC RT-10). Returns whether the subscription stays.
+    /// The first subscription still replaying: (key, stream, replay).
+    pub(super) fn replaying(&self) -> Option<(SubKey, Option<u32>, &Replaying)> {
+        self.subs
+            .iter()
+            .find_map(|s| s.replay.as_ref().map(|r| (s.key, s.stream, r)))
+    }
+
+    /// Sends `ev` to subscription `key`; a session past the outbound
+    /// ceilings is a slow consumer: CLOSE OVERLOADED (QUEUE_OVERFLOW) and
+    /// closed (SPEC RT-10, RT-13). Returns whether the subscription stays.
+    /// A replaying subscription skips it: a later page brings it.
     pub(super) fn deliver(
         &mut self,
         key: SubKey,
         ev: &RtEvent,
-        max: usize,
+        (max, flow): (usize, &mut Outflow),
         scratch: &mut BytesMut,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
@@ -76,13 +87,68 @@ impl WsState {
         else {
             return false;
         };
-        if out.queued() + event_len(&sub.id, ev, scratch) + 10 > max {
+        if sub.replay.is_some() {
+            return true;
+        }
+        if !flow.fits(out, event_len(&sub.id, ev, scratch) + 10, max) {
             close_session(out, CloseCategory::Overloaded);
             self.subs.clear();
             return false;
         }
         event_frame(out, scratch, &ev.envelope);
+        flow.queued_one(out);
         true
+    }
+
+    /// A replay page for subscription `key`; false if it fell behind the
+    /// ledger's retention: it is told RESET_REQUIRED (QUEUE_OVERFLOW) and
+    /// the caller forgets it (the session stays).
+    pub(super) fn page(
+        &mut self,
+        key: SubKey,
+        page: Result<ReplayPage, RtRefusal>,
+        flow: &mut Outflow,
+        scratch: &mut BytesMut,
+        out: &mut Outbox<'_, GatewayUp>,
+    ) -> bool {
+        let Some(sub) = self.subs.iter_mut().find(|s| s.key == key) else {
+            return true;
+        };
+        let Some(r) = &mut sub.replay else {
+            return true;
+        };
+        let id = &sub.id;
+        let sent = apply_page(r, page, |ev| {
+            event_len(id, ev, scratch);
+            event_frame(out, scratch, &ev.envelope);
+            flow.queued_one(out);
+        });
+        match sent {
+            Some(more) => {
+                if !more {
+                    sub.replay = None;
+                }
+                true
+            }
+            None => {
+                let reason = FailureKind::QueueOverflow;
+                let subscription_id = sub.id.clone();
+                send(
+                    out,
+                    &ServerMessage::ResetRequired {
+                        subscription_id,
+                        reason,
+                    },
+                );
+                false
+            }
+        }
+    }
+
+    /// Takes subscription `key` out; its stream if it was subscribed.
+    pub(super) fn remove(&mut self, key: SubKey) -> Option<u32> {
+        let i = self.subs.iter().position(|s| s.key == key)?;
+        self.subs.swap_remove(i).stream
     }
 
     /// Ends the session for a restart of the server: CLOSE RESTART and
@@ -99,12 +165,22 @@ impl WsState {
 
     /// The idle check: a session silent for twice the heartbeat's maximum
     /// interval is closed (going away). Returns whether it stays.
+    /// A session that took none of its queued bytes since the last check
+    /// (every heartbeat maximum) is a slow consumer: CLOSE OVERLOADED.
     pub(super) fn timeout(
         &mut self,
         now: Instant,
-        limits: &RtLimits,
+        (limits, metrics): (&RtLimits, &FrontMetrics),
+        flow: &mut Outflow,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
+        // A slow consumer first: one that also stopped sending is told
+        // why it is closed.
+        if !self.echo && flow.stalled(out) {
+            metrics.overflow();
+            close_session(out, CloseCategory::Overloaded);
+            return false;
+        }
         let silent_for = now.saturating_duration_since(self.last_input);
         let allowed = limits.ws_heartbeat_max * 2;
         if silent_for >= allowed {
@@ -112,7 +188,8 @@ impl WsState {
             out.close();
             return false;
         }
-        out.set_timer(Some(self.last_input + allowed));
+        let check = now + limits.ws_heartbeat_max;
+        out.set_timer(Some(check.min(self.last_input + allowed)));
         true
     }
 }
@@ -279,7 +356,9 @@ impl RealtimeFront {
             };
             send(out, &welcome);
         }
-        out.set_timer(Some(now + limits.ws_heartbeat_max * 2));
+        // The first check at one heartbeat maximum: the stall check
+        // (`timeout`) needs two looks before the idle limit of two.
+        out.set_timer(Some(now + limits.ws_heartbeat_max));
         c.phase = Phase::Ws(Box::new(WsState {
             decoder: Decoder::new(FrameConfig::server(max as u64)),
             echo,
@@ -406,12 +485,14 @@ impl RealtimeFront {
                     id: subscription_id,
                     key,
                     stream: None,
+                    replay: None,
                 });
                 out.to_control(GatewayUp::Realtime(Box::new(RtRequest::Subscribe {
                     conn: c.id,
                     key,
                     stream: stream_id.into(),
                     cursor: cursor.map(String::into_boxed_str),
+                    page: self.config.limits.page(),
                 })));
             }
             ClientMessage::Unsubscribe { subscription_id } => {
@@ -494,11 +575,20 @@ impl RealtimeFront {
                 next_expected_sequence: next,
             },
         );
-        for ev in &replay {
-            event_len(&sub.id, ev, &mut self.scratch);
-            event_frame(out, &self.scratch, &ev.envelope);
-        }
+        // The first page now; the rest paced (SPEC RT-10).
+        let mut r = Replaying {
+            epoch,
+            after: next.saturating_sub(1),
+        };
+        let (id, scratch, flow) = (&sub.id, &mut self.scratch, &mut c.flow);
+        let more = apply_page(&mut r, Ok(replay), |ev| {
+            event_len(id, ev, scratch);
+            event_frame(out, scratch, &ev.envelope);
+            flow.queued_one(out);
+        });
+        sub.replay = (more == Some(true)).then_some(r);
         self.index.stream(stream).insert((c.id, key));
         self.publish_gauges();
+        self.pump(c, out);
     }
 }
