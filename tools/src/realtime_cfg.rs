@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dtp_gateway::realtime::{RtClient, RtConfig, RtLimits};
+use dtp_gateway::realtime::{LoginKey, RtClient, RtConfig, RtLimits};
 use dtp_realtime::{RecoveryMode, Retention, StreamSpec};
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +28,8 @@ pub(crate) struct RealtimeSection {
     pub(crate) enabled: bool,
     /// Where.
     pub(crate) listen: SocketAddr,
-    /// The session cookie a browser presents (its value is a client token).
+    /// The name of the session cookie a browser presents (its value is a
+    /// session id `POST /v1/login` issued).
     pub(crate) cookie: String,
     /// Origins allowed to open a WebSocket, exactly.
     pub(crate) origins: Vec<String>,
@@ -208,7 +209,9 @@ impl RealtimeSection {
     }
 
     /// The front end's configuration, checked.
-    pub(crate) fn front(&self) -> Result<Arc<RtConfig>, String> {
+    /// The front end's configuration; `login` signs the browsers' session
+    /// ids (a key drawn at start-up).
+    pub(crate) fn front(&self, login: LoginKey) -> Result<Arc<RtConfig>, String> {
         let l = &self.limits;
         let limits = RtLimits {
             max_message: l.max_message,
@@ -238,6 +241,7 @@ impl RealtimeSection {
                 })
                 .collect(),
             cookie: self.cookie.clone(),
+            login,
             origins: self.origins.clone(),
             own_origins: Default::default(),
             echo_max_message: self.echo.then_some(self.echo_max_message),
@@ -257,22 +261,26 @@ impl RealtimeSection {
 mod tests {
     use super::*;
 
+    fn key() -> LoginKey {
+        LoginKey::new([1; 32], std::time::Instant::now())
+    }
+
     #[test]
     fn defaults_are_valid_and_the_demo_token_stays_on_loopback() {
         let mut s = RealtimeSection::default();
         assert_eq!(s.specs().unwrap().len(), 1);
-        assert!(s.front().is_ok());
+        assert!(s.front(key()).is_ok());
         s.listen = "0.0.0.0:7780".parse().unwrap();
-        assert!(s.front().unwrap_err().contains("loopback"));
+        assert!(s.front(key()).unwrap_err().contains("loopback"));
     }
 
     #[test]
     fn ceilings_may_be_lowered_never_raised() {
         let mut s = RealtimeSection::default();
         s.limits.max_outbound = 1024;
-        assert!(s.front().is_ok());
+        assert!(s.front(key()).is_ok());
         s.limits.max_outbound = 1 << 20;
-        assert!(s.front().unwrap_err().contains("max_outbound"));
+        assert!(s.front(key()).unwrap_err().contains("max_outbound"));
         let mut s = RealtimeSection::default();
         s.streams[0].recovery = "cursor".into();
         assert!(s.specs().unwrap_err().contains("recovery"));

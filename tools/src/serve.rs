@@ -416,9 +416,8 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
     let section = &config.realtime.with_built_ins(config.terminal.is_some());
     let bad = |e: String| CliError::usage("BAD_CONFIG", e);
     let specs = section.specs().map_err(bad)?;
-    let front = section.front().map_err(bad)?;
-    // SPEC RT-6: a restart without persistence is a new epoch; the epochs
-    // and the cursor key come from the OS.
+    // SPEC RT-6: a restart without persistence is a new epoch; the epochs,
+    // the cursor key and the login key come from the OS.
     let rng = ring::rand::SystemRandom::new();
     let mut failed = false;
     let mut random = || {
@@ -426,6 +425,12 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
         failed |= ring::rand::SecureRandom::fill(&rng, &mut b).is_err();
         u64::from_le_bytes(b)
     };
+    let mut login = [0u8; 32];
+    for part in login.chunks_mut(8) {
+        part.copy_from_slice(&random().to_le_bytes());
+    }
+    let login = dtp_gateway::realtime::LoginKey::new(login, std::time::Instant::now());
+    let front = section.front(login).map_err(bad)?;
     let plane = RealtimePlane::new(specs, shards, &mut random)
         .map_err(|e| bad(format!("realtime: {e}")))?;
     if failed {

@@ -125,6 +125,7 @@ fn rt_config() -> Arc<RtConfig> {
             admin: false,
         }],
         cookie: "dtp_session".into(),
+        login: dtp_gateway::realtime::LoginKey::new([5; 32], std::time::Instant::now()),
         origins: Vec::new(),
         own_origins: Default::default(),
         echo_max_message: None,

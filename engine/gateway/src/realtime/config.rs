@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use dtp_codec::http::HttpLimits;
 
+use super::login::LoginKey;
 use crate::secret::same_secret;
 
 /// One client credential: a token presented as `Authorization: Bearer` or
@@ -118,9 +119,12 @@ impl RtLimits {
 pub struct RtConfig {
     /// Client credentials.
     pub clients: Vec<RtClient>,
-    /// The session cookie browsers present (HttpOnly, set by the
-    /// application's login; here compared against the tokens).
+    /// The name of the session cookie browsers present (HttpOnly, set by
+    /// `POST /v1/login`): its value is a signed, expiring session id
+    /// ([`LoginKey`]), never a token.
     pub cookie: String,
+    /// Signs and checks the session ids.
+    pub login: LoginKey,
     /// Origins allowed to open a WebSocket, exactly (scheme://host:port,
     /// SPEC RT-9). A request carrying an `Origin` not listed is refused
     /// 403; one without `Origin` (not a browser) must authenticate with a
@@ -217,6 +221,7 @@ mod tests {
                 },
             ],
             cookie: "dtp_session".into(),
+            login: LoginKey::new([3; 32], std::time::Instant::now()),
             origins: origins.iter().map(|o| (*o).to_owned()).collect(),
             own_origins: Default::default(),
             echo_max_message: None,

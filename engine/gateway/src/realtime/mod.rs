@@ -5,6 +5,7 @@
 mod config;
 mod front;
 mod json;
+mod login;
 mod msg;
 mod plane;
 mod state;
@@ -12,6 +13,7 @@ mod state;
 pub use config::{ECHO_MAX_MESSAGE, RtClient, RtConfig, RtLimits};
 pub use dtp_realtime::time::{format_rfc3339, format_timestamp as format_rfc3339_ms};
 pub use front::{FrontMetrics, RealtimeFront, RtConn};
+pub use login::{LOGIN_LIFETIME, LoginKey};
 pub use msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 pub use plane::{RealtimeMetrics, RealtimePlane, StreamSetupError};
 pub use state::{MAX_TABLE_BYTES, MAX_TABLE_ROWS, TableShape};

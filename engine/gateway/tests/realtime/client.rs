@@ -189,6 +189,27 @@ pub(crate) fn bearer(token: &str) -> String {
     format!("Authorization: Bearer {token}\r\n")
 }
 
+/// Logs in with `token` (`POST /v1/login`) and returns the session cookie
+/// as a `Cookie:` header line, after checking the cookie's attributes and
+/// that it does not carry the token.
+pub(crate) fn login_cookie(addr: SocketAddr, token: &str) -> String {
+    let r = request(
+        addr,
+        format!("POST /v1/login HTTP/1.1\r\n{}", bearer(token)).trim_end(),
+        b"",
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    let set = r.header("set-cookie").expect("a Set-Cookie").to_owned();
+    assert!(
+        set.ends_with("; Path=/; Max-Age=28800; HttpOnly; SameSite=Strict"),
+        "{set}"
+    );
+    let pair = set.split(';').next().unwrap();
+    assert!(pair.starts_with("dtp_session=v1."), "{set}");
+    assert!(!pair.contains(token), "the cookie carries the token: {set}");
+    format!("Cookie: {pair}\r\n")
+}
+
 /// A publication request body.
 pub(crate) fn publication(event_type: &str, payload: &str) -> String {
     format!("{{\"eventType\":\"{event_type}\",\"payload\":{payload}}}")

@@ -78,6 +78,7 @@ pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
             client(PUBLISHER, &["ticks"], true, false),
         ],
         cookie: "dtp_session".into(),
+        login: dtp_gateway::realtime::LoginKey::new([5; 32], std::time::Instant::now()),
         origins: vec![ORIGIN.into()],
         own_origins: Default::default(),
         echo_max_message: Some(1 << 20),

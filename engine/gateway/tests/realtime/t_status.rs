@@ -61,10 +61,19 @@ fn authentication_and_authorisation_are_checked_on_every_endpoint() {
             assert_eq!(r.status, 403, "{method} {path} {token}");
             assert_eq!(r.refusal(), "FORBIDDEN");
         }
-        // The session cookie authenticates like the bearer token.
-        let cookie = format!("Cookie: theme=dark; dtp_session={READER}\r\n");
+        // The session cookie from a login authenticates like the bearer
+        // token; the token itself as the cookie's value does not (SPEC
+        // RT-9), nor does an altered session id.
+        let id = crate::client::login_cookie(srv.addr, READER);
+        let cookie = format!("Cookie: theme=dark; {}", id.trim_start_matches("Cookie: "));
         let r = call(&srv, "GET", "/v1/streams/ticks/snapshot", &cookie, b"");
         assert_eq!(r.status, 200, "{}", r.text());
+        let token = format!("Cookie: dtp_session={READER}\r\n");
+        let r = call(&srv, "GET", "/v1/streams/ticks/snapshot", &token, b"");
+        assert_eq!(r.status, 401, "{}", r.text());
+        let altered = id.replacen("v1.", "v1.9", 1);
+        let r = call(&srv, "GET", "/v1/streams/ticks/snapshot", &altered, b"");
+        assert_eq!(r.status, 401, "{}", r.text());
         let r = call(
             &srv,
             "POST",

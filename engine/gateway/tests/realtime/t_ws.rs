@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::client::{bearer, cut, publish, publish_ticks, request};
+use crate::client::{bearer, cut, login_cookie, publish, publish_ticks, request};
 use crate::server::{ADMIN, BACKENDS, ORIGIN, READER, start_default};
 use crate::wsc::{Ws, keys};
 
@@ -14,7 +14,7 @@ const PROTO: &str = "Sec-WebSocket-Protocol: realtime.v1\r\n";
 fn the_upgrade_checks_subprotocol_origin_and_credentials() {
     for backend in BACKENDS {
         let srv = start_default(backend);
-        let cookie = format!("Cookie: dtp_session={READER}\r\n");
+        let cookie = login_cookie(srv.addr, READER);
         let refusals = [
             (bearer(READER), 400, "PROTOCOL_MISMATCH"),
             (

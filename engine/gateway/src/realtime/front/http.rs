@@ -197,13 +197,15 @@ impl RealtimeFront {
         }
     }
 
-    /// The client of the request's bearer token or session cookie.
-    pub(super) fn authenticate(&self, head: &RequestHead) -> Option<usize> {
+    /// The client of the request's bearer token or session cookie (a
+    /// session id `POST /v1/login` issued, unexpired at `now`).
+    pub(super) fn authenticate(&self, head: &RequestHead, now: Instant) -> Option<usize> {
         match head.bearer_token() {
             Some(token) => self.config.client(token),
             None => head
                 .cookie(&self.config.cookie)
-                .and_then(|t| self.config.client(t)),
+                .and_then(|id| self.config.login.verify(id, now))
+                .filter(|&i| i < self.config.clients.len()),
         }
     }
 
@@ -218,7 +220,7 @@ impl RealtimeFront {
         out: &mut Outbox<'_, GatewayUp>,
     ) -> Option<usize> {
         let keep = head.keep_alive();
-        let Some(client) = self.authenticate(head) else {
+        let Some(client) = self.authenticate(head, out.now()) else {
             let why = (401, FailureKind::AuthRequired, NEED_CREDENTIALS);
             self.refuse(c, out, why, keep, &[("WWW-Authenticate", "Bearer")]);
             return None;
@@ -253,8 +255,10 @@ impl RealtimeFront {
     }
 
     /// `POST /v1/login` with a bearer token: answers 204 with the session
-    /// cookie (HttpOnly, SameSite=Strict), so a browser page's EventSource
-    /// and WebSocket authenticate without the token in script reach.
+    /// cookie (HttpOnly, SameSite=Strict, Max-Age its lifetime), so a
+    /// browser page's EventSource and WebSocket authenticate without the
+    /// token in script reach. The cookie holds a fresh random session id
+    /// naming the token's client, never the token (SPEC RT-9).
     fn login(
         &mut self,
         c: &mut RtConn,
@@ -271,9 +275,20 @@ impl RealtimeFront {
             );
             return self.refuse(c, out, why, keep, &extra);
         };
+        let mut nonce = [0u8; 16];
+        if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce).is_err() {
+            let why = (
+                503,
+                FailureKind::ProviderUnavailable,
+                "no randomness for a session id",
+            );
+            return self.refuse(c, out, why, false, &[]);
+        }
+        let id = self.config.login.issue(client, out.now(), nonce);
         let cookie = format!(
-            "{}={}; Path=/; HttpOnly; SameSite=Strict",
-            self.config.cookie, self.config.clients[client].token
+            "{}={id}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict",
+            self.config.cookie,
+            crate::realtime::LOGIN_LIFETIME.as_secs()
         );
         reply(out, 204, None, b"", keep, &[("Set-Cookie", &cookie)]);
     }

@@ -461,6 +461,7 @@ mod tests {
         let config = Arc::new(RtConfig {
             clients: Vec::new(),
             cookie: "s".into(),
+            login: crate::realtime::LoginKey::new([5; 32], Instant::now()),
             origins: Vec::new(),
             own_origins: Default::default(),
             echo_max_message: None,

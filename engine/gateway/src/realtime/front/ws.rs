@@ -304,7 +304,7 @@ impl RealtimeFront {
         let protocol = if echo {
             None
         } else {
-            let Some(client) = self.authenticate(head) else {
+            let Some(client) = self.authenticate(head, out.now()) else {
                 let extra = [("WWW-Authenticate", "Bearer")];
                 let why = (401, FailureKind::AuthRequired, NEED_CREDENTIALS);
                 return self.refuse(c, out, why, false, &extra);
