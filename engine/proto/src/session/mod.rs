@@ -37,8 +37,10 @@
 //!   connection drops (Transmitting → Suspended), with a revision: the first
 //!   write expects no record; later writes expect the revision this manager
 //!   last saw, so a stale writer is refused ([`StoreError::Conflict`]). A
-//!   connection lost outside Transmitting has no row in the table: there is
-//!   no active agreement to resume, and the driver closes the session.
+//!   connection lost outside Transmitting is not a suspend: there is no
+//!   active agreement to resume. In SessionEstablished the table's loss row
+//!   (SPEC.md's, for the seed's gap) closes the session, and the driver
+//!   calls `close`; `suspend` refuses it.
 //! - **Restore (SES-3).** Only after CAP re-verified the peer on the new
 //!   connection, only for the same [`PeerIdentity`], and only while the
 //!   record has not expired. Every refusal is [`SessionError::ResumeRefused`]
