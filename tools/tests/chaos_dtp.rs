@@ -33,7 +33,7 @@ mod support;
 mod proxy;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -42,21 +42,13 @@ use dtp_codec::{AccessMode, AgreementId, ErrorCode};
 use dtp_gateway::dtp::{DtpEvent, FayConfig, SuspendedSession};
 use dtp_test_kit::{Fay, Keys};
 use proxy::RstProxy;
-use support::{Scratch, Serve};
+use support::{Scratch, Serve, session_files, write_dtp_config};
 
 /// Longest a whole test may run (it takes a few seconds in debug).
 const DEADLINE: Duration = Duration::from_secs(45);
 
 fn keys() -> Keys {
     Keys::new(53, "chaos-fay", &[("bench", &[AccessMode::Read])])
-}
-
-/// The test's keys and a `[dtp]` configuration naming them (plus
-/// `extra` lines in that section), in `dir`.
-fn write_config(dir: &Path, keys: &Keys, extra: &str) -> PathBuf {
-    let config = dir.join("dtp.toml");
-    std::fs::write(&config, keys.write_files(dir).dtp_section(extra)).unwrap();
-    config
 }
 
 /// Fragment `id`'s payload: its id, so an answer that is not its own
@@ -236,7 +228,7 @@ fn rst_cuts_at_random_bytes_lose_nothing() {
     println!("chaos seed {seed} (DTP_CHAOS_SEED to repeat)");
     let dir = Scratch::new("chaos-rst");
     let keys = keys();
-    let serve = Serve::start_dtp(&write_config(&dir.0, &keys, ""));
+    let serve = Serve::start_dtp(&write_dtp_config(&dir.0, &keys, ""));
     let cuts = 8;
     let proxy = RstProxy::start(serve.addr, seed, cuts, 64..5000);
     let mut stream = Stream::new(keys.fay_config());
@@ -259,16 +251,34 @@ fn rst_cuts_at_random_bytes_lose_nothing() {
     assert!(serve.stop().success());
 }
 
-/// The session files of a `DirSessionStore` directory.
-fn session_files(store: &Path) -> usize {
-    std::fs::read_dir(store).map_or(0, |entries| {
-        entries
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "dtps"))
-            })
-            .count()
-    })
+/// A scratch directory with the test's keys and a configuration keeping
+/// suspended sessions in its `sessions` store; the gateway started on it.
+struct OnStore {
+    _dir: Scratch,
+    keys: Keys,
+    config: PathBuf,
+    store: PathBuf,
+}
+
+impl OnStore {
+    fn new(name: &str) -> (Self, Serve) {
+        let dir = Scratch::new(name);
+        let keys = keys();
+        let config = write_dtp_config(&dir.0, &keys, "session_store = \"sessions\"\n");
+        let store = dir.0.join("sessions");
+        let on = OnStore {
+            _dir: dir,
+            keys,
+            config,
+            store,
+        };
+        let serve = Serve::start_dtp(&on.config);
+        (on, serve)
+    }
+
+    fn parked(&self) -> usize {
+        session_files(&self.store).len()
+    }
 }
 
 /// SPEC SES-2, SES-3: a gateway stopped with SIGTERM while a Fay is
@@ -278,23 +288,19 @@ fn session_files(store: &Path) -> usize {
 /// nothing lost or answered twice.
 #[test]
 fn sigterm_mid_stream_then_restart_on_the_store_loses_nothing() {
-    let dir = Scratch::new("chaos-term");
-    let keys = keys();
-    let config = write_config(&dir.0, &keys, "session_store = \"sessions\"\n");
-    let store = dir.0.join("sessions");
-    let serve = Serve::start_dtp(&config);
-    let mut stream = Stream::new(keys.fay_config());
+    let (on, serve) = OnStore::new("chaos-term");
+    let mut stream = Stream::new(on.keys.fay_config());
     stream.run_until(serve.addr, 20);
     stream.send(21); // in flight when the gateway stops
     assert!(serve.stop().success());
     stream.until_gateway_hangs_up();
-    assert_eq!(session_files(&store), 1, "the live session was parked");
+    assert_eq!(on.parked(), 1, "the live session was parked");
 
-    let serve = Serve::start_dtp(&config);
+    let serve = Serve::start_dtp(&on.config);
     stream.run_until(serve.addr, 40);
     stream.assert_all_once_in_order(40);
     assert_eq!(stream.resumes, 1);
-    assert_eq!(session_files(&store), 0, "a resumed session is taken");
+    assert_eq!(on.parked(), 0, "a resumed session is taken");
     assert!(serve.stop().success());
 }
 
@@ -303,21 +309,15 @@ fn sigterm_mid_stream_then_restart_on_the_store_loses_nothing() {
 /// and the restarted gateway resumes it: nothing lost or answered twice.
 #[test]
 fn sigkill_after_the_park_then_restart_on_the_store_loses_nothing() {
-    let dir = Scratch::new("chaos-kill");
-    let keys = keys();
-    let config = write_config(&dir.0, &keys, "session_store = \"sessions\"\n");
-    let store = dir.0.join("sessions");
-    let serve = Serve::start_dtp(&config);
-    let mut stream = Stream::new(keys.fay_config());
+    let (on, serve) = OnStore::new("chaos-kill");
+    let mut stream = Stream::new(on.keys.fay_config());
     stream.run_until(serve.addr, 20);
     stream.send(21);
     stream.cut();
-    support::eventually("the session parked", || {
-        (session_files(&store) == 1).then_some(())
-    });
+    support::eventually("the session parked", || (on.parked() == 1).then_some(()));
     drop(serve); // SIGKILL: no drain, no chance to write anything more
 
-    let serve = Serve::start_dtp(&config);
+    let serve = Serve::start_dtp(&on.config);
     stream.run_until(serve.addr, 40);
     stream.assert_all_once_in_order(40);
     assert_eq!(stream.resumes, 1);
@@ -330,18 +330,15 @@ fn sigkill_after_the_park_then_restart_on_the_store_loses_nothing() {
 /// with RESUME_FAILED.
 #[test]
 fn sigkill_with_a_live_connection_refuses_the_resume() {
-    let dir = Scratch::new("chaos-kill-live");
-    let keys = keys();
-    let config = write_config(&dir.0, &keys, "session_store = \"sessions\"\n");
-    let serve = Serve::start_dtp(&config);
-    let mut stream = Stream::new(keys.fay_config());
+    let (on, serve) = OnStore::new("chaos-kill-live");
+    let mut stream = Stream::new(on.keys.fay_config());
     stream.run_until(serve.addr, 5);
     drop(serve);
     stream.until_gateway_hangs_up();
     let session = stream.suspended.take().unwrap();
 
-    let serve = Serve::start_dtp(&config);
-    let mut fay = Fay::start_resume(serve.addr, &keys.fay_config(), session);
+    let serve = Serve::start_dtp(&on.config);
+    let mut fay = Fay::start_resume(serve.addr, &on.keys.fay_config(), session);
     assert_eq!(fay.closed(), ErrorCode::RESUME_FAILED);
     assert!(serve.stop().success());
 }
@@ -354,7 +351,7 @@ fn sigkill_with_a_live_connection_refuses_the_resume() {
 fn load_through_resets(workload: &str, budget: std::ops::Range<usize>) {
     let dir = Scratch::new(&format!("chaos-load-{workload}"));
     let keys = keys();
-    let serve = Serve::start_dtp(&write_config(&dir.0, &keys, ""));
+    let serve = Serve::start_dtp(&write_dtp_config(&dir.0, &keys, ""));
     let cuts = 8;
     let proxy = RstProxy::start(serve.addr, 0x5EED_0002, cuts, budget);
     std::fs::write(dir.0.join("fay.key"), keys.fay.to_text()).unwrap();
