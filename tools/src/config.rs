@@ -276,6 +276,7 @@ impl DtpSection {
         if !self.enabled {
             return Ok(None);
         }
+        let idle_timeout = self.idle_timeout()?;
         let keys = NoiseKeypair::from_text(&Self::read("terminal_key", &self.terminal_key)?)
             .map_err(|e| format!("dtp.terminal_key: {}: {e}", self.terminal_key))?;
         let verifier = self.verifier()?;
@@ -300,7 +301,7 @@ impl DtpSection {
         }
         let mut endpoint = dtp_gateway::dtp::EndpointConfig::terminal();
         endpoint.limits = limits;
-        endpoint.idle_timeout = self.idle_timeout()?;
+        endpoint.idle_timeout = idle_timeout;
         endpoint.validate().map_err(|e| format!("dtp: {e}"))?;
         Ok(Some(dtp_gateway::dtp::TerminalConfig {
             cap: ResponderConfig {

@@ -114,6 +114,10 @@ fn dtp_configuration_errors_name_their_key() {
         ),
         ("[dtp]\nenabled = true\nalgorithms = [\"rot13\"]\n", "dtp."),
         ("[dtp]\nenabeld = true\n", "enabeld"),
+        (
+            "[dtp]\nenabled = true\nidle_timeout_ms = 60000\n",
+            "dtp.idle_timeout_ms 60000 must be above 60000",
+        ),
     ] {
         let path = dir.join("bad.toml");
         // A file that exists but is not a key: the config file itself.
