@@ -1,5 +1,13 @@
 //! SPEC SES-1 … SES-4, SEQ-2, SEQ-5: the Session Manager of DTP sessions.
 //!
+//! **Not the gateway's session path.** `dtp serve` and every shipped
+//! driver run the DTP endpoint (`dtp-endpoint`), which keeps its session
+//! in the connection object and its suspended sessions behind its own
+//! store trait; its SES tests are that crate's `tests/ses.rs`. This
+//! manager — a revision-fenced store for several nodes — is used by its
+//! own tests and `tests/seq_phases.rs` only; [`PeerIdentity`] is the part
+//! the endpoint shares.
+//!
 //! This module owns the DTP sessions of one shard: their Session_IDs, the
 //! peer identity CAP authenticated for each, each session's engine state
 //! machine ([`crate::fsm::EngineFsm`], from SessionEstablished on), the idle
