@@ -60,6 +60,13 @@ pub(crate) struct DtpSection {
     /// one file each, so that a Fay resumes after the gateway restarts;
     /// empty: in memory only (a restart refuses every resume).
     pub(crate) session_store: String,
+    /// SPEC SES-4: milliseconds a DTP connection with no agreement may go
+    /// without traffic before it is closed with SESSION_TIMEOUT. Must be
+    /// above the longest heartbeat interval (60 s, SPEC LIV-2): a
+    /// control-only connection's heartbeats are its only traffic. The
+    /// default, twice that interval, lets one beat come a whole interval
+    /// late without the connection being closed.
+    pub(crate) idle_timeout_ms: u64,
     /// Revocations made while running (`POST /v1/revocations`), shared by
     /// every verifier this section builds: CAP on every core refuses the
     /// credential at once, as the control plane does (SPEC TS-16).
@@ -77,6 +84,7 @@ impl Default for DtpSection {
             algorithms: vec!["aes-256-gcm".to_owned(), "chacha20-poly1305".to_owned()],
             max_suspended: 4096,
             session_store: String::new(),
+            idle_timeout_ms: dtp_gateway::dtp::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
             revoked_at_run_time: dtp_crypto::cred::SharedRevocations::new(),
         }
     }
@@ -268,6 +276,7 @@ impl DtpSection {
         if !self.enabled {
             return Ok(None);
         }
+        let idle_timeout = self.idle_timeout()?;
         let keys = NoiseKeypair::from_text(&Self::read("terminal_key", &self.terminal_key)?)
             .map_err(|e| format!("dtp.terminal_key: {}: {e}", self.terminal_key))?;
         let verifier = self.verifier()?;
@@ -292,6 +301,7 @@ impl DtpSection {
         }
         let mut endpoint = dtp_gateway::dtp::EndpointConfig::terminal();
         endpoint.limits = limits;
+        endpoint.idle_timeout = idle_timeout;
         endpoint.validate().map_err(|e| format!("dtp: {e}"))?;
         Ok(Some(dtp_gateway::dtp::TerminalConfig {
             cap: ResponderConfig {
@@ -306,6 +316,19 @@ impl DtpSection {
 }
 
 impl DtpSection {
+    /// SPEC SES-4, LIV-2: `idle_timeout_ms`, checked to be above the
+    /// longest heartbeat interval.
+    fn idle_timeout(&self) -> Result<Duration, String> {
+        let max_beat = dtp_gateway::dtp::MAX_HEARTBEAT_INTERVAL.as_millis() as u64;
+        if self.idle_timeout_ms <= max_beat {
+            return Err(format!(
+                "dtp.idle_timeout_ms {} must be above {max_beat}, the longest heartbeat interval (SPEC LIV-2)",
+                self.idle_timeout_ms
+            ));
+        }
+        Ok(Duration::from_millis(self.idle_timeout_ms))
+    }
+
     /// SPEC SES-2, SES-3: where the gateway's shards keep suspended
     /// sessions: `session_store`'s directory (created if needed, and
     /// checked writable now) or memory, at most `max_suspended` either
@@ -541,5 +564,30 @@ mod tests {
         assert_eq!(c.admin.listen, None);
         let e = toml::from_str::<Config>("[admin]\nlisten = \"nowhere\"\n").unwrap_err();
         assert!(e.to_string().contains("invalid socket address"), "{e}");
+    }
+
+    /// SPEC SES-4, LIV-2: `dtp.idle_timeout_ms` reaches the endpoint, its
+    /// default is above the longest heartbeat interval, and a value not
+    /// above it is refused in one line naming the key.
+    #[test]
+    fn dtp_idle_timeout_is_configurable_and_above_the_heartbeat_maximum() {
+        use dtp_gateway::dtp::{DEFAULT_IDLE_TIMEOUT, MAX_HEARTBEAT_INTERVAL};
+        let default = DtpSection::default();
+        assert_eq!(default.idle_timeout().unwrap(), DEFAULT_IDLE_TIMEOUT);
+        assert!(DEFAULT_IDLE_TIMEOUT > MAX_HEARTBEAT_INTERVAL);
+        let c: Config = toml::from_str("[dtp]\nidle_timeout_ms = 90000\n").unwrap();
+        assert_eq!(c.dtp.idle_timeout().unwrap(), Duration::from_secs(90));
+        for refused in [60_000, 1_000, 0] {
+            let text = format!("[dtp]\nidle_timeout_ms = {refused}\n");
+            let c: Config = toml::from_str(&text).unwrap();
+            let e = c.dtp.idle_timeout().unwrap_err();
+            assert!(
+                e.starts_with(&format!(
+                    "dtp.idle_timeout_ms {refused} must be above 60000"
+                )),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
     }
 }

@@ -18,7 +18,7 @@
 mod support;
 
 use std::ops::RangeInclusive;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -26,15 +26,7 @@ use dtp_bench::dtp_workload::DtpWorkload;
 use dtp_codec::{AccessMode, AgreementId, ErrorCode};
 use dtp_gateway::dtp::{DtpEvent, SuspendedSession};
 use dtp_test_kit::{Fay, Keys};
-use support::{Scratch, Serve, dtp};
-
-/// The test's keys, written to `dir` with a `[dtp]` configuration naming
-/// them (and `extra` lines in that section).
-fn write_keys(dir: &Path, keys: &Keys, extra: &str) -> PathBuf {
-    let config = dir.join("dtp.toml");
-    std::fs::write(&config, keys.write_files(dir).dtp_section(extra)).unwrap();
-    config
-}
+use support::{Scratch, Serve, dtp, session_files, write_dtp_config};
 
 fn keys() -> Keys {
     Keys::new(31, "bench-fay", &[("bench", &[AccessMode::Read])])
@@ -44,7 +36,7 @@ fn keys() -> Keys {
 fn serve_runs_cap_and_encrypted_pingpong_with_keys_from_files() {
     let dir = Scratch::new("pingpong");
     let keys = keys();
-    let config = write_keys(&dir.0, &keys, "");
+    let config = write_dtp_config(&dir.0, &keys, "");
     let serve = Serve::start_dtp(&config);
     let mut fay = Fay::start(serve.addr, &keys.fay_config());
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -122,6 +114,10 @@ fn dtp_configuration_errors_name_their_key() {
         ),
         ("[dtp]\nenabled = true\nalgorithms = [\"rot13\"]\n", "dtp."),
         ("[dtp]\nenabeld = true\n", "enabeld"),
+        (
+            "[dtp]\nenabled = true\nidle_timeout_ms = 60000\n",
+            "dtp.idle_timeout_ms 60000 must be above 60000",
+        ),
     ] {
         let path = dir.join("bad.toml");
         // A file that exists but is not a key: the config file itself.
@@ -152,17 +148,6 @@ fn pingpong(
     }
 }
 
-/// The session files of a `DirSessionStore` directory.
-fn session_files(store: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(store) else {
-        return Vec::new();
-    };
-    entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "dtps"))
-        .collect()
-}
-
 /// A Fay with a pingpong agreement, ten fragments answered and the
 /// eleventh in flight, cut off: its suspended session and the answers.
 fn cut_after_ten(serve: &Serve, keys: &Keys) -> (SuspendedSession, AgreementId, Vec<u64>) {
@@ -190,7 +175,7 @@ fn a_fay_resumes_after_the_gateway_restarts_on_its_session_store() {
     let dir = Scratch::new("store");
     let keys = keys();
     // Relative: the store is found beside the configuration file.
-    let config = write_keys(&dir.0, &keys, "session_store = \"sessions\"\n");
+    let config = write_dtp_config(&dir.0, &keys, "session_store = \"sessions\"\n");
     let store = dir.0.join("sessions");
     let serve = Serve::start_dtp(&config);
     let (suspended, agreement, mut answers) = cut_after_ten(&serve, &keys);
@@ -242,7 +227,7 @@ fn a_fay_resumes_after_the_gateway_restarts_on_its_session_store() {
 fn without_a_session_store_a_restarted_gateway_refuses_the_resume() {
     let dir = Scratch::new("no-store");
     let keys = keys();
-    let config = write_keys(&dir.0, &keys, "");
+    let config = write_dtp_config(&dir.0, &keys, "");
     let serve = Serve::start_dtp(&config);
     let (suspended, _, answers) = cut_after_ten(&serve, &keys);
     assert_eq!(answers, (1..=10).collect::<Vec<u64>>());
@@ -261,7 +246,7 @@ fn a_session_store_that_cannot_be_used_is_refused_naming_the_key() {
     let dir = Scratch::new("bad-store");
     let keys = keys();
     std::fs::write(dir.0.join("taken"), "not a directory").unwrap();
-    let config = write_keys(&dir.0, &keys, "session_store = \"taken\"\n");
+    let config = write_dtp_config(&dir.0, &keys, "session_store = \"taken\"\n");
     let err = refused(&config);
     assert!(err.contains("dtp.session_store"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

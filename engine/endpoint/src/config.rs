@@ -12,6 +12,22 @@ use dtp_proto::agreement::{AgreementConfig, Role};
 use dtp_proto::dag::DagConfig;
 use dtp_proto::resume::{AckPolicy, SenderConfig};
 
+/// SPEC LIV-2, LIV-6: the longest interval a runtime may heartbeat at (the
+/// low-frequency option for idle sessions). A connection that carries only
+/// terminal control messages — no agreement, so SessionEstablished — sees
+/// traffic no more often than this.
+pub const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// SPEC SES-4: the default idle timeout, twice [`MAX_HEARTBEAT_INTERVAL`].
+/// Equal to the interval, a control-only connection beating at the longest
+/// interval would race its own close on every beat (the beat and the
+/// timer fall due at the same instant; whichever the driver handles first
+/// wins). Twice the interval lets one beat arrive a whole interval late —
+/// a runtime's timer slip, a retransmission, a paused process — before an
+/// otherwise live connection is closed; LIV's own judgment (2×–6× the
+/// interval, LIV-4) is what ends a silent runtime's sessions, not this.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The ceilings and timers of one connection endpoint, whichever its side.
 ///
 /// Every queue a peer (or a slow application) can grow has a ceiling here
@@ -40,7 +56,9 @@ pub struct EndpointConfig {
     /// past the soft limit a direction rekeys (HKDF, next key version).
     pub key_limits: Option<KeyLimits>,
     /// SPEC SES-4: a session in SessionEstablished (no agreement) without
-    /// traffic for this long is closed with SESSION_TIMEOUT.
+    /// traffic for this long is closed with SESSION_TIMEOUT. Must be above
+    /// [`MAX_HEARTBEAT_INTERVAL`] ([`EndpointConfig::validate`]); the
+    /// default is [`DEFAULT_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
     /// SPEC SEQ-5: how long the Fay waits for the terminal's RESUME after
     /// sending its own.
@@ -88,7 +106,7 @@ impl EndpointConfig {
             resume_cache: SenderConfig::default(),
             ack: AckPolicy::default(),
             key_limits: None,
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             resume_timeout: Duration::from_secs(10),
             suspend_timeout: Duration::from_secs(300),
             max_streams: 64,
@@ -115,6 +133,11 @@ impl EndpointConfig {
             || self.max_queued_frames == 0
         {
             return Err("a queue ceiling is 0");
+        }
+        if self.idle_timeout <= MAX_HEARTBEAT_INTERVAL {
+            return Err(
+                "idle_timeout must be above the longest heartbeat interval, 60 s (SPEC LIV-2)",
+            );
         }
         Ok(())
     }

@@ -84,7 +84,10 @@
 //!   sender with its cached plaintext frames, the receiver's position, the
 //!   DAGs and the key version. Negotiating with an agreement still in force
 //!   first settles (AgreementReached) then suspends; without an agreement
-//!   (SessionEstablished) there is nothing to resume and the session ends.
+//!   there is nothing to resume and the session ends through the table:
+//!   Negotiating → negotiation failed → SessionEstablished → underlying
+//!   connection lost → Idle (the row SPEC.md adds for the seed's gap;
+//!   WaitingForCAP takes its CAP-failure row).
 //!   On the Fay, a resume attempt is tentative until the terminal's RESUME
 //!   arrives: a cut before that hands back the suspended session (with the
 //!   key version of the attempt, so the next one goes higher); the tentative
@@ -192,7 +195,9 @@ mod transmit;
 #[cfg(test)]
 mod tests;
 
-pub use config::{EndpointConfig, FayConfig, TerminalConfig};
+pub use config::{
+    DEFAULT_IDLE_TIMEOUT, EndpointConfig, FayConfig, MAX_HEARTBEAT_INTERVAL, TerminalConfig,
+};
 pub use endpoint::{DtpEndpoint, Side};
 pub use error::DtpError;
 pub use event::DtpEvent;

@@ -318,11 +318,23 @@ impl DtpEndpoint {
         self.pending_resume = None;
         self.resume_deadline = None;
         self.cap = super::cap::Cap::Done;
-        if self.fsm.state() == EngineState::WaitingForCap {
-            self.feed(EngineEvent::CapFailedOrTimeout);
-        } else if self.fsm.state() != EngineState::Suspended {
-            // No row for a loss outside Transmitting: the session ends.
-            self.fsm = EngineFsm::new();
+        // SPEC FSM-1: the loss ends the machine through a row of the table.
+        // Transmitting took its own (→ Suspended) in `connection_lost`;
+        // Negotiating settled there (agreement reached, or failed into
+        // SessionEstablished); a Fay's tentative Resuming machine was
+        // swapped back for the suspended session's.
+        let event = match self.fsm.state() {
+            EngineState::WaitingForCap => Some(EngineEvent::CapFailedOrTimeout),
+            // SPEC.md's row for the seed's gap: nothing to resume, close.
+            EngineState::SessionEstablished => Some(EngineEvent::ConnectionLost),
+            _ => None,
+        };
+        let moved = event.is_some_and(|e| self.feed(e));
+        let state = self.fsm.state();
+        if !moved && !matches!(state, EngineState::Suspended | EngineState::Idle) {
+            // Not reached by the paths above. FSM-2: no jump outside the
+            // table either; the state stays, and `is_closed` tells the end.
+            tracing::debug!(%state, "connection lost in a state without a loss row");
         }
     }
 

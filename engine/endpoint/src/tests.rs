@@ -1,5 +1,6 @@
 //! Unit tests of the endpoint's own parts (the protocol is tested through
-//! whole endpoints in the gateway crate's tests).
+//! whole endpoints: the session path, SES-1 … SES-4, in this crate's
+//! `tests/ses.rs`; the rest in the gateway crate's tests).
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 

@@ -11,8 +11,12 @@
 //!
 //! The table is copied literally from the seed (chapter 3.3, which the seed
 //! says is complete: "implementations must not introduce transitions not
-//! listed"). Two consequences of reading it literally, which drivers must
-//! know:
+//! listed"), plus the one row SPEC.md adds where the seed leaves a gap:
+//! SessionEstablished → underlying connection lost → Idle (close session).
+//! A connection can drop in any state, and without that row a session with
+//! no agreement would have no legal way to end when it does (there is
+//! nothing to resume: no agreement, no fragment in flight). Two
+//! consequences of reading the table literally, which drivers must know:
 //!
 //! - Only a *received* adjustment Request_Frame moves Transmitting →
 //!   Negotiating; the side that *sends* an adjustment stays in Transmitting
@@ -205,6 +209,8 @@ pub fn transition(
         (S::WaitingForCap, E::CapFailedOrTimeout) => (S::Idle, Action::ReleaseResources),
         (S::SessionEstablished, E::RequestFrameSentOrReceived) => (S::Negotiating, Action::None),
         (S::SessionEstablished, E::SessionTimeout) => (S::Idle, Action::CloseSession),
+        // SPEC.md's row for the seed's gap (module docs).
+        (S::SessionEstablished, E::ConnectionLost) => (S::Idle, Action::CloseSession),
         (S::Negotiating, E::AgreementReached) => (S::Transmitting, Action::None),
         (S::Negotiating, E::NegotiationFailed) => (S::SessionEstablished, Action::None),
         (S::Transmitting, E::FragmentSent) => (S::Transmitting, Action::None),
@@ -280,7 +286,7 @@ mod tests {
     use super::*;
 
     /// The table of SPEC §1.8, copied literally, as strings.
-    const TABLE: [(&str, &str, &str, &str); 15] = [
+    const TABLE: [(&str, &str, &str, &str); 16] = [
         ("Idle", "connection request received", "WaitingForCAP", ""),
         (
             "WaitingForCAP",
@@ -303,6 +309,12 @@ mod tests {
         (
             "SessionEstablished",
             "session timeout",
+            "Idle",
+            "close session",
+        ),
+        (
+            "SessionEstablished",
+            "underlying connection lost",
             "Idle",
             "close session",
         ),

@@ -127,6 +127,10 @@ const DOCS: &[(&str, &str)] = &[
         "A directory where suspended sessions are kept, one file each, so that a Fay resumes after the gateway restarts (SPEC SES-2, SES-3); created if needed; empty: in memory only. Relative to this file's folder.",
     ),
     (
+        "dtp.idle_timeout_ms",
+        "Milliseconds a DTP connection with no agreement may go without traffic before it is closed (SESSION_TIMEOUT); above 60000, the longest heartbeat interval (SPEC LIV-2).",
+    ),
+    (
         "realtime",
         "The realtime front end (SPEC §4): SSE, WebSocket realtime.v1, snapshots, publication.",
     ),

@@ -255,6 +255,25 @@ pub(crate) fn sigterm(pid: u32) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// `keys` written to `dir` with a `[dtp]` configuration naming them (and
+/// `extra` lines in that section); the configuration file's path.
+pub(crate) fn write_dtp_config(dir: &Path, keys: &dtp_test_kit::Keys, extra: &str) -> PathBuf {
+    let config = dir.join("dtp.toml");
+    std::fs::write(&config, keys.write_files(dir).dtp_section(extra)).unwrap();
+    config
+}
+
+/// The session files of a `DirSessionStore` directory.
+pub(crate) fn session_files(store: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(store) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "dtps"))
+        .collect()
+}
+
 /// Polls `f` every 50 ms until it gives a value; fails after 10 s.
 pub(crate) fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(10);

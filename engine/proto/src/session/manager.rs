@@ -10,7 +10,7 @@ use super::{
     SessionConfig, SessionError, SessionEvent, SessionSnapshot, SessionStore,
 };
 use crate::agreement::{AgreementSnapshot, Role};
-use crate::fsm::{EngineEvent, EngineFsm, EngineState};
+use crate::fsm::{Action, EngineEvent, EngineFsm, EngineState, IllegalTransition};
 
 /// One session held by the manager.
 #[derive(Clone, Debug)]
@@ -172,7 +172,14 @@ impl<S: SessionStore> SessionManager<S> {
             return Err(SessionError::UnknownSession { session_id });
         };
         let mut fsm = entry.fsm.clone();
-        fsm.handle(EngineEvent::ConnectionLost)?;
+        // Only Transmitting's row persists: SessionEstablished's loss row
+        // closes the session, which is the driver's `close`, not a suspend.
+        if fsm.handle(EngineEvent::ConnectionLost)? != Action::PersistSession {
+            return Err(SessionError::Illegal(IllegalTransition {
+                state: entry.fsm.state(),
+                event: EngineEvent::ConnectionLost,
+            }));
+        }
         let snapshot = SessionSnapshot {
             session_id,
             peer: entry.peer.clone(),

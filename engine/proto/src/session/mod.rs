@@ -1,5 +1,13 @@
 //! SPEC SES-1 … SES-4, SEQ-2, SEQ-5: the Session Manager of DTP sessions.
 //!
+//! **Not the gateway's session path.** `dtp serve` and every shipped
+//! driver run the DTP endpoint (`dtp-endpoint`), which keeps its session
+//! in the connection object and its suspended sessions behind its own
+//! store trait; its SES tests are that crate's `tests/ses.rs`. This
+//! manager — a revision-fenced store for several nodes — is used by its
+//! own tests and `tests/seq_phases.rs` only; [`PeerIdentity`] is the part
+//! the endpoint shares.
+//!
 //! This module owns the DTP sessions of one shard: their Session_IDs, the
 //! peer identity CAP authenticated for each, each session's engine state
 //! machine ([`crate::fsm::EngineFsm`], from SessionEstablished on), the idle
@@ -37,8 +45,10 @@
 //!   connection drops (Transmitting → Suspended), with a revision: the first
 //!   write expects no record; later writes expect the revision this manager
 //!   last saw, so a stale writer is refused ([`StoreError::Conflict`]). A
-//!   connection lost outside Transmitting has no row in the table: there is
-//!   no active agreement to resume, and the driver closes the session.
+//!   connection lost outside Transmitting is not a suspend: there is no
+//!   active agreement to resume. In SessionEstablished the table's loss row
+//!   (SPEC.md's, for the seed's gap) closes the session, and the driver
+//!   calls `close`; `suspend` refuses it.
 //! - **Restore (SES-3).** Only after CAP re-verified the peer on the new
 //!   connection, only for the same [`PeerIdentity`], and only while the
 //!   record has not expired. Every refusal is [`SessionError::ResumeRefused`]
