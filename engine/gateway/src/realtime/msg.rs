@@ -55,7 +55,8 @@ pub enum RtRequest {
         stream: Box<str>,
         /// The resume cursor the client presented.
         cursor: Option<Box<str>>,
-        /// What the replay's first page may hold.
+        /// What the replay's first page may hold (the front end asks for
+        /// [`PageSize::NONE`]).
         page: PageSize,
     },
     /// The next page of a replay under way (after [`RtDecision::Subscribed`]
@@ -115,13 +116,24 @@ pub enum RtRequest {
 }
 
 /// The ceilings of one replay page: at least one event, then no more than
-/// `bytes` (SSE block lengths) and `events`.
+/// `bytes` (SSE block lengths) and `events`; [`PageSize::NONE`] asks for no
+/// event at all (only whether there are some).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageSize {
     /// Most bytes.
     pub bytes: u32,
     /// Most events.
     pub events: u16,
+}
+
+impl PageSize {
+    /// No events: a subscription's answer says only whether a replay
+    /// follows, and the shard asks for its pages once the connection has
+    /// room (several subscriptions answered at once never overfill it).
+    pub const NONE: PageSize = PageSize {
+        bytes: 0,
+        events: 0,
+    };
 }
 
 /// Events of a replay, oldest first.

@@ -499,13 +499,21 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
     }
 }
 
-/// The first events of `r` that fit in `size` (at least one).
+/// The first events of `r` that fit in `size`: at least one, or none for
+/// a page of no events (the caller asks for them later).
 fn take_page(r: &dtp_realtime::Resume<'_, Stored>, size: PageSize) -> ReplayPage {
+    if size.events == 0 {
+        let more = !r.is_empty();
+        return ReplayPage {
+            events: Vec::new(),
+            more,
+        };
+    }
     let mut events = Vec::new();
     let mut bytes = 0usize;
     for e in r.iter() {
         let len = e.item.0.sse.len();
-        let full = events.len() >= usize::from(size.events.max(1))
+        let full = events.len() >= usize::from(size.events)
             || (!events.is_empty() && bytes + len > size.bytes as usize);
         if full {
             return ReplayPage { events, more: true };

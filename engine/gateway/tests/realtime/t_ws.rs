@@ -331,3 +331,32 @@ fn malformed_and_foreign_messages_close_with_protocol_mismatch() {
         }
     }
 }
+
+/// A client may send its first messages in the same write as the upgrade
+/// (they arrive with the request): they are served, not left unread.
+#[test]
+fn frames_right_behind_the_upgrade_are_served() {
+    for backend in BACKENDS {
+        let srv = start_default(backend);
+        let sub = |id: &str| {
+            Ws::text_frame(
+                &json!({"type":"SUBSCRIBE","subscriptionId":id,"streamId":"ticks","cursor":null,"scopeBinding":"scope-ticks"})
+                    .to_string(),
+            )
+        };
+        let early = [sub("a"), sub("b")].concat();
+        let extra = format!("{PROTO}{}", bearer(READER));
+        let (resp, ws) = Ws::connect_with(srv.addr, "/v1/ws", &extra, &early);
+        assert_eq!(resp.status, 101, "{}", resp.text());
+        let mut ws = ws.unwrap();
+        assert_eq!(ws.recv_json()["type"], "WELCOME");
+        for id in ["a", "b"] {
+            let v = ws.recv_json();
+            assert_eq!(
+                (v["type"].as_str(), v["subscriptionId"].as_str()),
+                (Some("SUBSCRIBED"), Some(id)),
+                "{backend:?}"
+            );
+        }
+    }
+}

@@ -27,11 +27,24 @@ const MASK: [u8; 4] = [1, 2, 3, 4];
 impl Ws {
     /// Upgrades on `path`; returns the response head and, on 101, the client.
     pub(crate) fn connect(addr: SocketAddr, path: &str, extra: &str) -> (Response, Option<Ws>) {
+        Self::connect_with(addr, path, extra, &[])
+    }
+
+    /// As [`Ws::connect`], with `early` (client frames) written in the same
+    /// write as the upgrade request.
+    pub(crate) fn connect_with(
+        addr: SocketAddr,
+        path: &str,
+        extra: &str,
+        early: &[u8],
+    ) -> (Response, Option<Ws>) {
         let mut s = connect(addr);
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
         );
-        s.write_all(req.as_bytes()).unwrap();
+        let mut wire = req.into_bytes();
+        wire.extend_from_slice(early);
+        s.write_all(&wire).unwrap();
         let mut raw = Vec::new();
         let mut buf = [0u8; 4096];
         let (status, headers, n) = loop {
@@ -88,6 +101,18 @@ impl Ws {
     /// Sends raw bytes.
     pub(crate) fn send_raw(&mut self, wire: &[u8]) {
         self.stream.write_all(wire).unwrap();
+    }
+
+    /// One masked text frame's bytes.
+    pub(crate) fn text_frame(text: &str) -> Vec<u8> {
+        encode_frame(
+            Role::Client,
+            true,
+            Opcode::Text,
+            text.as_bytes(),
+            Some(MASK),
+        )
+        .unwrap()
     }
 
     /// Sends one masked frame.

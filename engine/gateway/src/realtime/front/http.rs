@@ -42,9 +42,10 @@ pub(super) enum Need {
 }
 
 impl RealtimeFront {
-    /// Parses and serves the next request of `c`. Returns whether another
-    /// request may follow at once (false: more bytes are needed, or the
-    /// connection left the request phase).
+    /// Parses and serves the next request of `c`. Returns whether more of
+    /// its input may be used at once: another request, or the frames a
+    /// client sent right behind its WebSocket upgrade (false: more bytes
+    /// are needed, or the connection left the request phase otherwise).
     pub(super) fn next_request(
         &mut self,
         c: &mut RtConn,
@@ -73,7 +74,7 @@ impl RealtimeFront {
         }
         out.set_timer(Some(out.now() + self.config.limits.idle_timeout));
         self.route(c, &head, body, out);
-        Ok(matches!(c.phase, Phase::Http))
+        Ok(matches!(c.phase, Phase::Http | Phase::Ws(_)))
     }
 
     fn route(
@@ -323,7 +324,7 @@ impl RealtimeFront {
             key: 0,
             stream: stream.into(),
             cursor,
-            page: self.config.limits.page(),
+            page: crate::realtime::PageSize::NONE,
         };
         let waiting = Waiting::Sse {
             keep_alive: keep,
@@ -476,12 +477,13 @@ impl RealtimeFront {
                 RtDecision::Subscribed {
                     stream,
                     epoch,
+                    next,
                     replay,
                     reset,
                     ..
                 },
             ) => {
-                self.sse_open(c, (stream, epoch), replay, reset, out);
+                self.sse_open(c, (stream, epoch, next), replay, reset, out);
             }
             (
                 Waiting::Snapshot {

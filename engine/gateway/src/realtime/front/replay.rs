@@ -3,8 +3,8 @@
 //! and the check that finds a subscriber that stopped reading.
 //!
 //! A resume's replay is never copied into the socket at once. The
-//! subscription's answer carries a first page; each next page is asked for
-//! only when the connection's queue is down to half of its outbound ceiling
+//! subscription's answer says only whether a replay follows; each page is
+//! asked for only when the connection's queue is down to half of its outbound ceiling
 //! ([`RtLimits::max_outbound`], which is also the connection's send budget,
 //! so the shard reports it writable right then). One page is asked for at a
 //! time per connection, however many subscriptions replay on it. While a

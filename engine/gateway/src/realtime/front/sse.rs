@@ -134,12 +134,12 @@ pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
 
 impl RealtimeFront {
     /// Starts `c`'s SSE stream on `stream` once the plane accepted it:
-    /// the head, `retry:`, a reset if the cursor could not be resumed, the
-    /// replay's first page (the rest paced, SPEC RT-10).
+    /// the head, `retry:`, a reset if the cursor could not be resumed; the
+    /// replay follows, paced (SPEC RT-10).
     pub(super) fn sse_open(
         &mut self,
         c: &mut RtConn,
-        (stream, epoch): (u32, Arc<str>),
+        (stream, epoch, next): (u32, Arc<str>, u64),
         replay: ReplayPage,
         reset: Option<RtRefusal>,
         out: &mut Outbox<'_, GatewayUp>,
@@ -159,16 +159,17 @@ impl RealtimeFront {
             }
         }
         chunk(out, &first);
-        let mut after = 0;
-        for ev in &replay.events {
-            send_event(out, ev, &mut c.flow);
-            after = ev.sequence;
-        }
+        let mut r = Replaying {
+            epoch,
+            after: next.saturating_sub(1),
+        };
+        let flow = &mut c.flow;
+        let more = apply_page(&mut r, Ok(replay), |ev| send_event(out, ev, flow));
         out.set_timer(Some(out.now() + limits.sse_heartbeat));
         self.index.stream(stream).insert((c.id, 0));
         c.phase = Phase::Sse(SseState {
             stream: Some(stream),
-            replay: replay.more.then_some(Replaying { epoch, after }),
+            replay: (more == Some(true)).then_some(r),
         });
         self.publish_gauges();
         self.pump(c, out);

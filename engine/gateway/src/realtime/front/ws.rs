@@ -492,7 +492,7 @@ impl RealtimeFront {
                     key,
                     stream: stream_id.into(),
                     cursor: cursor.map(String::into_boxed_str),
-                    page: self.config.limits.page(),
+                    page: crate::realtime::PageSize::NONE,
                 })));
             }
             ClientMessage::Unsubscribe { subscription_id } => {
@@ -575,7 +575,8 @@ impl RealtimeFront {
                 next_expected_sequence: next,
             },
         );
-        // The first page now; the rest paced (SPEC RT-10).
+        // Whatever page came now (none, from this front end); the rest
+        // paced (SPEC RT-10).
         let mut r = Replaying {
             epoch,
             after: next.saturating_sub(1),
