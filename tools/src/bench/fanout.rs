@@ -60,6 +60,8 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
         duration: r.duration,
         shards: r.shards,
         driver: crate::load_driver(r.subscribers, 0, crate::LOAD_CONGESTION),
+        policy: dtp_realtime::ReconnectConfig::default(),
+        kick: false,
     };
     let mut samples: Vec<(RtPhase, Option<Sample>, Option<Sample>)> = Vec::new();
     let result = load_rt::run(&spec, |_| {}, &mut |p| {
