@@ -927,8 +927,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
     println!("{}", load_rt::report(&spec, &result));
     if let Some(path) = &a.json {
         let json = format!("{:#}\n", load_rt::json(&spec, &result));
-        std::fs::write(path, json)
-            .map_err(|e| CliError::Io(format!("{}: {e}", path.display())))?;
+        std::fs::write(path, json).map_err(|e| CliError::Io(format!("{}: {e}", path.display())))?;
     }
     load_rt::verdict(&spec, &result).map_err(CliError::Io)
 }

@@ -8,8 +8,8 @@ use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use dtp_codec::realtime::{CloseCategory, FailureKind};
-use dtp_realtime::{DedupeConfig, FailureClass, Next, NoRetryReason, Reconnect, ReconnectConfig};
 use dtp_realtime::Subscription;
+use dtp_realtime::{DedupeConfig, FailureClass, Next, NoRetryReason, Reconnect, ReconnectConfig};
 
 use super::tally::Tally;
 
@@ -166,7 +166,14 @@ impl Timers {
 
     /// Client `i`'s connection ended at `now` as `how`: asks its policy
     /// what next and schedules, gives up or stops it, counting in `t`.
-    pub(crate) fn ended(&mut self, c: &mut Client, i: usize, how: Ending, now: Instant, t: &mut Tally) {
+    pub(crate) fn ended(
+        &mut self,
+        c: &mut Client,
+        i: usize,
+        how: Ending,
+        now: Instant,
+        t: &mut Tally,
+    ) {
         let draw = self.draw();
         match c.reconnect.on_failure(how.class, now, how.hint, draw) {
             Next::RetryAfter(delay) => {

@@ -73,14 +73,24 @@ pub(crate) struct RealtimeCli {
     /// With --realtime: seconds from the first failure of an outage after
     /// which a client stops reconnecting (DEGRADED), at most 300; a delay
     /// that would overrun it is not shortened, the client gives up.
-    #[arg(long, default_value_t = 300.0, value_name = "SECS", requires = "realtime")]
+    #[arg(
+        long,
+        default_value_t = 300.0,
+        value_name = "SECS",
+        requires = "realtime"
+    )]
     pub(crate) reconnect_budget: f64,
     /// With --realtime: the first reconnect delay ceiling in milliseconds,
     /// doubled per attempt up to --reconnect-max-delay.
     #[arg(long, default_value_t = 500, value_name = "MS", requires = "realtime")]
     pub(crate) reconnect_base_ms: u64,
     /// With --realtime: the largest reconnect delay in seconds, at most 60.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS", requires = "realtime")]
+    #[arg(
+        long,
+        default_value_t = 60.0,
+        value_name = "SECS",
+        requires = "realtime"
+    )]
     pub(crate) reconnect_max_delay: f64,
     /// With --realtime: halfway through the measured window, end every
     /// subscription of the stream through the operator API (`POST
@@ -113,7 +123,9 @@ impl RealtimeCli {
             return Err("--reconnect-attempts must be 1-10".into());
         }
         if p.base.is_zero() || p.base > p.max_delay {
-            return Err("--reconnect-base-ms must be at least 1 and at most --reconnect-max-delay".into());
+            return Err(
+                "--reconnect-base-ms must be at least 1 and at most --reconnect-max-delay".into(),
+            );
         }
         p.validate().map_err(|e| e.to_string())?;
         Ok(p)
@@ -313,7 +325,12 @@ pub(crate) fn run(
             publish::kick(spec.target, &spec.stream, &spec.token)?;
             say("every subscription ended (kick): the clients reconnect");
         }
-        published.extend(publish::run(&mut publisher, spec.rate, window_until, now_ns)?);
+        published.extend(publish::run(
+            &mut publisher,
+            spec.rate,
+            window_until,
+            now_ns,
+        )?);
         if published.first().is_some_and(|p| p.sequence != before + 1) {
             return Err("another publisher is publishing on the stream".to_owned());
         }
@@ -462,7 +479,10 @@ pub(crate) fn verdict(spec: &RtSpec, r: &RtResult) -> Result<(), String> {
     if spec.kick {
         let back = t.resumed;
         if back < r.subscribed {
-            wrong.push(format!("{back} of {} clients resumed after the kick", r.subscribed));
+            wrong.push(format!(
+                "{back} of {} clients resumed after the kick",
+                r.subscribed
+            ));
         }
     }
     if wrong.is_empty() {

@@ -79,8 +79,8 @@ impl Publisher {
     }
 
     fn read_answer(&mut self) -> Result<Published, String> {
-        let (status, body) = read_framed(&mut self.stream, &mut self.buf)
-            .map_err(|e| format!("publisher: {e}"))?;
+        let (status, body) =
+            read_framed(&mut self.stream, &mut self.buf).map_err(|e| format!("publisher: {e}"))?;
         if status != 201 {
             return Err(format!(
                 "publisher: answered {status}: {}",

@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Buf;
 use dtp_codec::ErrorCode;
-use dtp_codec::realtime::{
-    ClientMessage, Envelope, JsonLimits, ServerMessage, SseControl,
-};
+use dtp_codec::realtime::{ClientMessage, Envelope, JsonLimits, ServerMessage, SseControl};
 use dtp_codec::ws::{FrameError, Message, Opcode, Role, encode_frame};
 use dtp_engine::Outbox;
 use dtp_realtime::{Observed, Verdict};
@@ -130,10 +128,12 @@ impl Subs {
         let ended = s.input.starts_with(b"0\r\n");
         for block in blocks {
             match block {
-                Block::Event(data) => match Envelope::decode(data.as_bytes(), &JsonLimits::default()) {
-                    Ok(env) => self.envelope(s, &env),
-                    Err(_) => self.local.conflicts += 1,
-                },
+                Block::Event(data) => {
+                    match Envelope::decode(data.as_bytes(), &JsonLimits::default()) {
+                        Ok(env) => self.envelope(s, &env),
+                        Err(_) => self.local.conflicts += 1,
+                    }
+                }
                 Block::Control(data) => self.sse_control(s, &data)?,
             }
         }

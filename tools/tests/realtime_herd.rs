@@ -1,0 +1,133 @@
+//! A reconnect herd against a real `dtp serve` (SPEC RT-7, RT-8, RT-9,
+//! RT-16): `dtp load --realtime` connects a crowd of clients, publishes,
+//! ends every subscription at once through the operator API (`--kick`),
+//! publishes more; every client must come back through its full-jitter
+//! reconnect, resume from its cursor and see every sequence exactly once,
+//! and the delays the clients drew must be spread, not one instant.
+//!
+//! The crowd here is a few hundred clients so that the test stays quick
+//! in a debug build; perf/realtime-herd.md gives the 10,000-client command.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the failure report"
+)]
+
+#[allow(
+    dead_code,
+    reason = "the shared helpers; this test needs no workspace path"
+)]
+mod external;
+
+use std::process::Command;
+use std::time::Duration;
+
+use external::{Server, run, serve};
+
+/// `dtp load --realtime MODE --kick` with `clients` against `server`; the
+/// JSON result.
+fn herd(server: &Server, mode: &str, clients: usize, extra: &[&str]) -> serde_json::Value {
+    let target = server
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_owned();
+    let json = std::env::temp_dir().join(format!("dtp-herd-{mode}-{}.json", std::process::id()));
+    let (ok, out) = run(
+        Command::new(env!("CARGO_BIN_EXE_dtp"))
+            .args(["load", "--realtime", mode, "--target", &target, "--kick"])
+            .args(["--connections", &clients.to_string(), "--shards", "1"])
+            .args(["--duration", "3", "--warmup", "0.5", "--publish-rate", "10"])
+            .args(["--json", &json.display().to_string()])
+            .args(extra),
+        Duration::from_secs(120),
+    );
+    println!("{out}");
+    assert!(
+        ok,
+        "dtp load failed:\n{out}\ndtp serve stderr:\n{}",
+        server.stderr.lock().unwrap()
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    v
+}
+
+/// Every client resumed, and saw each window event exactly once.
+fn assert_resumed_exactly_once(v: &serde_json::Value, clients: u64) {
+    let n = |path: &str| {
+        v.pointer(path)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("{path} in {v:#}"))
+    };
+    assert_eq!(n("/subscribed"), clients, "{v:#}");
+    let r = "/reconnect";
+    assert_eq!(
+        n(&format!("{r}/attempts")),
+        clients,
+        "one reconnect each: {v:#}"
+    );
+    assert_eq!(
+        n(&format!("{r}/resumed")),
+        clients,
+        "every client came back: {v:#}"
+    );
+    for what in [
+        "unresumed",
+        "degraded",
+        "refused/forbidden",
+        "refused/protocol_mismatch",
+        "refused/other",
+    ] {
+        assert_eq!(n(&format!("{r}/{what}")), 0, "{what}: {v:#}");
+    }
+    for what in [
+        "missing",
+        "duplicates",
+        "stale",
+        "gaps",
+        "resets",
+        "conflicts",
+    ] {
+        assert_eq!(n(&format!("/{what}")), 0, "{what}: {v:#}");
+    }
+    let events = n("/window_events");
+    assert!(events >= 10, "{v:#}");
+    assert_eq!(
+        n("/delivered"),
+        events * clients,
+        "each window event once per client: {v:#}"
+    );
+    assert_eq!(n(&format!("{r}/delay_ms/count")), clients, "{v:#}");
+}
+
+#[test]
+fn a_websocket_herd_comes_back_spread_out_and_loses_nothing() {
+    const CLIENTS: u64 = 400;
+    let server = serve(&[]);
+    let v = herd(&server, "ws", CLIENTS as usize, &[]);
+    assert_resumed_exactly_once(&v, CLIENTS);
+    // Full jitter (SPEC RT-7): after a stable connection the first delay is
+    // uniform in 0 ..= base (500 ms); 400 draws fall on many milliseconds,
+    // never all on one.
+    let d = &v["reconnect"]["delay_ms"];
+    let ms = |k: &str| d[k].as_u64().unwrap();
+    assert!(ms("max") <= 500, "{d}");
+    assert!(ms("max") - ms("min") >= 250, "{d}");
+    assert!(ms("distinct") >= 150, "{d}");
+    assert!(ms("most_in_one_ms") <= 20, "{d}");
+    assert!((100..=400).contains(&ms("p50")), "{d}");
+}
+
+#[test]
+fn an_sse_herd_resumes_with_last_event_id_and_honours_the_retry_hint() {
+    const CLIENTS: u64 = 200;
+    let server = serve(&[]);
+    let v = herd(&server, "sse", CLIENTS as usize, &[]);
+    assert_resumed_exactly_once(&v, CLIENTS);
+    // The stream's `retry:` (2 s) is a not-before bound: no client came
+    // back sooner, whatever its jitter drew (effective = max(delay, hint)).
+    let d = &v["reconnect"]["delay_ms"];
+    assert!(d["min"].as_u64().unwrap() >= 2000, "{d}");
+}
