@@ -26,15 +26,21 @@ use std::time::Duration;
 use external::{Server, run, serve};
 
 /// `dtp load --realtime MODE --kick` with `clients` against `server`; the
-/// JSON result.
-fn herd(server: &Server, mode: &str, clients: usize, extra: &[&str]) -> serde_json::Value {
+/// JSON result. `ok`: whether the run must succeed.
+fn herd(
+    server: &Server,
+    mode: &str,
+    clients: usize,
+    extra: &[&str],
+    ok: bool,
+) -> serde_json::Value {
     let target = server
         .base
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
         .to_owned();
     let json = std::env::temp_dir().join(format!("dtp-herd-{mode}-{}.json", std::process::id()));
-    let (ok, out) = run(
+    let (passed, out) = run(
         Command::new(env!("CARGO_BIN_EXE_dtp"))
             .args(["load", "--realtime", mode, "--target", &target, "--kick"])
             .args(["--connections", &clients.to_string(), "--shards", "1"])
@@ -44,9 +50,10 @@ fn herd(server: &Server, mode: &str, clients: usize, extra: &[&str]) -> serde_js
         Duration::from_secs(120),
     );
     println!("{out}");
-    assert!(
+    assert_eq!(
+        passed,
         ok,
-        "dtp load failed:\n{out}\ndtp serve stderr:\n{}",
+        "dtp load's exit status:\n{out}\ndtp serve stderr:\n{}",
         server.stderr.lock().unwrap()
     );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -106,7 +113,7 @@ fn assert_resumed_exactly_once(v: &serde_json::Value, clients: u64) {
 fn a_websocket_herd_comes_back_spread_out_and_loses_nothing() {
     const CLIENTS: u64 = 400;
     let server = serve(&[]);
-    let v = herd(&server, "ws", CLIENTS as usize, &[]);
+    let v = herd(&server, "ws", CLIENTS as usize, &[], true);
     assert_resumed_exactly_once(&v, CLIENTS);
     // Full jitter (SPEC RT-7): after a stable connection the first delay is
     // uniform in 0 ..= base (500 ms); 400 draws fall on many milliseconds,
@@ -124,10 +131,35 @@ fn a_websocket_herd_comes_back_spread_out_and_loses_nothing() {
 fn an_sse_herd_resumes_with_last_event_id_and_honours_the_retry_hint() {
     const CLIENTS: u64 = 200;
     let server = serve(&[]);
-    let v = herd(&server, "sse", CLIENTS as usize, &[]);
+    let v = herd(&server, "sse", CLIENTS as usize, &[], true);
     assert_resumed_exactly_once(&v, CLIENTS);
     // The stream's `retry:` (2 s) is a not-before bound: no client came
     // back sooner, whatever its jitter drew (effective = max(delay, hint)).
     let d = &v["reconnect"]["delay_ms"];
     assert!(d["min"].as_u64().unwrap() >= 2000, "{d}");
+}
+
+#[test]
+fn clients_whose_budget_runs_out_are_degraded_not_retried_for_ever() {
+    const CLIENTS: u64 = 50;
+    let server = serve(&[]);
+    // A 1 ms elapsed budget and delays of up to 60 s: a delay that would
+    // overrun the budget is not shortened, the client gives up (seed §5.3).
+    let budget = [
+        "--reconnect-budget",
+        "0.001",
+        "--reconnect-base-ms",
+        "60000",
+    ];
+    let v = herd(&server, "ws", CLIENTS as usize, &budget, false);
+    let r = &v["reconnect"];
+    let n = |k: &str| r[k].as_u64().unwrap();
+    assert!(n("degraded") > CLIENTS / 2, "{r:#}");
+    assert_eq!(n("degraded") + n("resumed"), CLIENTS, "{r:#}");
+    // A degraded client drew no reconnect.
+    assert_eq!(n("attempts"), n("resumed"), "{r:#}");
+    assert_eq!(n("unresumed"), 0, "{r:#}");
+    // The clients that stayed lost nothing; the degraded ones are not
+    // counted as missing, they are reported as degraded.
+    assert_eq!(v["missing"], 0, "{v:#}");
 }
