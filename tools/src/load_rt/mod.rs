@@ -317,13 +317,20 @@ pub(crate) fn run(
         window.from.store(before + 1, Relaxed);
         phase(RtPhase::WindowStart);
         let began = Instant::now();
-        let window_until = began + spec.duration;
+        let mut window_until = began + spec.duration;
         let mut published = Vec::new();
         if spec.kick {
             let half = began + spec.duration / 2;
             published = publish::run(&mut publisher, spec.rate, half, now_ns)?;
+            let asked = Instant::now();
             publish::kick(spec.target, &spec.stream, &spec.token)?;
-            say("every subscription ended (kick): the clients reconnect");
+            say(&format!(
+                "every subscription ended (kick, answered in {} ms): the clients reconnect",
+                asked.elapsed().as_millis()
+            ));
+            // The second half is published after the answer, however
+            // long the server took, so the herd comes back to new events.
+            window_until = Instant::now() + spec.duration / 2;
         }
         published.extend(publish::run(
             &mut publisher,
@@ -338,17 +345,21 @@ pub(crate) fn run(
         let last = published.last().map_or(0, |p| p.sequence);
         window.to.store(last, Relaxed);
         let window_events = published.len() as u64;
-        // Drain: until every client applied every window event, or 5 s
-        // without progress (a herd may still be coming back).
-        let (mut seen, mut progress) = (0, Instant::now());
+        // Drain: until every client applied every window event (after a
+        // kick: and every client came back or gave up), or 5 s without
+        // progress (a herd may still be coming back).
+        let (mut seen, mut progress) = ((0, 0), Instant::now());
         loop {
             let t = sum();
-            let done = t.in_window >= window_events * subscribed.saturating_sub(t.given_up());
-            if done || progress.elapsed() > Duration::from_secs(5) {
+            let alive = subscribed.saturating_sub(t.given_up());
+            let back = !spec.kick || t.resumed + t.given_up() >= subscribed;
+            if (back && t.in_window >= window_events * alive)
+                || progress.elapsed() > Duration::from_secs(5)
+            {
                 break;
             }
-            if t.in_window > seen {
-                (seen, progress) = (t.in_window, Instant::now());
+            if (t.in_window, t.resumed) != seen {
+                (seen, progress) = ((t.in_window, t.resumed), Instant::now());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
