@@ -46,7 +46,9 @@ pub(crate) struct RealtimeCli {
     /// Load the realtime front end instead: `sse` or `ws` subscribers
     /// (--connections of them) on the realtime address (--target), one
     /// publisher at --publish-rate. Reports delivered events, publish →
-    /// apply latency, gaps, resets, duplicates and missing events.
+    /// apply latency, gaps, resets, duplicates and missing events, and
+    /// the clients' reconnects (--reconnect-*): attempts, the spread of
+    /// the delays drawn, clients degraded and clients refused for good.
     #[arg(long, value_name = "MODE")]
     pub(crate) realtime: Option<String>,
     /// With --realtime: the stream.
