@@ -140,6 +140,23 @@ fn an_sse_herd_resumes_with_last_event_id_and_honours_the_retry_hint() {
 }
 
 #[test]
+fn an_sse_herd_spreads_out_when_the_server_hint_is_below_the_jitter() {
+    const CLIENTS: u64 = 200;
+    // A deployment lowers the `retry:` hint (`sse_retry_ms`) below the
+    // clients' base delay: then the jitter alone spreads the herd.
+    let config = std::env::temp_dir().join(format!("dtp-herd-{}.toml", std::process::id()));
+    std::fs::write(&config, "[realtime.limits]\nsse_retry_ms = 1\n").unwrap();
+    let server = serve(&["--config", &config.display().to_string()]);
+    let v = herd(&server, "sse", CLIENTS as usize, &[], true);
+    let _ = std::fs::remove_file(&config);
+    assert_resumed_exactly_once(&v, CLIENTS);
+    let d = &v["reconnect"]["delay_ms"];
+    let ms = |k: &str| d[k].as_u64().unwrap();
+    assert!(ms("max") <= 500 && ms("max") - ms("min") >= 250, "{d}");
+    assert!(ms("distinct") >= 80 && ms("most_in_one_ms") <= 15, "{d}");
+}
+
+#[test]
 fn clients_whose_budget_runs_out_are_degraded_not_retried_for_ever() {
     const CLIENTS: u64 = 50;
     let server = serve(&[]);
