@@ -912,6 +912,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         stream: r.stream.clone(),
         event_type: r.event_type.clone(),
         token: r.token.clone(),
+        subscriber_token: r.subscriber_token.clone(),
         scope: None,
         rate: r.publish_rate,
         payload: a.payload.unwrap_or(64).min(32 * 1024),

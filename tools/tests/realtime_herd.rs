@@ -4,6 +4,8 @@
 //! publishes more; every client must come back through its full-jitter
 //! reconnect, resume from its cursor and see every sequence exactly once,
 //! and the delays the clients drew must be spread, not one instant.
+//! Clients whose budget runs out are DEGRADED; clients refused with
+//! FORBIDDEN never retry.
 //!
 //! The crowd here is a few hundred clients so that the test stays quick
 //! in a debug build; perf/realtime-herd.md gives the 10,000-client command.
@@ -59,6 +61,13 @@ fn herd(
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     v
+}
+
+/// A `dtp serve --config` file in the temporary directory.
+fn config_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("dtp-herd-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 /// Every client resumed, and saw each window event exactly once.
@@ -144,8 +153,7 @@ fn an_sse_herd_spreads_out_when_the_server_hint_is_below_the_jitter() {
     const CLIENTS: u64 = 200;
     // A deployment lowers the `retry:` hint (`sse_retry_ms`) below the
     // clients' base delay: then the jitter alone spreads the herd.
-    let config = std::env::temp_dir().join(format!("dtp-herd-{}.toml", std::process::id()));
-    std::fs::write(&config, "[realtime.limits]\nsse_retry_ms = 1\n").unwrap();
+    let config = config_file("retry", "[realtime.limits]\nsse_retry_ms = 1\n");
     let server = serve(&["--config", &config.display().to_string()]);
     let v = herd(&server, "sse", CLIENTS as usize, &[], true);
     let _ = std::fs::remove_file(&config);
@@ -179,4 +187,27 @@ fn clients_whose_budget_runs_out_are_degraded_not_retried_for_ever() {
     // The clients that stayed lost nothing; the degraded ones are not
     // counted as missing, they are reported as degraded.
     assert_eq!(v["missing"], 0, "{v:#}");
+}
+
+#[test]
+fn forbidden_subscribers_are_refused_for_good_and_never_retried() {
+    const CLIENTS: u64 = 50;
+    // A second client that may read another stream only.
+    let config = config_file(
+        "forbidden",
+        "[[realtime.clients]]\ntoken = \"dtp-demo-token\"\nstreams = [\"*\"]\npublish = true\nadmin = true\n\n\
+         [[realtime.clients]]\ntoken = \"reader-of-other\"\nstreams = [\"other\"]\npublish = false\nadmin = false\n",
+    );
+    let server = serve(&["--config", &config.display().to_string()]);
+    // SSE is answered 403; a realtime.v1 SUBSCRIBE RESET_REQUIRED FORBIDDEN.
+    for mode in ["sse", "ws"] {
+        let token = ["--subscriber-token", "reader-of-other"];
+        let v = herd(&server, mode, CLIENTS as usize, &token, false);
+        let r = &v["reconnect"];
+        assert_eq!(r["refused"]["forbidden"], CLIENTS, "{mode}: {v:#}");
+        assert_eq!(r["attempts"], 0, "{mode}: never retried: {v:#}");
+        assert_eq!(r["degraded"], 0, "{mode}: {v:#}");
+        assert_eq!(v["subscribed"], 0, "{mode}: {v:#}");
+    }
+    let _ = std::fs::remove_file(&config);
 }

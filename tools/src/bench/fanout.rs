@@ -51,6 +51,7 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
         stream: "demo".into(),
         event_type: "demo.tick".into(),
         token: crate::realtime_cfg::DEMO_TOKEN.into(),
+        subscriber_token: None,
         // Both servers run their embedded defaults (the peer serves no
         // snapshots to read it from).
         scope: Some(crate::realtime_cfg::DEMO_SCOPE.into()),

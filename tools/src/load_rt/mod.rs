@@ -60,6 +60,12 @@ pub(crate) struct RealtimeCli {
     /// With --realtime: the client token (subscribe and publish).
     #[arg(long, default_value = "dtp-demo-token", requires = "realtime")]
     pub(crate) token: String,
+    /// With --realtime: the token the subscribers present instead of
+    /// --token (the publisher keeps --token), e.g. one that may not read
+    /// the stream: every subscriber is then refused with FORBIDDEN and,
+    /// as RT-7 says, never retries.
+    #[arg(long, value_name = "TOKEN", requires = "realtime")]
+    pub(crate) subscriber_token: Option<String>,
     /// With --realtime: events published per second.
     #[arg(long, default_value_t = 20.0, requires = "realtime")]
     pub(crate) publish_rate: f64,
@@ -143,6 +149,8 @@ pub(crate) struct RtSpec {
     pub(crate) stream: String,
     pub(crate) event_type: String,
     pub(crate) token: String,
+    /// The subscribers' token; `None`: `token`.
+    pub(crate) subscriber_token: Option<String>,
     /// The stream's scope binding; `None`: read from its snapshot.
     pub(crate) scope: Option<String>,
     pub(crate) rate: f64,
@@ -271,7 +279,10 @@ pub(crate) fn run(
             target: s2.target,
             mode: s2.mode,
             stream: s2.stream.clone(),
-            token: s2.token.clone(),
+            token: s2
+                .subscriber_token
+                .clone()
+                .unwrap_or_else(|| s2.token.clone()),
             start: start.clone(),
             share: s2.subscribers / shards + usize::from(i < s2.subscribers % shards),
             policy: s2.policy,
@@ -488,6 +499,13 @@ pub(crate) fn verdict(spec: &RtSpec, r: &RtResult) -> Result<(), String> {
         if n > 0 {
             wrong.push(crate::text::plural(n, what).to_string());
         }
+    }
+    if r.subscribed == 0 {
+        wrong.push(format!(
+            "no subscriber subscribed ({} degraded, {} refused for good)",
+            t.degraded,
+            t.forbidden + t.protocol + t.refused_other
+        ));
     }
     if spec.kick {
         let back = t.resumed;
