@@ -912,6 +912,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         stream: r.stream.clone(),
         event_type: r.event_type.clone(),
         token: r.token.clone(),
+        subscriber_token: r.subscriber_token.clone(),
         scope: None,
         rate: r.publish_rate,
         payload: a.payload.unwrap_or(64).min(32 * 1024),
@@ -919,18 +920,17 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         duration: std::time::Duration::from_secs_f64(duration),
         shards: a.shards.unwrap_or(cores).max(1),
         driver: load_driver(a.connections, 0, &a.congestion),
+        policy: r.policy().map_err(bad)?,
+        kick: r.kick,
     };
     let result =
         load_rt::run(&spec, |line| eprintln!("{line}"), &mut |_| {}).map_err(CliError::Io)?;
     println!("{}", load_rt::report(&spec, &result));
-    if result.tally.missing > 0 || result.tally.conflicts > 0 {
-        return Err(CliError::Io(format!(
-            "{} missing, {}",
-            crate::text::plural(result.tally.missing, "event"),
-            crate::text::plural(result.tally.conflicts, "conflict")
-        )));
+    if let Some(path) = &a.json {
+        let json = format!("{:#}\n", load_rt::json(&spec, &result));
+        std::fs::write(path, json).map_err(|e| CliError::Io(format!("{}: {e}", path.display())))?;
     }
-    Ok(())
+    load_rt::verdict(&spec, &result).map_err(CliError::Io)
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
         stream: "demo".into(),
         event_type: "demo.tick".into(),
         token: crate::realtime_cfg::DEMO_TOKEN.into(),
+        subscriber_token: None,
         // Both servers run their embedded defaults (the peer serves no
         // snapshots to read it from).
         scope: Some(crate::realtime_cfg::DEMO_SCOPE.into()),
@@ -60,6 +61,8 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
         duration: r.duration,
         shards: r.shards,
         driver: crate::load_driver(r.subscribers, 0, crate::LOAD_CONGESTION),
+        policy: dtp_realtime::ReconnectConfig::default(),
+        kick: false,
     };
     let mut samples: Vec<(RtPhase, Option<Sample>, Option<Sample>)> = Vec::new();
     let result = load_rt::run(&spec, |_| {}, &mut |p| {

@@ -10,10 +10,21 @@
 //! order, or counted as a duplicate, stale, a gap or a conflict. Each
 //! event carries its publication time; the publish → apply latency is
 //! measured for the events of the measured window. An event of the window
-//! that a subscriber alive at the end never applied counts as missing.
+//! that a client not given up on never applied counts as missing.
+//!
+//! Clients reconnect (SPEC RT-7): when a connection drops or is refused,
+//! the client waits a full-jitter delay drawn by `dtp_realtime::Reconnect`
+//! and resumes from its last cursor; when its attempt or elapsed budget
+//! runs out it is DEGRADED, and after FORBIDDEN or PROTOCOL_MISMATCH it
+//! never retries. With `--kick` the run ends every subscription halfway
+//! through the window (a reconnect herd) and checks that every client came
+//! back and saw every sequence exactly once.
 
+mod herd;
 mod publish;
 mod sub;
+mod tally;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -22,10 +33,12 @@ use std::time::{Duration, Instant};
 
 use dtp_codec::http::{ResponseLimits, parse_closed_response};
 use dtp_engine::{Engine, EngineConfig};
+use dtp_realtime::ReconnectConfig;
 use dtp_transports::DriverConfig;
 
 pub(crate) use sub::Mode;
-use sub::{Start, Subs, Tally, Window};
+use sub::{Start, Subs, SubsSpec, Window};
+pub(crate) use tally::Tally;
 
 /// The realtime options of `dtp load`.
 #[derive(clap::Args, Debug, Clone)]
@@ -33,7 +46,9 @@ pub(crate) struct RealtimeCli {
     /// Load the realtime front end instead: `sse` or `ws` subscribers
     /// (--connections of them) on the realtime address (--target), one
     /// publisher at --publish-rate. Reports delivered events, publish →
-    /// apply latency, gaps, resets, duplicates and missing events.
+    /// apply latency, gaps, resets, duplicates and missing events, and
+    /// the clients' reconnects (--reconnect-*): attempts, the spread of
+    /// the delays drawn, clients degraded and clients refused for good.
     #[arg(long, value_name = "MODE")]
     pub(crate) realtime: Option<String>,
     /// With --realtime: the stream.
@@ -45,9 +60,84 @@ pub(crate) struct RealtimeCli {
     /// With --realtime: the client token (subscribe and publish).
     #[arg(long, default_value = "dtp-demo-token", requires = "realtime")]
     pub(crate) token: String,
+    /// With --realtime: the token the subscribers present instead of
+    /// --token (the publisher keeps --token), e.g. one that may not read
+    /// the stream: every subscriber is then refused with FORBIDDEN and,
+    /// as RT-7 says, never retries.
+    #[arg(long, value_name = "TOKEN", requires = "realtime")]
+    pub(crate) subscriber_token: Option<String>,
     /// With --realtime: events published per second.
     #[arg(long, default_value_t = 20.0, requires = "realtime")]
     pub(crate) publish_rate: f64,
+    /// With --realtime: reconnects a client makes in one outage before it
+    /// gives up and counts as DEGRADED (1-10). A client whose connection
+    /// drops or is refused waits a full-jitter delay, random(0, min(max,
+    /// base x 2^attempt)) and never less than the server's hint (SSE
+    /// `retry`, `Retry-After`), then resumes from its last cursor. The
+    /// budget starts again once a connection delivers an event. After
+    /// FORBIDDEN or PROTOCOL_MISMATCH a client never retries.
+    #[arg(long, default_value_t = 10, value_name = "N", requires = "realtime")]
+    pub(crate) reconnect_attempts: u32,
+    /// With --realtime: seconds from the first failure of an outage after
+    /// which a client stops reconnecting (DEGRADED), at most 300; a delay
+    /// that would overrun it is not shortened, the client gives up.
+    #[arg(
+        long,
+        default_value_t = 300.0,
+        value_name = "SECS",
+        requires = "realtime"
+    )]
+    pub(crate) reconnect_budget: f64,
+    /// With --realtime: the first reconnect delay ceiling in milliseconds,
+    /// doubled per attempt up to --reconnect-max-delay.
+    #[arg(long, default_value_t = 500, value_name = "MS", requires = "realtime")]
+    pub(crate) reconnect_base_ms: u64,
+    /// With --realtime: the largest reconnect delay in seconds, at most 60.
+    #[arg(
+        long,
+        default_value_t = 60.0,
+        value_name = "SECS",
+        requires = "realtime"
+    )]
+    pub(crate) reconnect_max_delay: f64,
+    /// With --realtime: halfway through the measured window, end every
+    /// subscription of the stream through the operator API (`POST
+    /// /v1/streams/ID/kick`; --token needs the admin grant), so that every
+    /// client reconnects at once: a reconnect herd. The run fails unless
+    /// every client came back and saw every event exactly once.
+    #[arg(long, requires = "realtime")]
+    pub(crate) kick: bool,
+}
+
+impl RealtimeCli {
+    /// The reconnect policy the options ask for, checked against the
+    /// RT-13 ceilings.
+    pub(crate) fn policy(&self) -> Result<ReconnectConfig, String> {
+        let secs = |name: &str, v: f64, max: f64| {
+            if v.is_finite() && v > 0.0 && v <= max {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(format!("--{name} must be in (0, {max}] seconds"))
+            }
+        };
+        let p = ReconnectConfig {
+            base: Duration::from_millis(self.reconnect_base_ms),
+            max_delay: secs("reconnect-max-delay", self.reconnect_max_delay, 60.0)?,
+            max_attempts: self.reconnect_attempts,
+            max_elapsed: secs("reconnect-budget", self.reconnect_budget, 300.0)?,
+            ..ReconnectConfig::default()
+        };
+        if !(1..=10).contains(&p.max_attempts) {
+            return Err("--reconnect-attempts must be 1-10".into());
+        }
+        if p.base.is_zero() || p.base > p.max_delay {
+            return Err(
+                "--reconnect-base-ms must be at least 1 and at most --reconnect-max-delay".into(),
+            );
+        }
+        p.validate().map_err(|e| e.to_string())?;
+        Ok(p)
+    }
 }
 
 /// One realtime load run.
@@ -59,6 +149,8 @@ pub(crate) struct RtSpec {
     pub(crate) stream: String,
     pub(crate) event_type: String,
     pub(crate) token: String,
+    /// The subscribers' token; `None`: `token`.
+    pub(crate) subscriber_token: Option<String>,
     /// The stream's scope binding; `None`: read from its snapshot.
     pub(crate) scope: Option<String>,
     pub(crate) rate: f64,
@@ -67,6 +159,10 @@ pub(crate) struct RtSpec {
     pub(crate) duration: Duration,
     pub(crate) shards: usize,
     pub(crate) driver: DriverConfig,
+    /// Every client's reconnect policy (SPEC RT-7).
+    pub(crate) policy: ReconnectConfig,
+    /// End every subscription halfway through the window (a herd).
+    pub(crate) kick: bool,
 }
 
 /// What a realtime load run measured.
@@ -176,21 +272,25 @@ pub(crate) fn run(
         control_ring: 64,
     };
     let (s2, w2, st) = (spec.clone(), window.clone(), shared.clone());
-    let engine = Engine::start(config, move |i| Subs {
-        target: s2.target,
-        mode: s2.mode,
-        stream: s2.stream.clone(),
-        token: s2.token.clone(),
-        start: start.clone(),
-        share: s2.subscribers / shards + usize::from(i < s2.subscribers % shards),
-        opened: 0,
-        pending: 0,
-        clock,
-        window: w2.clone(),
-        local: Tally::new(),
-        shared: st[i].clone(),
-        last_flush: Instant::now(),
-        masks: i as u32,
+    // The policy is checked once here; each client builds its own.
+    dtp_realtime::Reconnect::new(spec.policy).map_err(|e| e.to_string())?;
+    let engine = Engine::start(config, move |i| {
+        Subs::new(SubsSpec {
+            target: s2.target,
+            mode: s2.mode,
+            stream: s2.stream.clone(),
+            token: s2
+                .subscriber_token
+                .clone()
+                .unwrap_or_else(|| s2.token.clone()),
+            start: start.clone(),
+            share: s2.subscribers / shards + usize::from(i < s2.subscribers % shards),
+            policy: s2.policy,
+            clock,
+            window: w2.clone(),
+            shared: st[i].clone(),
+            shard: i,
+        })
     })
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let sum = || {
@@ -202,15 +302,17 @@ pub(crate) fn run(
         }
         t
     };
-    // Ramp up: every subscriber subscribed (or failed), within a deadline.
+    // Ramp up: every client subscribed (or given up on), within a deadline.
     let ramp_deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let t = sum();
-        if t.subscribed + t.failed >= spec.subscribers as u64 || Instant::now() > ramp_deadline {
+        let settled = t.subscribed + t.given_up() >= spec.subscribers as u64;
+        if settled || Instant::now() > ramp_deadline {
             say(&format!(
-                "{} subscribed, {} failed",
+                "{} subscribed, {} failed connections, {} given up",
                 crate::text::plural(t.subscribed, "subscriber"),
-                t.failed
+                t.failed,
+                t.given_up()
             ));
             break;
         }
@@ -228,8 +330,27 @@ pub(crate) fn run(
         window.from.store(before + 1, Relaxed);
         phase(RtPhase::WindowStart);
         let began = Instant::now();
-        let window_until = began + spec.duration;
-        let published = publish::run(&mut publisher, spec.rate, window_until, now_ns)?;
+        let mut window_until = began + spec.duration;
+        let mut published = Vec::new();
+        if spec.kick {
+            let half = began + spec.duration / 2;
+            published = publish::run(&mut publisher, spec.rate, half, now_ns)?;
+            let asked = Instant::now();
+            publish::kick(spec.target, &spec.stream, &spec.token)?;
+            say(&format!(
+                "every subscription ended (kick, answered in {} ms): the clients reconnect",
+                asked.elapsed().as_millis()
+            ));
+            // The second half is published after the answer, however
+            // long the server took, so the herd comes back to new events.
+            window_until = Instant::now() + spec.duration / 2;
+        }
+        published.extend(publish::run(
+            &mut publisher,
+            spec.rate,
+            window_until,
+            now_ns,
+        )?);
         if published.first().is_some_and(|p| p.sequence != before + 1) {
             return Err("another publisher is publishing on the stream".to_owned());
         }
@@ -237,14 +358,28 @@ pub(crate) fn run(
         let last = published.last().map_or(0, |p| p.sequence);
         window.to.store(last, Relaxed);
         let window_events = published.len() as u64;
-        // Drain: until every subscriber applied every window event, or 5 s.
-        let drain_deadline = Instant::now() + Duration::from_secs(5);
-        while sum().in_window < window_events * subscribed && Instant::now() < drain_deadline {
+        // Drain: until every client applied every window event (after a
+        // kick: and every client came back or gave up), or 5 s without
+        // progress (a herd may still be coming back).
+        let (mut seen, mut progress) = ((0, 0), Instant::now());
+        loop {
+            let t = sum();
+            let alive = subscribed.saturating_sub(t.given_up());
+            let back = !spec.kick || t.resumed + t.given_up() >= subscribed;
+            if (back && t.in_window >= window_events * alive)
+                || progress.elapsed() > Duration::from_secs(5)
+            {
+                break;
+            }
+            if (t.in_window, t.resumed) != seen {
+                (seen, progress) = ((t.in_window, t.resumed), Instant::now());
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         phase(RtPhase::WindowEnd);
         Ok::<_, String>((window_events, elapsed))
     })();
+    window.finished.store(true, Relaxed);
     engine.stop();
     engine
         .join()
@@ -262,10 +397,13 @@ pub(crate) fn run(
 pub(crate) fn report(spec: &RtSpec, r: &RtResult) -> String {
     let t = &r.tally;
     let q = |p: f64| t.latency.value_at_quantile(p);
+    let d = t.spread();
     format!(
-        "realtime {:?}: {} subscribers ({} failed), {} events in {:.1} s at {:.0}/s\n\
-         delivered {} ({:.0}/s), missing {}, duplicates {}, stale {}, gaps {}, resets {}, conflicts {}\n\
-         publish -> apply latency: p50 {} us, p99 {} us, p99.9 {} us, max {} us",
+        "realtime {:?}: {} subscribers ({} failed connections), {} events in {:.1} s at {:.0}/s\n\
+         delivered {} ({:.0}/s), received {}, missing {}, duplicates {}, stale {}, gaps {}, resets {}, conflicts {}\n\
+         publish -> apply latency: p50 {} us, p99 {} us, p99.9 {} us, max {} us\n\
+         reconnects {} (resumed {}, still waiting {}), delays drawn: min {} ms, p50 {} ms, p99 {} ms, max {} ms, {} distinct ms, at most {} on one ms\n\
+         clients degraded {}, refused for good {} (forbidden {}, protocol mismatch {}, other {})",
         spec.mode,
         r.subscribed,
         t.failed,
@@ -274,6 +412,7 @@ pub(crate) fn report(spec: &RtSpec, r: &RtResult) -> String {
         spec.rate,
         t.in_window,
         r.delivered_per_sec(),
+        t.received,
         t.missing,
         t.duplicates,
         t.stale,
@@ -284,5 +423,102 @@ pub(crate) fn report(spec: &RtSpec, r: &RtResult) -> String {
         q(0.99),
         q(0.999),
         t.latency.max(),
+        t.reconnects,
+        t.resumed,
+        t.unresumed,
+        d.min,
+        d.p50,
+        d.p99,
+        d.max,
+        d.distinct,
+        d.most_in_one_ms,
+        t.degraded,
+        t.forbidden + t.protocol + t.refused_other,
+        t.forbidden,
+        t.protocol,
+        t.refused_other,
     )
+}
+
+/// The result as JSON (`dtp load --json`).
+pub(crate) fn json(spec: &RtSpec, r: &RtResult) -> serde_json::Value {
+    let t = &r.tally;
+    let d = t.spread();
+    let q = |p: f64| t.latency.value_at_quantile(p);
+    serde_json::json!({
+        "mode": format!("{:?}", spec.mode).to_lowercase(),
+        "clients": spec.subscribers,
+        "subscribed": r.subscribed,
+        "failed_connections": t.failed,
+        "window_events": r.window_events,
+        "elapsed_s": r.elapsed.as_secs_f64(),
+        "delivered": t.in_window,
+        "received": t.received,
+        "applied": t.applied,
+        "missing": t.missing,
+        "duplicates": t.duplicates,
+        "stale": t.stale,
+        "gaps": t.gaps,
+        "resets": t.resets,
+        "conflicts": t.conflicts,
+        "latency_us": {"p50": q(0.5), "p99": q(0.99), "p999": q(0.999), "max": t.latency.max()},
+        "reconnect": {
+            "attempts": t.reconnects,
+            "resumed": t.resumed,
+            "unresumed": t.unresumed,
+            "degraded": t.degraded,
+            "refused": {
+                "forbidden": t.forbidden,
+                "protocol_mismatch": t.protocol,
+                "other": t.refused_other,
+            },
+            "delay_ms": {
+                "count": d.count,
+                "min": d.min,
+                "p50": d.p50,
+                "p99": d.p99,
+                "max": d.max,
+                "distinct": d.distinct,
+                "most_in_one_ms": d.most_in_one_ms,
+            },
+        },
+    })
+}
+
+/// Whether the run worked: nothing missing, duplicated, out of order or
+/// conflicting; with --kick also every client came back.
+pub(crate) fn verdict(spec: &RtSpec, r: &RtResult) -> Result<(), String> {
+    let t = &r.tally;
+    let mut wrong = Vec::new();
+    for (n, what) in [
+        (t.missing, "missing event"),
+        (t.duplicates + t.stale, "duplicate"),
+        (t.gaps, "gap"),
+        (t.conflicts, "conflict"),
+    ] {
+        if n > 0 {
+            wrong.push(crate::text::plural(n, what).to_string());
+        }
+    }
+    if r.subscribed == 0 {
+        wrong.push(format!(
+            "no subscriber subscribed ({} degraded, {} refused for good)",
+            t.degraded,
+            t.forbidden + t.protocol + t.refused_other
+        ));
+    }
+    if spec.kick {
+        let back = t.resumed;
+        if back < r.subscribed {
+            wrong.push(format!(
+                "{back} of {} clients resumed after the kick",
+                r.subscribed
+            ));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join(", "))
+    }
 }

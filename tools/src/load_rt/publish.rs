@@ -79,45 +79,47 @@ impl Publisher {
     }
 
     fn read_answer(&mut self) -> Result<Published, String> {
-        let mut tmp = [0u8; 4096];
-        let limits = ResponseLimits {
-            max_head_bytes: MAX_ANSWER,
-            max_headers: 16,
-        };
-        loop {
-            let parsed =
-                parse_response_head(&self.buf, &limits).map_err(|e| format!("publisher: {e}"))?;
-            if let Some((head, n)) = parsed {
-                let len = head.content_length().unwrap_or(0);
-                let len = usize::try_from(len)
-                    .ok()
-                    .filter(|&l| l <= MAX_ANSWER)
-                    .ok_or_else(|| format!("publisher: an answer of {len} bytes"))?;
-                if self.buf.len() >= n + len {
-                    let body: Vec<u8> = self.buf[n..n + len].to_vec();
-                    self.buf.drain(..n + len);
-                    if head.status() != 201 {
-                        return Err(format!(
-                            "publisher: answered {}: {}",
-                            head.status(),
-                            String::from_utf8_lossy(&body)
-                        ));
-                    }
-                    return parse_published(&body);
-                }
-            }
-            if self.buf.len() > MAX_ANSWER {
-                return Err("publisher: no whole answer in 64 KiB".into());
-            }
-            let k = self
-                .stream
-                .read(&mut tmp)
-                .map_err(|e| format!("publisher: read: {e}"))?;
-            if k == 0 {
-                return Err("publisher: the server closed the connection".into());
-            }
-            self.buf.extend_from_slice(&tmp[..k]);
+        let (status, body) =
+            read_framed(&mut self.stream, &mut self.buf).map_err(|e| format!("publisher: {e}"))?;
+        if status != 201 {
+            return Err(format!(
+                "publisher: answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            ));
         }
+        parse_published(&body)
+    }
+}
+
+/// Reads one `Content-Length` framed answer from a keep-alive connection:
+/// its status and body; `buf` keeps what came after it.
+fn read_framed(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(u16, Vec<u8>), String> {
+    let mut tmp = [0u8; 4096];
+    let limits = ResponseLimits {
+        max_head_bytes: MAX_ANSWER,
+        max_headers: 16,
+    };
+    loop {
+        if let Some((head, n)) = parse_response_head(buf, &limits).map_err(|e| e.to_string())? {
+            let len = head.content_length().unwrap_or(0);
+            let len = usize::try_from(len)
+                .ok()
+                .filter(|&l| l <= MAX_ANSWER)
+                .ok_or_else(|| format!("an answer of {len} bytes"))?;
+            if buf.len() >= n + len {
+                let body = buf[n..n + len].to_vec();
+                buf.drain(..n + len);
+                return Ok((head.status(), body));
+            }
+        }
+        if buf.len() > MAX_ANSWER {
+            return Err("no whole answer in 64 KiB".into());
+        }
+        let k = stream.read(&mut tmp).map_err(|e| format!("read: {e}"))?;
+        if k == 0 {
+            return Err("the server closed the connection".into());
+        }
+        buf.extend_from_slice(&tmp[..k]);
     }
 }
 
@@ -151,4 +153,25 @@ pub(crate) fn run(
         next += period;
     }
     Ok(out)
+}
+
+/// Ends every subscription of `stream` through the operator API (`POST
+/// /v1/streams/ID/kick`, answered 200 when the token has the admin grant).
+/// Asked on a keep-alive connection and read by its `Content-Length`.
+pub(crate) fn kick(target: SocketAddr, stream: &str, token: &str) -> Result<(), String> {
+    let mut s = TcpStream::connect(target).map_err(|e| format!("kick: connect {target}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let req = format!(
+        "POST /v1/streams/{stream}/kick HTTP/1.1\r\nHost: {target}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\n\r\n"
+    );
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("kick: send: {e}"))?;
+    let (status, body) = read_framed(&mut s, &mut Vec::new()).map_err(|e| format!("kick: {e}"))?;
+    if status != 200 {
+        return Err(format!(
+            "kick: answered {status}: {} (does --token have the admin grant?)",
+            String::from_utf8_lossy(&body)
+        ));
+    }
+    Ok(())
 }
