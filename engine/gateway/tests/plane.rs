@@ -11,6 +11,8 @@ mod admin;
 mod e2e;
 #[path = "plane/model.rs"]
 mod model;
+#[path = "plane/os.rs"]
+mod os;
 #[path = "plane/rig.rs"]
 mod rig;
 

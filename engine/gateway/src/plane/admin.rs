@@ -8,7 +8,7 @@ use super::handle::{Command, Ended, PlaneError, answer};
 use super::observe::PlaneMetrics;
 use crate::app::Decisions;
 
-impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
     /// Runs the queued commands, at most a queue's worth per tick; true
     /// when more are waiting.
     pub(super) fn run_commands(&mut self, now: UnixMs, out: &mut Decisions) -> bool {

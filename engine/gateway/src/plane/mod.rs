@@ -28,6 +28,7 @@
 //! | `EvaluatePolicy` | asked of the policy engine (module `policy`): a verdict goes straight back through `policy_decided`; a model call goes to a worker; a human decision waits in the queue |
 //! | `CancelPolicy` | the model call's reply will be dropped; the human decision is withdrawn |
 //! | `StateChanged` | pushed on a bounded ring that observers drain ([`PlaneHandle::drain_state_changes`]) |
+//! | `OsAccess` | handed to an OS worker (module `os_workers`); a full pool fails the step at once |
 //! | `Audit` | appended to the audit log, if one is configured; a failure is logged and counted and never stops the plane (module `audit`) |
 //!
 //! # Threads
@@ -40,6 +41,11 @@
 //! - **Model workers** (`model_workers` threads) run the blocking HTTP of
 //!   HO-3b model calls and nothing else; each result comes back over a
 //!   channel and wakes the control thread ([`ControlWaker`]).
+//! - **OS workers** (`os_workers` threads, for a deferred access control
+//!   such as [`CommandAccess`]) run the grants and revokes the terminal
+//!   asks for (`OsAccess` outputs, SPEC TS-4); each answer comes back the
+//!   same way, as `Terminal::os_access_done`. The control thread never
+//!   waits for a process.
 //! - **Admin threads** hold a [`PlaneHandle`]: each call is a command over a
 //!   bounded channel, a wake-up, and a bounded wait for the answer.
 //!
@@ -63,6 +69,7 @@ mod handle;
 mod model_http;
 mod observe;
 mod os_command;
+mod os_workers;
 mod policy;
 mod streams;
 mod workers;
@@ -91,6 +98,7 @@ use conns::Conns;
 use dtp_engine::{ControlPlane, ControlWaker, Decision, Request};
 use handle::Command;
 use observe::StateRing;
+use os_workers::OsPool;
 use policy::{Policies, Question};
 use workers::ModelPool;
 
@@ -120,11 +128,13 @@ impl WakerSlot {
 
 /// The terminal control plane (see the module docs); `A` is the OS access
 /// control (SPEC TS-4).
-pub struct TerminalPlane<A: OsAccess + Send + 'static> {
+pub struct TerminalPlane<A: OsAccess + Clone + Send + 'static> {
     terminal: Terminal<A>,
     clock: Box<dyn Clock>,
     conns: Conns,
     policies: Policies,
+    /// The OS workers, for a deferred access control (SPEC TS-4).
+    os: Option<OsPool>,
     audit: Option<AuditSink>,
     commands: Receiver<Command>,
     admin_queue: usize,
@@ -137,7 +147,7 @@ pub struct TerminalPlane<A: OsAccess + Send + 'static> {
     metrics: Arc<PlaneMetrics>,
 }
 
-impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
     /// A plane on the system clock and the OS random generator: checks the
     /// whole `config` (a bad script, or a policy naming an unknown script,
     /// fails here with the key), opens the audit log and starts the model
@@ -170,6 +180,15 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
         };
         let waker = Arc::new(WakerSlot::default());
         let models = ModelPool::start(config.model_workers, waker.clone())?;
+        let os = if terminal.access().deferred() {
+            Some(OsPool::start(
+                config.os_workers,
+                terminal.access(),
+                waker.clone(),
+            )?)
+        } else {
+            None
+        };
         let (commands_tx, commands) = mpsc::sync_channel(config.admin_queue);
         let state_changes = Arc::new(StateRing::new(config.state_changes));
         let metrics = Arc::new(PlaneMetrics::default());
@@ -185,6 +204,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
             clock,
             conns: Conns::default(),
             policies: Policies::new(engine, config.human_queue, models),
+            os,
             audit,
             commands,
             admin_queue: config.admin_queue,
@@ -283,6 +303,11 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                     self.emit(|| streams::session_state(&change));
                     self.state_changes.push(change, &self.metrics);
                 }
+                Output::OsAccess {
+                    op,
+                    operation,
+                    grant,
+                } => self.run_os(op, operation, grant, now),
                 Output::Audit(record) => {
                     if let dtp_terminal::AuditRecord::Handover(h) = &record {
                         self.emit(|| streams::handover_ended(h));
@@ -309,6 +334,45 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
         }
     }
 
+    /// SPEC TS-4: hands an OS operation to a worker; a full pool (or an
+    /// access control that is not deferred, which never asks) fails the
+    /// step at once — nothing was changed.
+    fn run_os(
+        &mut self,
+        op: dtp_terminal::OsOpId,
+        operation: dtp_terminal::OsOperation,
+        grant: dtp_terminal::AccessGrant,
+        now: UnixMs,
+    ) {
+        if let Some(pool) = &mut self.os
+            && pool.submit(op, operation, grant)
+        {
+            PlaneMetrics::bump(&self.metrics.os_operations);
+            return;
+        }
+        PlaneMetrics::bump(&self.metrics.os_busy);
+        let busy = dtp_terminal::OsError::Failed("every OS access worker is busy".into());
+        if let Err(e) = self.terminal.os_access_done(op, Err(busy), now) {
+            tracing::warn!(op = op.0, error = %e, "OS operation answer refused");
+        }
+    }
+
+    /// The OS operations answered by the workers.
+    fn os_answers(&mut self, now: UnixMs, out: &mut Decisions) {
+        let Some(pool) = &mut self.os else {
+            return;
+        };
+        for done in pool.finished() {
+            if let Err(e) = &done.result {
+                tracing::info!(op = done.op.0, error = %e, "OS access operation failed");
+            }
+            if let Err(e) = self.terminal.os_access_done(done.op, done.result, now) {
+                tracing::warn!(op = done.op.0, error = %e, "OS operation answer refused");
+            }
+            self.pump(now, out);
+        }
+    }
+
     /// Gives the terminal a policy's answer.
     fn answer(&mut self, handover_id: Uuid, answer: dtp_terminal::PolicyOutcome, now: UnixMs) {
         if let Err(e) = self.terminal.policy_decided(handover_id, answer, now) {
@@ -327,7 +391,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
     }
 }
 
-impl<A: OsAccess + Send + 'static> GatewayPlane for TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> GatewayPlane for TerminalPlane<A> {
     fn enable_events(&mut self) {
         self.events_on = true;
     }
@@ -337,7 +401,9 @@ impl<A: OsAccess + Send + 'static> GatewayPlane for TerminalPlane<A> {
     }
 }
 
-impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
+    for TerminalPlane<A>
+{
     fn handle(
         &mut self,
         shard: usize,
@@ -381,6 +447,7 @@ impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for Term
     fn tick(&mut self, now: Instant, out: &mut Decisions) -> Option<Instant> {
         let t = self.clock.unix_ms(now);
         let more_commands = self.run_commands(t, out);
+        self.os_answers(t, out);
         for (id, answer) in self.policies.model_replies(t) {
             self.answer(id, answer, t);
             self.pump(t, out);
@@ -417,7 +484,7 @@ impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for Term
     }
 }
 
-impl<A: OsAccess + Send + 'static> Drop for TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> Drop for TerminalPlane<A> {
     fn drop(&mut self) {
         if let Some(audit) = &mut self.audit {
             audit.flush();

@@ -73,6 +73,10 @@ counters! {
     events_dropped,
     /// Admin commands run.
     admin_commands,
+    /// OS access operations handed to the workers (SPEC TS-4).
+    os_operations,
+    /// OS access operations failed at once: every worker busy.
+    os_busy,
 }
 
 impl PlaneMetrics {

@@ -123,9 +123,9 @@ fn argv(template: &[String], grant: &AccessGrant) -> Result<Vec<String>, OsError
         .iter()
         .map(|a| expand(a, &value))
         .collect::<Option<_>>()
-        .ok_or_else(|| OsError("bad placeholder".into()))?;
+        .ok_or_else(|| OsError::Failed("bad placeholder".into()))?;
     if args.is_empty() {
-        return Err(OsError("empty command".into()));
+        return Err(OsError::Failed("empty command".into()));
     }
     Ok(args)
 }
