@@ -252,7 +252,8 @@ impl PlaneConfig {
             .iter()
             .map(|(name, p)| (name.clone(), HandoverPolicy::from(&p.policy)))
             .collect();
-        // The wall clock measures each priority script's 100 ms budget.
+        // The wall clock measures each priority script's budget (10 ms: it
+        // runs on this, the control thread).
         PolicyEngine::new(derived, ScriptLimits::default(), Arc::new(Instant::now))
             .map_err(|e| config_error("policy", e))
     }

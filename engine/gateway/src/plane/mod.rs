@@ -37,7 +37,8 @@
 //!   every policy answer, every audit write, every admin command. It reads
 //!   the wall clock once per call ([`Clock`]; a test passes an
 //!   [`OffsetClock`] and drives virtual time) and runs priority scripts
-//!   inline (HO-3a: at most 100 ms each).
+//!   inline, each held to `dtp_policy::CONTROL_THREAD_BUDGET` (10 ms, far
+//!   under HO-3a's 100 ms) by an operation limit and a wall-time check.
 //! - **Model workers** (`model_workers` threads) run the blocking HTTP of
 //!   HO-3b model calls and nothing else; each result comes back over a
 //!   channel and wakes the control thread ([`ControlWaker`]).
