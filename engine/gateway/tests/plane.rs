@@ -7,6 +7,8 @@
 
 #[path = "plane/admin.rs"]
 mod admin;
+#[path = "plane/audit.rs"]
+mod audit;
 #[path = "plane/e2e.rs"]
 mod e2e;
 #[path = "plane/model.rs"]

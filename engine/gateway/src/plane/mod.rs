@@ -29,12 +29,12 @@
 //! | `CancelPolicy` | the model call's reply will be dropped; the human decision is withdrawn |
 //! | `StateChanged` | pushed on a bounded ring that observers drain ([`PlaneHandle::drain_state_changes`]) |
 //! | `OsAccess` | handed to an OS worker (module `os_workers`); a full pool fails the step at once |
-//! | `Audit` | appended to the audit log, if one is configured; a failure is logged and counted and never stops the plane (module `audit`) |
+//! | `Audit` | queued for the audit thread, if a log is configured; a failure is logged and counted and never stops the plane (module `audit`) |
 //!
 //! # Threads
 //!
 //! - **The control thread** runs everything above: every terminal input,
-//!   every policy answer, every audit write, every admin command. It reads
+//!   every policy answer, every admin command. It reads
 //!   the wall clock once per call ([`Clock`]; a test passes an
 //!   [`OffsetClock`] and drives virtual time) and runs priority scripts
 //!   inline, each held to `dtp_policy::CONTROL_THREAD_BUDGET` (10 ms, far
@@ -47,6 +47,9 @@
 //!   asks for (`OsAccess` outputs, SPEC TS-4); each answer comes back the
 //!   same way, as `Terminal::os_access_done`. The control thread never
 //!   waits for a process.
+//! - **The audit thread** owns the audit log: appends, fsyncs, rotations
+//!   and reopens happen there (module `audit`); records reach it over a
+//!   bounded queue.
 //! - **Admin threads** hold a [`PlaneHandle`]: each call is a command over a
 //!   bounded channel, a wake-up, and a bounded wait for the answer.
 //!
@@ -56,9 +59,12 @@
 //! Model calls in flight: `model_workers` (more: treated as an unavailable
 //! model, so the fallback script decides). Human decisions pending:
 //! `human_queue` (more: reject). State changes kept: `state_changes`
-//! (oldest dropped, counted). Connection keys: the connections up. The
-//! terminal bounds its own sessions, queues and tombstones (TS-17, HO-6,
-//! LIV-5); the audit writer holds nothing in memory.
+//! (oldest dropped, counted). OS operations: `os_workers` running and as
+//! many queued (more: the step fails at once). Audit records waiting for
+//! the audit thread: [`AUDIT_QUEUE`] (more: lost, counted). Connection
+//! keys: the connections up. The terminal bounds its own sessions, queues,
+//! tombstones and OS operations (TS-17, HO-6, LIV-5; one operation per
+//! session).
 
 mod admin;
 mod audit;
@@ -75,7 +81,7 @@ mod policy;
 mod streams;
 mod workers;
 
-pub use audit::REOPEN_AFTER_MS;
+pub use audit::{AUDIT_QUEUE, REOPEN_AFTER_MS};
 pub use audit_log::{AuditLog, open_audit_file};
 pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
 pub use config::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
@@ -175,8 +181,9 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
         let (engine, audit_config) = config.checked()?;
         let terminal = Terminal::new(config.control, verifier, access, random)
             .map_err(|e| PlaneError::Config(format!("control: {e}")))?;
+        let metrics = Arc::new(PlaneMetrics::default());
         let audit = match (config.audit, audit_config) {
-            (Some(section), Some(c)) => Some(AuditSink::open(section.path, c)?),
+            (Some(section), Some(c)) => Some(AuditSink::open(section.path, c, metrics.clone())?),
             _ => None,
         };
         let waker = Arc::new(WakerSlot::default());
@@ -192,7 +199,6 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
         };
         let (commands_tx, commands) = mpsc::sync_channel(config.admin_queue);
         let state_changes = Arc::new(StateRing::new(config.state_changes));
-        let metrics = Arc::new(PlaneMetrics::default());
         let handle = PlaneHandle {
             commands: commands_tx,
             waker,
@@ -236,6 +242,15 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
     /// The plane's counters.
     pub fn metrics(&self) -> PlaneSnapshot {
         self.metrics.snapshot()
+    }
+
+    /// Waits (a few seconds at most) until the audit thread has written
+    /// and synced every record handed to it so far — for tests and tools
+    /// that read the log back; the plane itself never waits for it.
+    pub fn sync_audit(&mut self) {
+        if let Some(audit) = &mut self.audit {
+            audit.flush();
+        }
     }
 
     /// Connections the plane knows to be up.
@@ -462,7 +477,7 @@ impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
         }
         self.pump(t, out);
         if let Some(audit) = &mut self.audit {
-            audit.handle_timeout(t, &self.metrics);
+            audit.handle_timeout(t);
         }
         self.policies.purge(t);
         if more_commands {
@@ -482,13 +497,5 @@ impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
 
     fn attach(&mut self, waker: ControlWaker) {
         self.handle.waker.set(waker);
-    }
-}
-
-impl<A: OsAccess + Clone + Send + 'static> Drop for TerminalPlane<A> {
-    fn drop(&mut self) {
-        if let Some(audit) = &mut self.audit {
-            audit.flush();
-        }
     }
 }
