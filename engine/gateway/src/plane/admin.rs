@@ -58,6 +58,10 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
                 answer(r, result.map(Into::into).map_err(PlaneError::from));
             }
             Command::Revoke(descriptor_id, r) => answer(r, ended(t.revoke(descriptor_id, now))),
+            Command::ClearReconciliation(resource, r) => {
+                let result = t.clear_reconciliation(&resource, now);
+                answer(r, result.map_err(PlaneError::from));
+            }
         }
     }
 }

@@ -67,3 +67,37 @@ fn a_running_os_command_blocks_nobody_else() {
     ));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SPEC TS-4: a grant killed at its timeout fails the AuthRequest, marks
+/// the resource for reconciliation (shown by the admin view) and only an
+/// operator, through the handle, clears it while the revoke keeps failing.
+#[test]
+fn a_killed_command_marks_the_resource_until_an_operator_clears_it() {
+    let access = CommandAccess::new(CommandAccessConfig {
+        grant: vec!["sleep".into(), "5".into()],
+        revoke: vec!["false".into()],
+        timeout_ms: 100,
+    })
+    .unwrap();
+    let mut rig = Rig::with_access(config(1), access);
+    rig.up(0, 1);
+    let (id, _) = rig.auth(0, 1, "fay-a", "lamp");
+    let out = rig.tick_until("the killed grant", |o| auth_result(o, 0, 1, id).is_some());
+    match auth_result(&out, 0, 1, id) {
+        Some(AuthOutcome::Refused { code, message }) => {
+            assert_eq!(code, dtp_codec::ErrorCode::E_OS_INTEGRATION_FAILED);
+            assert!(message.contains("killed"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (resources, _) = rig.admin(|h| h.resources());
+    let resources = resources.unwrap();
+    let lamp = resources.iter().find(|r| r.resource_id == "lamp").unwrap();
+    assert_eq!(lamp.reconciliation.len(), 1);
+    let (cleared, _) = rig.admin(|h| h.clear_reconciliation("lamp"));
+    assert_eq!(cleared.unwrap(), 1);
+    let (resources, _) = rig.admin(|h| h.resources());
+    let resources = resources.unwrap();
+    let lamp = resources.iter().find(|r| r.resource_id == "lamp").unwrap();
+    assert!(lamp.reconciliation.is_empty());
+}
