@@ -171,7 +171,9 @@ pub(crate) enum OsAccessSection {
     /// Runs `grant` / `revoke` argv templates (no shell), with
     /// `{resource_id}`, `{access_mode}`, `{session_id}`, `{fay_id}`
     /// substituted; exit status 0 is success; `timeout_ms` (default 2000)
-    /// kills a command that hangs.
+    /// kills a command that hangs (its resource is then marked for
+    /// reconciliation, SPEC TS-4). Commands run on the plane's OS workers,
+    /// never on the control thread.
     Command(CommandAccessConfig),
 }
 
