@@ -63,8 +63,9 @@ pub struct PlaneConfig {
     #[serde(default = "default_model_workers")]
     pub model_workers: usize,
     /// Worker threads for OS access operations of a deferred access
-    /// control (SPEC TS-4: a `command` grant or revoke), with as many
-    /// queued behind them; an operation beyond fails its step at once.
+    /// control (SPEC TS-4: a `command` grant or revoke), with
+    /// [`super::OS_QUEUE`] queued behind them; an operation beyond fails
+    /// its step at once.
     /// 1–64, default 4.
     #[serde(default = "default_os_workers")]
     pub os_workers: usize,

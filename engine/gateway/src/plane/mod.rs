@@ -59,8 +59,8 @@
 //! Model calls in flight: `model_workers` (more: treated as an unavailable
 //! model, so the fallback script decides). Human decisions pending:
 //! `human_queue` (more: reject). State changes kept: `state_changes`
-//! (oldest dropped, counted). OS operations: `os_workers` running and as
-//! many queued (more: the step fails at once). Audit records waiting for
+//! (oldest dropped, counted). OS operations: `os_workers` running and
+//! [`OS_QUEUE`] queued (more: the step fails at once). Audit records waiting for
 //! the audit thread: [`AUDIT_QUEUE`] (more: lost, counted). Connection
 //! keys: the connections up. The terminal bounds its own sessions, queues,
 //! tombstones and OS operations (TS-17, HO-6, LIV-5; one operation per
@@ -89,6 +89,7 @@ pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHand
 pub use model_http::{post_json, run_model_call};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
 pub use os_command::CommandAccess;
+pub use os_workers::OS_QUEUE;
 pub use streams::{BUILT_IN_STREAMS, SESSIONS_TABLE, built_in_specs, built_in_table};
 
 use std::sync::mpsc::{self, Receiver};

@@ -5,9 +5,11 @@
 //! it on its own copy of the access control, and the answer comes back over
 //! a channel, with a wake-up, as [`dtp_terminal::Terminal::os_access_done`].
 //!
-//! Bounded: `workers` threads and as many operations queued behind them; an
-//! operation beyond is answered at once as failed (it changed nothing), so
-//! the terminal rolls its step back. Dropping the pool closes the job
+//! Bounded: `workers` threads and [`OS_QUEUE`] operations queued behind
+//! them (the terminal has at most one outstanding per session, so this is
+//! room for a burst of sessions, not an open door); an operation beyond is
+//! answered at once as failed (it changed nothing), so the terminal rolls
+//! its step back. Dropping the pool closes the job
 //! queue: idle workers end at once, a busy one after its operation (which
 //! the command's own timeout bounds).
 
@@ -18,6 +20,9 @@ use dtp_terminal::{AccessGrant, OsAccess, OsError, OsOpId, OsOperation};
 
 use super::WakerSlot;
 use super::workers::Pool;
+
+/// SPEC TS-4: OS operations waiting for a free worker at most.
+pub const OS_QUEUE: usize = 256;
 
 /// One operation to run.
 struct Job {
@@ -40,7 +45,7 @@ pub(crate) struct OsPool(Pool<Job, Done>);
 impl OsPool {
     /// Starts `workers` threads (at least one), each with its own copy of
     /// `access`, which wake the control thread through `waker` after each
-    /// operation; as many operations again may wait behind them.
+    /// operation; [`OS_QUEUE`] operations may wait behind them.
     pub(crate) fn start<A>(workers: usize, access: &A, waker: Arc<WakerSlot>) -> io::Result<Self>
     where
         A: OsAccess + Clone + Send + 'static,
@@ -51,7 +56,7 @@ impl OsPool {
             result: job.operation.run(access, &job.grant),
         };
         let state = |_| access.clone();
-        Pool::start("dtp-os", workers, 2 * workers, waker, state, run).map(OsPool)
+        Pool::start("dtp-os", workers, workers + OS_QUEUE, waker, state, run).map(OsPool)
     }
 
     /// Queues an operation; `false` when the pool is full (the caller
@@ -119,21 +124,29 @@ mod tests {
         let gate = Gate(Arc::new(Mutex::new(())));
         let closed = gate.0.lock().unwrap();
         let mut pool = OsPool::start(1, &gate, Arc::new(WakerSlot::default())).unwrap();
-        // Two fit (one running, one queued); the third is refused at once
+        // One running and OS_QUEUE queued fit; the next is refused at once
         // instead of waiting.
         assert!(pool.submit(OsOpId(1), OsOperation::Grant, grant()));
         assert!(pool.submit(OsOpId(2), OsOperation::Revoke, grant()));
-        assert!(!pool.submit(OsOpId(3), OsOperation::Grant, grant()));
+        for n in 3..=1 + OS_QUEUE as u64 {
+            assert!(pool.submit(OsOpId(n), OsOperation::Grant, grant()));
+        }
+        assert!(!pool.submit(OsOpId(9_999), OsOperation::Grant, grant()));
         assert!(pool.finished().is_empty());
         drop(closed);
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut done = Vec::new();
-        while done.len() < 2 && Instant::now() < deadline {
+        while done.len() < 1 + OS_QUEUE && Instant::now() < deadline {
             done.extend(pool.finished());
             std::thread::yield_now();
         }
-        let answers: Vec<(OsOpId, bool)> = done.iter().map(|d| (d.op, d.result.is_ok())).collect();
+        let answers: Vec<(OsOpId, bool)> = done
+            .iter()
+            .take(2)
+            .map(|d| (d.op, d.result.is_ok()))
+            .collect();
         assert_eq!(answers, [(OsOpId(1), true), (OsOpId(2), false)]);
+        assert_eq!(done.len(), 1 + OS_QUEUE);
         // Room again.
         assert!(pool.submit(OsOpId(4), OsOperation::Revoke, grant()));
     }
