@@ -54,6 +54,10 @@ pub(crate) struct TerminalSection {
     /// Model calls in flight at most (1–64).
     #[serde(default = "default_model_workers")]
     pub(crate) model_workers: usize,
+    /// OS access operations (a `command`'s grants and revokes) running at
+    /// most, off the control thread (1–64).
+    #[serde(default = "default_os_workers")]
+    pub(crate) os_workers: usize,
     /// Human decisions pending at most (1–4096).
     #[serde(default = "default_human_queue")]
     pub(crate) human_queue: usize,
@@ -75,6 +79,10 @@ fn plane_defaults() -> PlaneConfig {
 
 fn default_model_workers() -> usize {
     plane_defaults().model_workers
+}
+
+fn default_os_workers() -> usize {
+    plane_defaults().os_workers
 }
 
 fn default_human_queue() -> usize {
@@ -163,11 +171,14 @@ pub(crate) enum OsAccessSection {
     /// Runs `grant` / `revoke` argv templates (no shell), with
     /// `{resource_id}`, `{access_mode}`, `{session_id}`, `{fay_id}`
     /// substituted; exit status 0 is success; `timeout_ms` (default 2000)
-    /// kills a command that hangs.
+    /// kills a command that hangs (its resource is then marked for
+    /// reconciliation, SPEC TS-4). Commands run on the plane's OS workers,
+    /// never on the control thread.
     Command(CommandAccessConfig),
 }
 
 /// The OS access control `dtp serve` runs.
+#[derive(Clone)]
 pub(crate) enum Access {
     Noop(NoopAccess),
     Command(CommandAccess),
@@ -185,6 +196,15 @@ impl OsAccess for Access {
         match self {
             Access::Noop(a) => a.revoke(grant),
             Access::Command(a) => a.revoke(grant),
+        }
+    }
+
+    /// A command runs on the plane's OS workers, never on the control
+    /// thread (SPEC TS-4).
+    fn deferred(&self) -> bool {
+        match self {
+            Access::Noop(a) => a.deferred(),
+            Access::Command(a) => a.deferred(),
         }
     }
 }
@@ -240,6 +260,7 @@ impl TerminalSection {
             policy,
             audit,
             model_workers: self.model_workers,
+            os_workers: self.os_workers,
             human_queue: self.human_queue,
             state_changes: self.state_changes,
             admin_queue: self.admin_queue,

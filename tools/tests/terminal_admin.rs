@@ -181,6 +181,11 @@ fn the_admin_port_answers_errors_as_json_with_the_right_status() {
             "UNKNOWN_RESOURCE",
         ),
         (
+            post(admin, "/v1/resources/nope/reconciled", ""),
+            404,
+            "UNKNOWN_RESOURCE",
+        ),
+        (
             post(
                 admin,
                 "/v1/handovers",
@@ -230,6 +235,12 @@ fn the_admin_port_answers_errors_as_json_with_the_right_status() {
             "{body}"
         );
     }
+    // SPEC TS-4: an operator's clear of a resource with no marks.
+    let (status, body) = post(admin, "/v1/resources/arm/reconciled", "");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "{\"resource_id\":\"arm\",\"cleared\":0}")
+    );
     // A credential-shaped value in a bad body is not echoed.
     let (status, body) = post(
         admin,

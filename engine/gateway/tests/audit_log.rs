@@ -473,3 +473,114 @@ fn unreadable_input_is_an_io_error() {
     ));
     assert!(reader.next().is_none());
 }
+
+/// Everything logged (at any level) while `f` runs on this thread.
+fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+    use std::sync::{Arc, Mutex};
+    let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let sink = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || Capture(sink.clone()))
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    (out, text)
+}
+
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A torn-tail repair is never silent: a warning names the bytes dropped.
+#[test]
+fn a_torn_tail_repair_is_logged_with_the_bytes_dropped() {
+    let dir = Scratch::new("torn-logged");
+    let mut log = AuditLog::open(dir.log(), AuditConfig::default()).unwrap();
+    log.append(1, &1).unwrap();
+    drop(log);
+    let torn = br#"{"seq":2,"at_un"#;
+    append_bytes(&dir.log(), torn);
+    let (log, text) = logged(|| AuditLog::open(dir.log(), AuditConfig::default()).unwrap());
+    assert_eq!(log.repaired_tail_bytes(), torn.len() as u64);
+    assert!(text.contains("WARN"), "{text}");
+    assert!(
+        text.contains(&format!("dropped {} bytes", torn.len())),
+        "{text}"
+    );
+    // A clean open says nothing.
+    drop(log);
+    let (_, text) = logged(|| AuditLog::open(dir.log(), AuditConfig::default()).unwrap());
+    assert!(!text.contains("dropped"), "{text}");
+}
+
+/// SPEC TS-14: open checks the whole current file, not only its end: a
+/// damaged or missing record in the middle refuses the log.
+#[test]
+fn open_checks_the_whole_chain() {
+    let line = |seq: u64| format!("{{\"seq\":{seq},\"at_unix_ms\":0,\"record\":null}}\n");
+    let dir = Scratch::new("chain-gap");
+    fs::write(dir.log(), [line(1), line(2), line(4), line(5)].concat()).unwrap();
+    let err = AuditLog::open(dir.log(), AuditConfig::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AuditError::SeqGap {
+                line: 3,
+                expected: 3,
+                found: 4
+            }
+        ),
+        "{err:?}"
+    );
+    let dir = Scratch::new("chain-corrupt");
+    let body = [line(1), "{\"seq\":2,oops}\n".to_owned(), line(3)].concat();
+    fs::write(dir.log(), body).unwrap();
+    let err = AuditLog::open(dir.log(), AuditConfig::default()).unwrap_err();
+    assert!(
+        matches!(err, AuditError::Corrupt { line: 2, .. }),
+        "{err:?}"
+    );
+    // Whole and consecutive: opens and continues.
+    let dir = Scratch::new("chain-ok");
+    fs::write(dir.log(), [line(7), line(8)].concat()).unwrap();
+    let log = AuditLog::open(dir.log(), AuditConfig::default()).unwrap();
+    assert_eq!(log.next_seq(), 9);
+}
+
+/// The current file's first record follows the last one of `<name>.1`.
+#[test]
+fn open_checks_the_link_to_the_rotated_file() {
+    let line = |seq: u64| format!("{{\"seq\":{seq},\"at_unix_ms\":0,\"record\":null}}\n");
+    let dir = Scratch::new("chain-link");
+    fs::write(rotated_path(&dir.log(), 1), [line(1), line(2)].concat()).unwrap();
+    fs::write(dir.log(), line(5)).unwrap();
+    let err = AuditLog::open(dir.log(), AuditConfig::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AuditError::SeqGap {
+                expected: 3,
+                found: 5,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    fs::write(dir.log(), line(3)).unwrap();
+    assert_eq!(
+        AuditLog::open(dir.log(), AuditConfig::default())
+            .unwrap()
+            .next_seq(),
+        4
+    );
+}

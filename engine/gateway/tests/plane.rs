@@ -7,10 +7,14 @@
 
 #[path = "plane/admin.rs"]
 mod admin;
+#[path = "plane/audit.rs"]
+mod audit;
 #[path = "plane/e2e.rs"]
 mod e2e;
 #[path = "plane/model.rs"]
 mod model;
+#[path = "plane/os.rs"]
+mod os;
 #[path = "plane/rig.rs"]
 mod rig;
 

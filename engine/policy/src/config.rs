@@ -13,7 +13,7 @@ use crate::ai::ContextField;
 /// SPEC HO-3b: the default hard timeout of a model call.
 pub const AI_DECISION_TIMEOUT_MS_DEFAULT: u32 = 500;
 /// SPEC HO-3b, HO-7: the accepted model-call timeouts. The ceiling keeps the
-/// call, a priority-script fallback (≤ 100 ms) and the handover's own steps
+/// call, a priority-script fallback (≤ 10 ms by default, HO-3a allows 100 ms) and the handover's own steps
 /// inside HO-7's 3 s maximum for an AI-model handover; below the floor no
 /// HTTP round trip can finish.
 pub const AI_DECISION_TIMEOUT_MS_RANGE: RangeInclusive<u32> = 50..=2500;

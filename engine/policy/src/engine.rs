@@ -5,7 +5,7 @@
 //!
 //! Sans-IO: [`PolicyEngine::evaluate`] and [`PolicyEngine::on_model_reply`]
 //! take `now` (Unix ms) and never block, open a socket or read a clock (a
-//! priority-script run reads the caller's [`BudgetClock`] for its 100 ms
+//! priority-script run reads the caller's [`BudgetClock`] for its time
 //! budget, see [`crate::script`]). The driver loop is:
 //!
 //! 1. `evaluate(policy, &input, now)`;

@@ -3,7 +3,7 @@
 //!
 //! - [`script`] — HO-3a `priority_script`, the policy every terminal MUST
 //!   implement: sandboxed, deterministic Rhai scripts with step, depth, size
-//!   and 100 ms time limits.
+//!   and time limits (20 000 operations and 10 ms a run by default: runs are on the control thread).
 //! - [`ai`] — HO-3b `ai_model`: the decision request and answer, the ≤ 5 s
 //!   decision cache, the timeout/unavailable rule, and the HTTP/1.1 request
 //!   and response framing of the model call (the blocking client that sends
@@ -45,4 +45,6 @@ pub use human::{
 pub use input::{
     HUMAN_PREFIX, Holder, PolicyInput, ResourceInfo, SourceSession, TargetGrant, Verdict,
 };
-pub use script::{BudgetClock, ScriptError, ScriptErrorKind, ScriptLimits, ScriptRegistry};
+pub use script::{
+    BudgetClock, CONTROL_THREAD_BUDGET, ScriptError, ScriptErrorKind, ScriptLimits, ScriptRegistry,
+};

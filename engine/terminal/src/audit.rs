@@ -6,6 +6,7 @@ use dtp_codec::{AccessMode, ErrorCode, HandoverFailedReason, SessionId};
 use serde::{Serialize, Serializer};
 use uuid::Uuid;
 
+use crate::os_access::OsOperation;
 use crate::policy::{HandoverKind, HandoverTrigger, PolicyKind};
 use crate::session::TerminationReason;
 use crate::time::UnixMs;
@@ -18,6 +19,40 @@ pub enum AuditRecord {
     SessionTerminated(SessionAudit),
     /// SPEC HO-10: a handover ended, either way.
     Handover(HandoverAudit),
+    /// SPEC TS-4: a resource was marked for reconciliation, or cleared.
+    Reconciliation(ReconciliationAudit),
+}
+
+/// SPEC TS-4: what happened to a reconciliation mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconciliationEvent {
+    /// An OS operation's outcome is unknown: the resource takes no new
+    /// session.
+    Marked,
+    /// A later revoke of the same grant succeeded.
+    ClearedByRevoke,
+    /// An operator cleared it.
+    ClearedByOperator,
+}
+
+/// SPEC TS-4: a reconciliation mark set or cleared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReconciliationAudit {
+    /// The resource.
+    pub resource_id: String,
+    /// The session whose grant the operation was for.
+    pub session_id: SessionId,
+    /// Its holder.
+    pub holder: String,
+    /// The operation whose outcome was unknown.
+    pub operation: OsOperation,
+    /// Set or cleared, and by whom.
+    pub event: ReconciliationEvent,
+    /// Why.
+    pub message: String,
+    /// When, Unix ms.
+    pub at: UnixMs,
 }
 
 /// SPEC TS-12: a session's history.

@@ -11,17 +11,30 @@
 //! events, audit records) and the next deadline out
 //! ([`Terminal::poll_timeout`]). It reads no clock, draws no global
 //! randomness and does no IO of its own; its only effect on the world is
-//! the [`OsAccess`] it is given (SPEC TS-4), called synchronously inside a
-//! transition.
+//! the [`OsAccess`] it is given (SPEC TS-4): called inline when it answers
+//! at once, or — deferred — asked of the driver as [`Output::OsAccess`]
+//! and continued when [`Terminal::os_access_done`] brings the answer, so
+//! the control thread never waits for the OS.
 //!
 //! # Choices where the SPEC leaves room
 //!
 //! - **Handover order** (seed §6.3, §6.10): steps 1–3 (source, target,
 //!   policy) run while the source stays `active`; pre-emption (T0) follows
-//!   the policy's `allow`, and T0 … T5 then run within that one input. So
-//!   the hard timeout (HO-7) can only fire while the policy decides, where
-//!   nothing needs restoring; TS-1's `handover_pending → terminating` on
-//!   timeout is in the transition table but never used.
+//!   the policy's `allow`. T1's revoke and T4's grant may each wait for the
+//!   OS; the handover stays in progress (HO-6) meanwhile, and the hard
+//!   timeout (HO-7) covers T0 … T5: past it, an outstanding T1 restores the
+//!   source, an outstanding T4 abandons the target (HO-5), and the failure
+//!   is reported with E_HANDOVER_TIMEOUT at once. TS-1's `handover_pending
+//!   → terminating` on timeout is in the transition table but never used
+//!   (a timed-out source is restored, not ended).
+//! - **Unknown OS outcomes** (TS-4): an operation answered
+//!   [`OsError::Indeterminate`] (a command killed at its timeout) fails its
+//!   step like any failure, and also marks the resource for
+//!   reconciliation ([`Reconciliation`]): no new session is admitted on it
+//!   (E_OS_INTEGRATION_FAILED) until a successful revoke of the same grant
+//!   — the terminal retries it for a session that ended — or an operator
+//!   ([`Terminal::clear_reconciliation`]) clears it. Marks are shown in
+//!   [`ResourceInfo::reconciliation`] and audited.
 //! - **Termination is never rolled back**: if the OS revoke fails, the
 //!   session stays `terminating` (keeping its occupancy) and the revoke is
 //!   retried; it reaches `terminated` only once its access is gone. A
@@ -63,14 +76,18 @@ pub mod time;
 #[cfg(test)]
 mod tests;
 
-pub use audit::{AuditRecord, HandoverAudit, HandoverOutcome, PolicyDecision, SessionAudit};
+pub use audit::{
+    AuditRecord, HandoverAudit, HandoverOutcome, PolicyDecision, ReconciliationAudit,
+    ReconciliationEvent, SessionAudit,
+};
 pub use config::{
     ConcurrentHandovers, ConfigError, HandoverConfig, HandoverPolicyConfig, LivenessConfig,
     ResourceConfig, SessionLimits, TerminalConfig,
 };
+pub use occupancy::Reconciliation;
 pub use os_access::{
     AccessCall, AccessGrant, CommandAccessConfig, CommandConfigError, CommandTemplates, NoopAccess,
-    OsAccess, OsError, ScriptedAccess,
+    OsAccess, OsError, OsOpId, OsOperation, ScriptedAccess,
 };
 pub use output::{ConnKey, Output, Refusal, RequestKind, StateChange};
 pub use policy::{
@@ -79,7 +96,7 @@ pub use policy::{
 };
 pub use session::{SessionEvent, TerminationReason, transition};
 pub use terminal::{
-    AdminHandover, HandoverAdmission, HandoverInfo, Input, MAX_TARGETS_PER_SOURCE,
-    PolicyAnswerError, ResourceInfo, SessionInfo, Terminal,
+    AdminHandover, HandoverAdmission, HandoverInfo, HandoverPhase, Input, MAX_TARGETS_PER_SOURCE,
+    PolicyAnswerError, ResourceInfo, SessionInfo, Terminal, UnknownOsOp,
 };
 pub use time::{RandomSource, SeededRandom, UnixMs};

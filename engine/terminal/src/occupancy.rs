@@ -11,7 +11,11 @@ use std::collections::BTreeMap;
 
 use dtp_codec::{AccessMode, ErrorCode, SessionId};
 
+use serde::Serialize;
+
 use crate::config::ResourceConfig;
+use crate::os_access::OsOperation;
+use crate::time::UnixMs;
 
 /// SPEC TS-9: whether a mode excludes every other session.
 pub fn is_exclusive(mode: AccessMode) -> bool {
@@ -28,6 +32,12 @@ pub enum OccupancyError {
     /// (E_SESSION_LIMIT_EXCEEDED).
     #[error("the resource already has {0} read sessions (SPEC TS-17)")]
     ReadLimit(usize),
+    /// SPEC TS-4: an OS operation on the resource had an unknown outcome;
+    /// it takes no new session until reconciled (E_OS_INTEGRATION_FAILED).
+    #[error(
+        "the resource awaits reconciliation of an OS operation with an unknown outcome (SPEC TS-4)"
+    )]
+    Reconciling,
 }
 
 impl OccupancyError {
@@ -36,6 +46,7 @@ impl OccupancyError {
         match self {
             Self::Busy => ErrorCode::E_RESOURCE_BUSY,
             Self::ReadLimit(_) => ErrorCode::E_SESSION_LIMIT_EXCEEDED,
+            Self::Reconciling => ErrorCode::E_OS_INTEGRATION_FAILED,
         }
     }
 }
@@ -69,12 +80,32 @@ pub fn admit(
     Ok(())
 }
 
+/// SPEC TS-4: an OS operation on a resource whose outcome is unknown (a
+/// command killed at its timeout). While a resource has one, it admits no
+/// new session; a successful revoke of the same session's grant, or an
+/// operator ([`crate::Terminal::clear_reconciliation`]), clears it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reconciliation {
+    /// The session whose grant the operation was for.
+    pub session_id: SessionId,
+    /// Its holder.
+    pub holder: String,
+    /// Grant or revoke.
+    pub operation: OsOperation,
+    /// What the OS access control said.
+    pub message: String,
+    /// Since when, Unix ms.
+    pub since: UnixMs,
+}
+
 /// SPEC TS-8, TS-10: one resource of the terminal.
 #[derive(Clone, Debug)]
 pub struct Resource {
     config: ResourceConfig,
     available: bool,
     occupants: BTreeMap<SessionId, AccessMode>,
+    /// SPEC TS-4: unknown outcomes, by session (at most one per session).
+    reconcile: BTreeMap<SessionId, Reconciliation>,
 }
 
 impl Resource {
@@ -84,6 +115,7 @@ impl Resource {
             available: config.available,
             config,
             occupants: BTreeMap::new(),
+            reconcile: BTreeMap::new(),
         }
     }
 
@@ -107,9 +139,33 @@ impl Resource {
         &self.occupants
     }
 
-    /// SPEC TS-9: whether a session in `mode` may join now.
+    /// SPEC TS-9, TS-4: whether a session in `mode` may join now.
     pub fn admit(&self, mode: AccessMode, read_limit: usize) -> Result<(), OccupancyError> {
+        if !self.reconcile.is_empty() {
+            return Err(OccupancyError::Reconciling);
+        }
         admit(self.occupants.values().copied(), mode, read_limit)
+    }
+
+    /// SPEC TS-4: the unknown outcomes awaiting reconciliation.
+    pub fn reconciliation(&self) -> impl Iterator<Item = &Reconciliation> {
+        self.reconcile.values()
+    }
+
+    /// SPEC TS-4: records an unknown outcome (the latest per session).
+    pub fn mark_for_reconciliation(&mut self, entry: Reconciliation) {
+        self.reconcile.insert(entry.session_id, entry);
+    }
+
+    /// SPEC TS-4: a revoke of `session`'s grant succeeded; its mark, if
+    /// any, is cleared and returned.
+    pub fn clear_reconciliation(&mut self, session: &SessionId) -> Option<Reconciliation> {
+        self.reconcile.remove(session)
+    }
+
+    /// SPEC TS-4: an operator cleared every mark; they are returned.
+    pub fn clear_all_reconciliation(&mut self) -> Vec<Reconciliation> {
+        std::mem::take(&mut self.reconcile).into_values().collect()
     }
 
     /// Records a session after [`Resource::admit`] said yes.

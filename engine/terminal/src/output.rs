@@ -6,6 +6,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::audit::AuditRecord;
+use crate::os_access::{AccessGrant, OsOpId, OsOperation};
 use crate::policy::{HandoverContext, PolicyRef};
 use crate::session::TerminationReason;
 use crate::time::UnixMs;
@@ -73,6 +74,20 @@ pub enum Output {
     StateChanged(StateChange),
     /// SPEC TS-12, HO-10: a record for the audit log.
     Audit(AuditRecord),
+    /// SPEC TS-4 (a deferred [`crate::OsAccess`] only): run `operation` on
+    /// `grant` off the control thread and answer with
+    /// [`crate::Terminal::os_access_done`]`(op, …)`. Until then the
+    /// resource stays held (see the crate docs); an answer that never
+    /// comes leaves it held, so the driver must answer every request —
+    /// with [`crate::OsError::Indeterminate`] when it gave up waiting.
+    OsAccess {
+        /// The operation's id.
+        op: OsOpId,
+        /// Grant or revoke.
+        operation: OsOperation,
+        /// What to grant or revoke.
+        grant: AccessGrant,
+    },
 }
 
 /// SPEC TS-3: one committed session transition, as observers see it.

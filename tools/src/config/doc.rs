@@ -227,6 +227,10 @@ const DOCS: &[(&str, &str)] = &[
         "Model calls in flight at most (1–64).",
     ),
     (
+        "terminal.os_workers",
+        "OS access operations (a command's grants and revokes) running at most, off the control thread (1–64).",
+    ),
+    (
         "terminal.human_queue",
         "Human decisions pending at most (1–4096).",
     ),
@@ -463,7 +467,7 @@ const DOCS: &[(&str, &str)] = &[
     ("terminal.os_access.revoke", "command: run to revoke it."),
     (
         "terminal.os_access.timeout_ms",
-        "command: the longest a command may run before it is killed and counted as a failure (ms).",
+        "command: the longest a command may run before it is killed (ms); a killed command fails its step and marks the resource for reconciliation (SPEC TS-4).",
     ),
 ];
 

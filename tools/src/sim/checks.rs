@@ -268,6 +268,7 @@ mod tests {
                 controllers: sessions.iter().map(|s| s.session_id).collect(),
                 handover: None,
                 queued: 0,
+                reconciliation: Vec::new(),
             }],
             sessions,
             granted,

@@ -206,6 +206,11 @@ impl World {
                 Output::Audit(AuditRecord::Handover(a)) => {
                     self.on_handover_end(ctx, before, a, &mut log);
                 }
+                // The simulated OS answers inline and never kills a call:
+                // neither appears.
+                Output::OsAccess { .. } | Output::Audit(AuditRecord::Reconciliation(_)) => {
+                    self.violation(format!("unexpected output from an inline OS: {o:?}"));
+                }
                 Output::Audit(AuditRecord::SessionTerminated(a)) => {
                     let seen = self.watch.ended.get(&a.session_id).map(|e| e.1);
                     if seen != Some(a.reason) {

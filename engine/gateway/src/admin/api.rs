@@ -8,6 +8,7 @@
 //! | `GET /v1/handovers` | | `{"handovers": [...]}` (policy deciding) |
 //! | `POST /v1/sessions/{id}/terminate` | | `{"session_id", "reason": "forced"}` |
 //! | `POST /v1/resources/{id}/availability` | `{"available": bool}` | `{"resource_id", "available", "sessions_ended"}` |
+//! | `POST /v1/resources/{id}/reconciled` | | `{"resource_id", "cleared"}` (TS-4: an operator checked the OS after a killed command) |
 //! | `POST /v1/handovers` | `{"resource_id", "target_credential", "target_fay_id"?, "reason"?, "source_session_id"?, "metadata"?}` | 202 `{"status": "evaluating"/"queued", ...}` |
 //! | `GET /v1/decisions` | | `{"decisions": [...]}` (HO-3c: source and target Fay, resource, mode, reason) |
 //! | `POST /v1/decisions/{handover_id}` | `{"decision": "allow"/"reject"}` | `{"handover_id", "verdict", "decided_by"}` |
@@ -65,6 +66,7 @@ impl Api {
             (["resources", id, "availability"], "POST") => {
                 return either(self.availability(id, body));
             }
+            (["resources", id, "reconciled"], "POST") => return either(self.reconciled(id)),
             (["handovers"], "POST") => return either(self.handover(body)),
             (["decisions", id], "POST") => return either(self.decide(id, body)),
             (["revocations"], "POST") => return either(self.revoke(body)),
@@ -89,17 +91,21 @@ impl Api {
         let ended = self
             .plane
             .set_resource_available(resource_id, b.available)
-            .map_err(|e| match e {
-                PlaneError::Refused(r) if r.code == ErrorCode::E_RESOURCE_UNKNOWN => {
-                    Response::error(404, "UNKNOWN_RESOURCE", r.message)
-                }
-                other => plane_error(other),
-            })?;
+            .map_err(resource_error)?;
         Ok(ok(json!({
             "resource_id": resource_id,
             "available": b.available,
             "sessions_ended": ended.sessions_ended,
         })))
+    }
+
+    /// SPEC TS-4: the operator clears the resource's reconciliation marks.
+    fn reconciled(&self, resource_id: &str) -> Answer {
+        let cleared = self
+            .plane
+            .clear_reconciliation(resource_id)
+            .map_err(resource_error)?;
+        Ok(ok(json!({"resource_id": resource_id, "cleared": cleared})))
     }
 
     fn handover(&self, body: &[u8]) -> Answer {
@@ -322,6 +328,16 @@ fn refusal(r: Refusal) -> Response {
         _ => 409,
     };
     Response::error(status, r.code.name().unwrap_or("REFUSED"), r.message)
+}
+
+/// A plane error for a call naming a resource: an unknown one is a 404.
+fn resource_error(e: PlaneError) -> Response {
+    match e {
+        PlaneError::Refused(r) if r.code == ErrorCode::E_RESOURCE_UNKNOWN => {
+            Response::error(404, "UNKNOWN_RESOURCE", r.message)
+        }
+        other => plane_error(other),
+    }
 }
 
 #[cfg(test)]

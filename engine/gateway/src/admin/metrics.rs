@@ -156,7 +156,7 @@ impl Exporter {
 /// help their fields document in the engine (a renamed counter is a
 /// compile error here; a new one needs its line).
 fn render_plane(out: &mut String, m: &PlaneSnapshot) {
-    let series: [(&str, &str, u64); 17] = [
+    let series: [(&str, &str, u64); 21] = [
         ("requests", "Requests taken from the shards.", m.requests),
         ("sent", "Messages sent to connections.", m.sent),
         ("closed", "Connections closed for misuse.", m.closed),
@@ -204,7 +204,7 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
         ),
         (
             "audit_failures",
-            "Audit records lost to a write failure.",
+            "Audit records lost to a write failure or a full queue.",
             m.audit_failures,
         ),
         (
@@ -218,6 +218,26 @@ fn render_plane(out: &mut String, m: &PlaneSnapshot) {
             m.state_changes_dropped,
         ),
         ("admin_commands", "Admin commands run.", m.admin_commands),
+        (
+            "os_operations",
+            "OS access operations handed to the workers (TS-4).",
+            m.os_operations,
+        ),
+        (
+            "os_busy",
+            "OS access operations failed at once: every worker busy.",
+            m.os_busy,
+        ),
+        (
+            "audit_torn_repairs",
+            "Torn last audit records repaired at open.",
+            m.audit_torn_repairs,
+        ),
+        (
+            "audit_torn_bytes",
+            "Bytes those repairs moved out of the audit log.",
+            m.audit_torn_bytes,
+        ),
     ];
     for (name, help, v) in series {
         out.push_str(&format!(

@@ -8,7 +8,7 @@ use super::handle::{Command, Ended, PlaneError, answer};
 use super::observe::PlaneMetrics;
 use crate::app::Decisions;
 
-impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
     /// Runs the queued commands, at most a queue's worth per tick; true
     /// when more are waiting.
     pub(super) fn run_commands(&mut self, now: UnixMs, out: &mut Decisions) -> bool {
@@ -58,6 +58,10 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                 answer(r, result.map(Into::into).map_err(PlaneError::from));
             }
             Command::Revoke(descriptor_id, r) => answer(r, ended(t.revoke(descriptor_id, now))),
+            Command::ClearReconciliation(resource, r) => {
+                let result = t.clear_reconciliation(&resource, now);
+                answer(r, result.map_err(PlaneError::from));
+            }
         }
     }
 }

@@ -1,16 +1,18 @@
 //! SPEC TS-12, TS-14, HO-10: the file half of the audit log — the single
 //! writer ([`AuditLog`]: one line per record, appended with one `write_all`
-//! to an `O_APPEND` file; repairs a torn tail when it opens) and
+//! to an `O_APPEND` file; checks the current file's whole chain of records
+//! and repairs a torn tail, loudly, when it opens) and
 //! [`open_audit_file`] for the reader. The format, the configuration, the
 //! tail scan and the reader are sans-IO in `dtp_audit`, whose docs give the
 //! durability, torn-record and rotation rules this file keeps.
 //!
 //! This is IO (files, `fdatasync`, renames, an advisory lock) on the thread
-//! that owns the writer, the control thread. It never reads a clock: time
-//! comes in with every call.
+//! that owns the writer — the plane's audit thread (module `audit`), never
+//! the control thread. It never reads a clock: time comes in with every
+//! call.
 
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, BufReader, Write};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
@@ -59,8 +61,20 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Opens (or creates) the log at `path`, takes its lock, moves a torn
-    /// last line aside to `<name>.torn`, and finds the next `seq` from the
-    /// last complete record (of `<name>.1` if the current file has none).
+    /// last line aside to `<name>.torn` (logged as a warning naming the
+    /// bytes dropped, and reported by [`Self::repaired_tail_bytes`]), checks
+    /// the chain, and finds the next `seq` from the last complete record
+    /// (of `<name>.1` if the current file has none).
+    ///
+    /// **The chain check** reads the whole current file: every complete
+    /// line must parse ([`AuditError::Corrupt`]) and carry the `seq` after
+    /// its predecessor's ([`AuditError::SeqGap`]), and its first record must
+    /// follow the last one of `<name>.1`. A damaged log is refused rather
+    /// than appended to. The current file is the only one this writer ever
+    /// appends to, and its size is bounded by rotation's `max_bytes`;
+    /// rotated files are never written again, so they were checked while
+    /// they were current (only `<name>.1`'s last record is read, for the
+    /// link). An operator checks an old file with `open_audit_file`.
     pub fn open(path: impl Into<PathBuf>, config: AuditConfig) -> Result<Self, AuditError> {
         let path = path.into();
         let created = !path.try_exists().map_err(io_error("stat", &path))?;
@@ -70,11 +84,26 @@ impl AuditLog {
         let tail = scan_tail(&file, len).map_err(io_error("read", &path))?;
         if !tail.torn.is_empty() {
             move_torn_aside(&path, &file, &tail)?;
+            tracing::warn!(
+                path = %path.display(),
+                bytes = tail.torn.len(),
+                "audit log: dropped {} bytes of a torn last record (a crash mid-append); saved to {}",
+                tail.torn.len(),
+                torn_path(&path).display()
+            );
         }
-        let last_seq = match last_seq(&file, &tail, &path)? {
-            Some(seq) => Some(seq),
-            None => last_seq_of_rotated(&rotated_path(&path, 1))?,
-        };
+        let chain = check_chain(&file, tail.complete_len, &path)?;
+        let rotated = last_seq_of_rotated(&rotated_path(&path, 1))?;
+        if let (Some((first, _)), Some(before)) = (chain, rotated)
+            && first != before.saturating_add(1)
+        {
+            return Err(AuditError::SeqGap {
+                line: 1,
+                expected: before.saturating_add(1),
+                found: first,
+            });
+        }
+        let last_seq = chain.map(|(_, last)| last).or(rotated);
         let syncs = config.fsync != Fsync::Never;
         if syncs {
             // Records a crashed predecessor wrote but never synced become durable now.
@@ -243,6 +272,25 @@ impl Drop for AuditLog {
             let _ = self.file.sync_data();
         }
     }
+}
+
+/// SPEC TS-14: reads the first `len` bytes of `file` (its complete lines)
+/// as records: every line parses and each `seq` follows the one before.
+/// The first and last `seq`, if there is a record.
+fn check_chain(file: &File, len: u64, path: &Path) -> Result<Option<(u64, u64)>, AuditError> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut f = file;
+    f.seek(SeekFrom::Start(0)).map_err(io_error("read", path))?;
+    let reader =
+        AuditReader::<_, IgnoredAny>::with_path(BufReader::new(f.take(len)), path.to_path_buf());
+    let mut ends = None;
+    for envelope in reader {
+        let seq = envelope?.seq;
+        ends = Some(ends.map_or((seq, seq), |(first, _)| (first, seq)));
+    }
+    Ok(ends)
 }
 
 /// The `seq` of the last complete record of `file`, if it has one.

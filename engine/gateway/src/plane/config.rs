@@ -6,6 +6,7 @@
 //! ```toml
 //! [terminal]
 //! model_workers = 2                 # HO-3b calls in flight at most
+//! os_workers = 4                    # TS-4 OS operations running at most
 //!
 //! [terminal.control]                # dtp_terminal::TerminalConfig
 //! terminal_id = "term-1"
@@ -61,6 +62,13 @@ pub struct PlaneConfig {
     /// (priority-script fallback). 1–64, default 2.
     #[serde(default = "default_model_workers")]
     pub model_workers: usize,
+    /// Worker threads for OS access operations of a deferred access
+    /// control (SPEC TS-4: a `command` grant or revoke), with
+    /// [`super::OS_QUEUE`] queued behind them; an operation beyond fails
+    /// its step at once.
+    /// 1–64, default 4.
+    #[serde(default = "default_os_workers")]
+    pub os_workers: usize,
     /// Human decisions pending at most (HO-3c); beyond, a handover asking
     /// for one is rejected. 1–4096, default 64.
     #[serde(default = "default_human_queue")]
@@ -77,6 +85,10 @@ pub struct PlaneConfig {
 
 fn default_model_workers() -> usize {
     2
+}
+
+fn default_os_workers() -> usize {
+    4
 }
 
 fn default_human_queue() -> usize {
@@ -172,6 +184,7 @@ impl PlaneConfig {
             policy: PolicySet::default(),
             audit: None,
             model_workers: default_model_workers(),
+            os_workers: default_os_workers(),
             human_queue: default_human_queue(),
             state_changes: default_state_changes(),
             admin_queue: default_admin_queue(),
@@ -194,6 +207,7 @@ impl PlaneConfig {
             .map_err(|e| config_error("control", e))?;
         for (key, value, max) in [
             ("model_workers", self.model_workers, 64),
+            ("os_workers", self.os_workers, 64),
             ("human_queue", self.human_queue, 4096),
             ("state_changes", self.state_changes, 1 << 20),
             ("admin_queue", self.admin_queue, 4096),
@@ -239,7 +253,8 @@ impl PlaneConfig {
             .iter()
             .map(|(name, p)| (name.clone(), HandoverPolicy::from(&p.policy)))
             .collect();
-        // The wall clock measures each priority script's 100 ms budget.
+        // The wall clock measures each priority script's budget (10 ms: it
+        // runs on this, the control thread).
         PolicyEngine::new(derived, ScriptLimits::default(), Arc::new(Instant::now))
             .map_err(|e| config_error("policy", e))
     }

@@ -104,6 +104,7 @@ pub(crate) enum Command {
     SetResourceAvailable(String, bool, Reply<Ended>),
     AdminHandover(Box<AdminHandover>, Reply<Admission>),
     Revoke(Uuid, Reply<Ended>),
+    ClearReconciliation(String, Reply<usize>),
 }
 
 /// Answers a command (the caller may have stopped waiting: then nobody
@@ -186,6 +187,16 @@ impl PlaneHandle {
     ) -> Result<Ended, PlaneError> {
         let id = resource_id.to_owned();
         self.call(|r| Command::SetResourceAvailable(id, available, r))
+    }
+
+    /// SPEC TS-4: an operator checked the OS state of `resource_id` by hand
+    /// after an operation with an unknown outcome (a command killed at its
+    /// timeout) and clears its reconciliation marks, so the resource
+    /// admits sessions again; each clear is audited. Returns how many
+    /// marks there were.
+    pub fn clear_reconciliation(&self, resource_id: &str) -> Result<usize, PlaneError> {
+        let id = resource_id.to_owned();
+        self.call(|r| Command::ClearReconciliation(id, r))
     }
 
     /// SPEC HO-1: an administrator's handover (target `human:<terminal_id>`

@@ -28,18 +28,28 @@
 //! | `EvaluatePolicy` | asked of the policy engine (module `policy`): a verdict goes straight back through `policy_decided`; a model call goes to a worker; a human decision waits in the queue |
 //! | `CancelPolicy` | the model call's reply will be dropped; the human decision is withdrawn |
 //! | `StateChanged` | pushed on a bounded ring that observers drain ([`PlaneHandle::drain_state_changes`]) |
-//! | `Audit` | appended to the audit log, if one is configured; a failure is logged and counted and never stops the plane (module `audit`) |
+//! | `OsAccess` | handed to an OS worker (module `os_workers`); a full pool fails the step at once |
+//! | `Audit` | queued for the audit thread, if a log is configured; a failure is logged and counted and never stops the plane (module `audit`) |
 //!
 //! # Threads
 //!
 //! - **The control thread** runs everything above: every terminal input,
-//!   every policy answer, every audit write, every admin command. It reads
+//!   every policy answer, every admin command. It reads
 //!   the wall clock once per call ([`Clock`]; a test passes an
 //!   [`OffsetClock`] and drives virtual time) and runs priority scripts
-//!   inline (HO-3a: at most 100 ms each).
+//!   inline, each held to `dtp_policy::CONTROL_THREAD_BUDGET` (10 ms, far
+//!   under HO-3a's 100 ms) by an operation limit and a wall-time check.
 //! - **Model workers** (`model_workers` threads) run the blocking HTTP of
 //!   HO-3b model calls and nothing else; each result comes back over a
 //!   channel and wakes the control thread ([`ControlWaker`]).
+//! - **OS workers** (`os_workers` threads, for a deferred access control
+//!   such as [`CommandAccess`]) run the grants and revokes the terminal
+//!   asks for (`OsAccess` outputs, SPEC TS-4); each answer comes back the
+//!   same way, as `Terminal::os_access_done`. The control thread never
+//!   waits for a process.
+//! - **The audit thread** owns the audit log: appends, fsyncs, rotations
+//!   and reopens happen there (module `audit`); records reach it over a
+//!   bounded queue.
 //! - **Admin threads** hold a [`PlaneHandle`]: each call is a command over a
 //!   bounded channel, a wake-up, and a bounded wait for the answer.
 //!
@@ -49,9 +59,12 @@
 //! Model calls in flight: `model_workers` (more: treated as an unavailable
 //! model, so the fallback script decides). Human decisions pending:
 //! `human_queue` (more: reject). State changes kept: `state_changes`
-//! (oldest dropped, counted). Connection keys: the connections up. The
-//! terminal bounds its own sessions, queues and tombstones (TS-17, HO-6,
-//! LIV-5); the audit writer holds nothing in memory.
+//! (oldest dropped, counted). OS operations: `os_workers` running and
+//! [`OS_QUEUE`] queued (more: the step fails at once). Audit records waiting for
+//! the audit thread: [`AUDIT_QUEUE`] (more: lost, counted). Connection
+//! keys: the connections up. The terminal bounds its own sessions, queues,
+//! tombstones and OS operations (TS-17, HO-6, LIV-5; one operation per
+//! session).
 
 mod admin;
 mod audit;
@@ -63,11 +76,12 @@ mod handle;
 mod model_http;
 mod observe;
 mod os_command;
+mod os_workers;
 mod policy;
 mod streams;
 mod workers;
 
-pub use audit::REOPEN_AFTER_MS;
+pub use audit::{AUDIT_QUEUE, REOPEN_AFTER_MS};
 pub use audit_log::{AuditLog, open_audit_file};
 pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
 pub use config::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
@@ -75,6 +89,7 @@ pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHand
 pub use model_http::{post_json, run_model_call};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
 pub use os_command::CommandAccess;
+pub use os_workers::OS_QUEUE;
 pub use streams::{BUILT_IN_STREAMS, SESSIONS_TABLE, built_in_specs, built_in_table};
 
 use std::sync::mpsc::{self, Receiver};
@@ -91,6 +106,7 @@ use conns::Conns;
 use dtp_engine::{ControlPlane, ControlWaker, Decision, Request};
 use handle::Command;
 use observe::StateRing;
+use os_workers::OsPool;
 use policy::{Policies, Question};
 use workers::ModelPool;
 
@@ -120,11 +136,13 @@ impl WakerSlot {
 
 /// The terminal control plane (see the module docs); `A` is the OS access
 /// control (SPEC TS-4).
-pub struct TerminalPlane<A: OsAccess + Send + 'static> {
+pub struct TerminalPlane<A: OsAccess + Clone + Send + 'static> {
     terminal: Terminal<A>,
     clock: Box<dyn Clock>,
     conns: Conns,
     policies: Policies,
+    /// The OS workers, for a deferred access control (SPEC TS-4).
+    os: Option<OsPool>,
     audit: Option<AuditSink>,
     commands: Receiver<Command>,
     admin_queue: usize,
@@ -137,7 +155,7 @@ pub struct TerminalPlane<A: OsAccess + Send + 'static> {
     metrics: Arc<PlaneMetrics>,
 }
 
-impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
     /// A plane on the system clock and the OS random generator: checks the
     /// whole `config` (a bad script, or a policy naming an unknown script,
     /// fails here with the key), opens the audit log and starts the model
@@ -164,15 +182,24 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
         let (engine, audit_config) = config.checked()?;
         let terminal = Terminal::new(config.control, verifier, access, random)
             .map_err(|e| PlaneError::Config(format!("control: {e}")))?;
+        let metrics = Arc::new(PlaneMetrics::default());
         let audit = match (config.audit, audit_config) {
-            (Some(section), Some(c)) => Some(AuditSink::open(section.path, c)?),
+            (Some(section), Some(c)) => Some(AuditSink::open(section.path, c, metrics.clone())?),
             _ => None,
         };
         let waker = Arc::new(WakerSlot::default());
         let models = ModelPool::start(config.model_workers, waker.clone())?;
+        let os = if terminal.access().deferred() {
+            Some(OsPool::start(
+                config.os_workers,
+                terminal.access(),
+                waker.clone(),
+            )?)
+        } else {
+            None
+        };
         let (commands_tx, commands) = mpsc::sync_channel(config.admin_queue);
         let state_changes = Arc::new(StateRing::new(config.state_changes));
-        let metrics = Arc::new(PlaneMetrics::default());
         let handle = PlaneHandle {
             commands: commands_tx,
             waker,
@@ -185,6 +212,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
             clock,
             conns: Conns::default(),
             policies: Policies::new(engine, config.human_queue, models),
+            os,
             audit,
             commands,
             admin_queue: config.admin_queue,
@@ -215,6 +243,15 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
     /// The plane's counters.
     pub fn metrics(&self) -> PlaneSnapshot {
         self.metrics.snapshot()
+    }
+
+    /// Waits (a few seconds at most) until the audit thread has written
+    /// and synced every record handed to it so far — for tests and tools
+    /// that read the log back; the plane itself never waits for it.
+    pub fn sync_audit(&mut self) {
+        if let Some(audit) = &mut self.audit {
+            audit.flush();
+        }
     }
 
     /// Connections the plane knows to be up.
@@ -283,6 +320,11 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
                     self.emit(|| streams::session_state(&change));
                     self.state_changes.push(change, &self.metrics);
                 }
+                Output::OsAccess {
+                    op,
+                    operation,
+                    grant,
+                } => self.run_os(op, operation, grant, now),
                 Output::Audit(record) => {
                     if let dtp_terminal::AuditRecord::Handover(h) = &record {
                         self.emit(|| streams::handover_ended(h));
@@ -309,6 +351,45 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
         }
     }
 
+    /// SPEC TS-4: hands an OS operation to a worker; a full pool (or an
+    /// access control that is not deferred, which never asks) fails the
+    /// step at once — nothing was changed.
+    fn run_os(
+        &mut self,
+        op: dtp_terminal::OsOpId,
+        operation: dtp_terminal::OsOperation,
+        grant: dtp_terminal::AccessGrant,
+        now: UnixMs,
+    ) {
+        if let Some(pool) = &mut self.os
+            && pool.submit(op, operation, grant)
+        {
+            PlaneMetrics::bump(&self.metrics.os_operations);
+            return;
+        }
+        PlaneMetrics::bump(&self.metrics.os_busy);
+        let busy = dtp_terminal::OsError::Failed("every OS access worker is busy".into());
+        if let Err(e) = self.terminal.os_access_done(op, Err(busy), now) {
+            tracing::warn!(op = op.0, error = %e, "OS operation answer refused");
+        }
+    }
+
+    /// The OS operations answered by the workers.
+    fn os_answers(&mut self, now: UnixMs, out: &mut Decisions) {
+        let Some(pool) = &mut self.os else {
+            return;
+        };
+        for done in pool.finished() {
+            if let Err(e) = &done.result {
+                tracing::info!(op = done.op.0, error = %e, "OS access operation failed");
+            }
+            if let Err(e) = self.terminal.os_access_done(done.op, done.result, now) {
+                tracing::warn!(op = done.op.0, error = %e, "OS operation answer refused");
+            }
+            self.pump(now, out);
+        }
+    }
+
     /// Gives the terminal a policy's answer.
     fn answer(&mut self, handover_id: Uuid, answer: dtp_terminal::PolicyOutcome, now: UnixMs) {
         if let Err(e) = self.terminal.policy_decided(handover_id, answer, now) {
@@ -327,7 +408,7 @@ impl<A: OsAccess + Send + 'static> TerminalPlane<A> {
     }
 }
 
-impl<A: OsAccess + Send + 'static> GatewayPlane for TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> GatewayPlane for TerminalPlane<A> {
     fn enable_events(&mut self) {
         self.events_on = true;
     }
@@ -337,7 +418,9 @@ impl<A: OsAccess + Send + 'static> GatewayPlane for TerminalPlane<A> {
     }
 }
 
-impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for TerminalPlane<A> {
+impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
+    for TerminalPlane<A>
+{
     fn handle(
         &mut self,
         shard: usize,
@@ -381,6 +464,7 @@ impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for Term
     fn tick(&mut self, now: Instant, out: &mut Decisions) -> Option<Instant> {
         let t = self.clock.unix_ms(now);
         let more_commands = self.run_commands(t, out);
+        self.os_answers(t, out);
         for (id, answer) in self.policies.model_replies(t) {
             self.answer(id, answer, t);
             self.pump(t, out);
@@ -394,7 +478,7 @@ impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for Term
         }
         self.pump(t, out);
         if let Some(audit) = &mut self.audit {
-            audit.handle_timeout(t, &self.metrics);
+            audit.handle_timeout(t);
         }
         self.policies.purge(t);
         if more_commands {
@@ -414,13 +498,5 @@ impl<A: OsAccess + Send + 'static> ControlPlane<GatewayUp, GatewayDown> for Term
 
     fn attach(&mut self, waker: ControlWaker) {
         self.handle.waker.set(waker);
-    }
-}
-
-impl<A: OsAccess + Send + 'static> Drop for TerminalPlane<A> {
-    fn drop(&mut self) {
-        if let Some(audit) = &mut self.audit {
-            audit.flush();
-        }
     }
 }

@@ -61,9 +61,14 @@ counters! {
     human_expired,
     /// Audit records written (TS-12, HO-10).
     audit_records,
-    /// Audit records lost to a write failure or a log that could not be
-    /// reopened.
+    /// Audit records lost to a write failure, a log that could not be
+    /// reopened, or a full queue to the audit thread.
     audit_failures,
+    /// Torn last records the audit log repaired when it opened (a crash
+    /// mid-append before; each also logged as a warning).
+    audit_torn_repairs,
+    /// Bytes those repairs moved out of the log (into `<name>.torn`).
+    audit_torn_bytes,
     /// Session state changes published.
     state_changes,
     /// State changes dropped from a full ring before anyone drained them.
@@ -73,6 +78,10 @@ counters! {
     events_dropped,
     /// Admin commands run.
     admin_commands,
+    /// OS access operations handed to the workers (SPEC TS-4).
+    os_operations,
+    /// OS access operations failed at once: every worker busy.
+    os_busy,
 }
 
 impl PlaneMetrics {

@@ -1,10 +1,11 @@
 //! SPEC TS-4: [`CommandAccess`], OS access control by running configured
 //! programs — the process half of `dtp_terminal`'s [`CommandTemplates`].
 //!
-//! This is IO: it spawns a process and polls it against a deadline, on the
-//! thread that calls the terminal (the control thread), exactly as the
-//! terminal's synchronous [`OsAccess`] contract asks. The templates, their
-//! check and their expansion stay sans-IO in `dtp_terminal`.
+//! This is IO: it spawns a process and polls it against a deadline. It is a
+//! *deferred* [`OsAccess`]: the terminal never calls it on the control
+//! thread; the plane's OS workers (module `os_workers`) run each operation
+//! and hand the answer back. The templates, their check and their
+//! expansion stay sans-IO in `dtp_terminal`.
 
 use std::process::{Command, Stdio};
 use std::thread;
@@ -17,10 +18,14 @@ use dtp_terminal::{
 /// How long to sleep between two checks of a running command.
 const POLL: Duration = Duration::from_millis(2);
 
-/// SPEC TS-4: an [`OsAccess`] that runs one program per grant or revoke.
-/// Exit status 0 is success; any other status, a failure to start, or
-/// running past the timeout is a failure (the program must then have changed
-/// nothing, per the [`OsAccess`] contract). Its standard streams are closed.
+/// SPEC TS-4: an [`OsAccess`] that runs one program per grant or revoke,
+/// on the plane's OS workers (it is deferred). Exit status 0 is success;
+/// any other status or a failure to start is [`OsError::Failed`] (the
+/// program must then have changed nothing, per the [`OsAccess`] contract);
+/// running past the timeout gets it killed and is
+/// [`OsError::Indeterminate`] — a killed program may have done part of its
+/// work, so the terminal marks the resource for reconciliation. Its
+/// standard streams are closed.
 #[derive(Clone, Debug)]
 pub struct CommandAccess {
     templates: CommandTemplates,
@@ -37,29 +42,37 @@ impl CommandAccess {
     fn run(&self, args: &[String]) -> Result<(), OsError> {
         let (program, rest) = args
             .split_first()
-            .ok_or_else(|| OsError("empty command".into()))?;
+            .ok_or_else(|| OsError::Failed("empty command".into()))?;
         let mut child = Command::new(program)
             .args(rest)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| OsError(format!("cannot start {program}: {e}")))?;
+            .map_err(|e| OsError::Failed(format!("cannot start {program}: {e}")))?;
         let timeout_ms = self.templates.config().timeout_ms;
         let deadline = Instant::now() + self.templates.timeout();
         loop {
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => return Ok(()),
-                Ok(Some(status)) => return Err(OsError(format!("{program} failed: {status}"))),
+                Ok(Some(status)) => {
+                    return Err(OsError::Failed(format!("{program} failed: {status}")));
+                }
                 Ok(None) if Instant::now() >= deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(OsError(format!(
+                    return Err(OsError::Indeterminate(format!(
                         "{program} ran past {timeout_ms} ms and was killed"
                     )));
                 }
                 Ok(None) => thread::sleep(POLL),
-                Err(e) => return Err(OsError(format!("waiting for {program}: {e}"))),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(OsError::Indeterminate(format!(
+                        "waiting for {program}: {e}"
+                    )));
+                }
             }
         }
     }
@@ -72,6 +85,11 @@ impl OsAccess for CommandAccess {
 
     fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
         self.run(&self.templates.revoke_argv(grant)?)
+    }
+
+    /// Always: a process may take seconds (DESIGN §3).
+    fn deferred(&self) -> bool {
+        true
     }
 }
 
@@ -140,14 +158,22 @@ mod tests {
         assert_eq!(a.grant(&grant()), Ok(()));
         assert_eq!(a.revoke(&grant()), Ok(()));
         let mut b = access(&["false"], &["test", "{resource_id}", "=", "other"], 2_000);
-        assert!(b.grant(&grant()).unwrap_err().0.contains("failed"));
+        let failed = b.grant(&grant()).unwrap_err();
+        assert!(
+            matches!(&failed, OsError::Failed(m) if m.contains("failed")),
+            "{failed}"
+        );
+        assert!(a.deferred());
         assert!(b.revoke(&grant()).is_err());
     }
 
     #[test]
     fn a_missing_program_and_a_slow_one_fail() {
         let mut a = access(&["dtp-terminal-no-such-program"], &["sleep", "5"], 50);
-        assert!(a.grant(&grant()).unwrap_err().0.contains("cannot start"));
-        assert!(a.revoke(&grant()).unwrap_err().0.contains("killed"));
+        // Not started: nothing changed. Killed: nobody knows (SPEC TS-4).
+        let missing = a.grant(&grant()).unwrap_err();
+        assert!(matches!(&missing, OsError::Failed(m) if m.contains("cannot start")));
+        let killed = a.revoke(&grant()).unwrap_err();
+        assert!(matches!(&killed, OsError::Indeterminate(m) if m.contains("killed")));
     }
 }

@@ -4,7 +4,7 @@
 //! [`PolicyEngine`] answers with a step:
 //!
 //! - `Decided` (a priority script, HO-3a, run here on the control thread
-//!   within its 100 ms budget; or a cached model answer) — answered at once;
+//!   within its 10 ms budget; or a cached model answer) — answered at once;
 //! - `CallModel` (HO-3b) — run on the [`ModelPool`]; the reply comes back at
 //!   a later tick and goes through `on_model_reply` (timeout → reject,
 //!   unavailable → the fallback script). All workers busy counts as

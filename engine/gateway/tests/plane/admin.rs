@@ -167,6 +167,7 @@ fn audit_log_holds_handover_and_termination_records() {
     rig.advance(10);
     let (done, _) = rig.admin(move |h| h.force_terminate(b));
     done.unwrap();
+    rig.plane.sync_audit();
     let written = rig.plane.metrics().audit_records;
     let end = rig.unix();
     drop(rig);
@@ -320,12 +321,14 @@ fn audit_write_failures_are_counted_and_never_stop_the_plane() {
     let s = rig.session(0, 1, "fay-a", "lamp");
     let (done, _) = rig.admin(move |h| h.force_terminate(s));
     done.unwrap();
+    rig.plane.sync_audit();
     let m = rig.plane.metrics();
     assert_eq!((m.audit_records, m.audit_failures), (0, 1), "{m:?}");
     // Within the reopen back-off the next record is lost without a try.
     let s = rig.session(0, 1, "fay-a", "lamp");
     let (done, _) = rig.admin(move |h| h.force_terminate(s));
     done.unwrap();
+    rig.plane.sync_audit();
     assert_eq!(rig.plane.metrics().audit_failures, 2);
 }
 

@@ -19,8 +19,8 @@ use dtp_gateway::plane::{AuditSection, FsyncPolicy, OffsetClock, PlaneConfig};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
 use dtp_policy::{AiFallback, HumanDecision, PriorityScript};
 use dtp_terminal::{
-    DefaultAction, HandoverPolicyConfig, PolicyRef, ResourceConfig, ScriptedAccess, SeededRandom,
-    TerminalConfig, UiChannel, UnixMs,
+    DefaultAction, HandoverPolicyConfig, OsAccess, PolicyRef, ResourceConfig, ScriptedAccess,
+    SeededRandom, TerminalConfig, UiChannel, UnixMs,
 };
 use dtp_transports::ConnId;
 
@@ -109,9 +109,10 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The plane, its handle, the virtual clock and a credential issuer.
-pub(crate) struct Rig {
-    pub(crate) plane: TerminalPlane<ScriptedAccess>,
+/// The plane, its handle, the virtual clock and a credential issuer; `A`
+/// is the OS access control.
+pub(crate) struct Rig<A: OsAccess + Clone + Send + 'static = ScriptedAccess> {
+    pub(crate) plane: TerminalPlane<A>,
     pub(crate) handle: PlaneHandle,
     pub(crate) origin: Instant,
     pub(crate) now: Instant,
@@ -123,6 +124,12 @@ pub(crate) struct Rig {
 
 impl Rig {
     pub(crate) fn new(config: PlaneConfig) -> Self {
+        Rig::with_access(config, ScriptedAccess::new())
+    }
+}
+
+impl<A: OsAccess + Clone + Send + 'static> Rig<A> {
+    pub(crate) fn with_access(config: PlaneConfig, access: A) -> Self {
         let issuer = IssuerKeyPair::from_seed(&[7; 32]).unwrap();
         let mut verifier = Verifier::new();
         verifier.trust(*issuer.public_key()).unwrap();
@@ -130,7 +137,7 @@ impl Rig {
         let (mut plane, handle) = TerminalPlane::with_parts(
             config,
             verifier,
-            ScriptedAccess::new(),
+            access,
             Box::new(OffsetClock::new(origin, UnixMs(T0))),
             Box::new(SeededRandom::new(42)),
         )

@@ -27,8 +27,18 @@ const SENIORITY: &str = r#"
     #{ source: 10 + age_s / 30, target: target }
 "#;
 
+/// The default limits with a generous time budget, for tests of what a
+/// script computes: the budget has its own tests, and a loaded machine
+/// must not turn their results into `TimeBudget`.
+fn roomy() -> ScriptLimits {
+    ScriptLimits {
+        time_budget: Duration::from_secs(1),
+        ..ScriptLimits::default()
+    }
+}
+
 fn registry(id: &str, source: &str) -> ScriptRegistry {
-    let mut r = ScriptRegistry::new(ScriptLimits::default(), wall_clock());
+    let mut r = ScriptRegistry::new(roomy(), wall_clock());
     r.load(id, source).unwrap();
     r
 }
@@ -233,7 +243,7 @@ fn oversized_data_is_stopped() {
     let mut r = ScriptRegistry::new(
         ScriptLimits {
             max_map_len: 8,
-            ..ScriptLimits::default()
+            ..roomy()
         },
         wall_clock(),
     );
@@ -383,6 +393,49 @@ fn registry_errors() {
         compile_err("let = ;"),
         ScriptErrorKind::Compile(_)
     ));
-    assert_eq!(r.limits(), &ScriptLimits::default());
+    assert_eq!(r.limits(), &roomy());
     assert!(format!("{r:?}").contains("\"s\""));
+}
+
+/// A clock for a run that moves `step` per read, and its read count.
+fn counting_clock(step: Duration) -> (BudgetClock, Arc<AtomicU64>) {
+    let t0 = Instant::now();
+    let reads = Arc::new(AtomicU64::new(0));
+    let counted = reads.clone();
+    let clock: BudgetClock = Arc::new(move || {
+        let n = counted.fetch_add(1, Ordering::Relaxed);
+        t0 + step * u32::try_from(n).unwrap_or(u32::MAX)
+    });
+    (clock, reads)
+}
+
+/// DESIGN §3: with the default limits, a runaway script holds the control
+/// thread no longer than [`CONTROL_THREAD_BUDGET`] (plus one check of
+/// [`BUDGET_CHECK_EVERY`] operations): on a clock that moves 1 ms per
+/// read, the run ends on its budget after at most budget + 2 reads.
+#[test]
+fn a_runaway_script_is_held_to_the_control_thread_budget() {
+    assert!(ScriptLimits::default().time_budget <= CONTROL_THREAD_BUDGET);
+    assert!(CONTROL_THREAD_BUDGET <= Duration::from_millis(10));
+    let (clock, reads) = counting_clock(Duration::from_millis(1));
+    assert_eq!(
+        spin_stopped_by(ScriptLimits::default(), clock),
+        ScriptErrorKind::TimeBudget
+    );
+    let budget_ms = CONTROL_THREAD_BUDGET.as_millis() as u64;
+    assert!(reads.load(Ordering::Relaxed) <= budget_ms + 2, "{reads:?}");
+}
+
+/// DESIGN §3: when the clock does not move (a stalled or coarse clock),
+/// the operation limit alone ends a runaway run, after at most
+/// `max_operations` operations.
+#[test]
+fn a_runaway_script_on_a_frozen_clock_ends_on_the_step_limit() {
+    let (clock, reads) = counting_clock(Duration::ZERO);
+    assert_eq!(
+        spin_stopped_by(ScriptLimits::default(), clock),
+        ScriptErrorKind::StepLimit
+    );
+    let checks = ScriptLimits::default().max_operations / BUDGET_CHECK_EVERY;
+    assert!(reads.load(Ordering::Relaxed) <= checks + 2, "{reads:?}");
 }

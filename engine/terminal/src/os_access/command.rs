@@ -2,8 +2,9 @@
 //! the argv templates, their check, and their expansion for one grant.
 //!
 //! The process itself is started, waited on and killed past the timeout by
-//! the runtime side (`dtp_gateway::plane::CommandAccess`, an [`super::OsAccess`]
-//! built on [`CommandTemplates`]); this crate spawns nothing.
+//! the runtime side (`dtp_gateway::plane::CommandAccess`, a deferred
+//! [`super::OsAccess`] built on [`CommandTemplates`], run on the plane's OS
+//! workers); this crate spawns nothing.
 
 use std::time::Duration;
 
@@ -30,8 +31,9 @@ pub struct CommandAccessConfig {
     pub grant: Vec<String>,
     /// Run to revoke it.
     pub revoke: Vec<String>,
-    /// The longest a command may run before it is killed and counted as a
-    /// failure (ms, default 2000).
+    /// The longest a command may run before it is killed (ms, default
+    /// 2000). A killed command fails its step and, since it may have done
+    /// part of its work, marks the resource for reconciliation (SPEC TS-4).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
 }
@@ -60,9 +62,10 @@ pub enum CommandConfigError {
 
 /// SPEC TS-4: checked [`CommandAccessConfig`] templates, ready to expand
 /// for a grant. The runtime's `CommandAccess` runs what they expand to:
-/// exit status 0 is success; any other status, a failure to start, or
-/// running past [`CommandTemplates::timeout`] is a failure (the program must
-/// then have changed nothing, per the [`super::OsAccess`] contract).
+/// exit status 0 is success; any other status or a failure to start is a
+/// failure (the program must then have changed nothing, per the
+/// [`super::OsAccess`] contract); running past [`CommandTemplates::timeout`]
+/// gets it killed, an unknown outcome ([`super::OsError::Indeterminate`]).
 #[derive(Clone, Debug)]
 pub struct CommandTemplates {
     config: CommandAccessConfig,
@@ -123,9 +126,9 @@ fn argv(template: &[String], grant: &AccessGrant) -> Result<Vec<String>, OsError
         .iter()
         .map(|a| expand(a, &value))
         .collect::<Option<_>>()
-        .ok_or_else(|| OsError("bad placeholder".into()))?;
+        .ok_or_else(|| OsError::Failed("bad placeholder".into()))?;
     if args.is_empty() {
-        return Err(OsError("empty command".into()));
+        return Err(OsError::Failed("empty command".into()));
     }
     Ok(args)
 }

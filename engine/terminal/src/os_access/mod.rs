@@ -3,9 +3,13 @@
 //! resource, and the implementations shipped with the terminal.
 //!
 //! Contract of every [`OsAccess`]: each call is one transaction — `Ok` means
-//! the OS now reflects the change, `Err` means it changed nothing. The
-//! terminal relies on this to keep a session transition and its OS operation
-//! all-or-nothing (TS-4): it commits the transition only after `Ok`.
+//! the OS now reflects the change, [`OsError::Failed`] means it changed
+//! nothing, [`OsError::Indeterminate`] means nobody knows (a command killed
+//! at its timeout). The terminal relies on this to keep a session
+//! transition and its OS operation all-or-nothing (TS-4): it commits the
+//! transition only after `Ok`, rolls it back after `Failed`, and after
+//! `Indeterminate` rolls it back *and* marks the resource for
+//! reconciliation (see [`crate::Reconciliation`]).
 
 mod command;
 mod scripted;
@@ -55,24 +59,88 @@ impl PartialOrd for AccessGrant {
     }
 }
 
-/// SPEC TS-7: an OS access-control operation failed (the terminal reports
-/// E_OS_INTEGRATION_FAILED, or a handover's release/acquire failure).
+/// SPEC TS-4, TS-7: an OS access-control operation did not succeed (the
+/// terminal reports E_OS_INTEGRATION_FAILED, or a handover's
+/// release/acquire failure).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("OS access control failed: {0}")]
-pub struct OsError(pub String);
+pub enum OsError {
+    /// It failed and changed nothing (the [`OsAccess`] contract's `Err`):
+    /// the transition is simply rolled back.
+    #[error("OS access control failed: {0}")]
+    Failed(String),
+    /// SPEC TS-4: it may have changed something — a command killed at its
+    /// timeout proves nothing either way. The step still fails, and the
+    /// resource is marked for reconciliation (no new grants) until a later
+    /// successful revoke of the same grant, or an operator, clears it.
+    #[error("OS access control outcome unknown: {0}")]
+    Indeterminate(String),
+}
+
+impl OsError {
+    /// Whether the operation may have changed the OS (SPEC TS-4).
+    pub fn is_indeterminate(&self) -> bool {
+        matches!(self, OsError::Indeterminate(_))
+    }
+}
+
+/// SPEC TS-4: which OS operation the terminal asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OsOperation {
+    /// [`OsAccess::grant`].
+    Grant,
+    /// [`OsAccess::revoke`].
+    Revoke,
+}
+
+impl OsOperation {
+    /// Runs this operation on `access` (a driver answering a deferred
+    /// [`crate::Output::OsAccess`] request, or the terminal itself).
+    pub fn run<A: OsAccess + ?Sized>(
+        self,
+        access: &mut A,
+        grant: &AccessGrant,
+    ) -> Result<(), OsError> {
+        match self {
+            OsOperation::Grant => access.grant(grant),
+            OsOperation::Revoke => access.revoke(grant),
+        }
+    }
+}
+
+/// SPEC TS-4: names one outstanding OS operation of a terminal, from its
+/// [`crate::Output::OsAccess`] request to [`crate::Terminal::os_access_done`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct OsOpId(pub u64);
 
 /// SPEC TS-4: the OS access-control interface, transactional per call.
 ///
-/// Calls are synchronous: the terminal runs each handover step (HO-4) and
-/// each creation (TS-6) to its end within one input, so an implementation
-/// that talks to the OS slowly stalls the control thread for that long;
-/// keep it fast or bound it (see [`CommandTemplates::timeout`]).
+/// Two ways to run it:
+/// - **inline** (`deferred()` is false, the default): the terminal calls
+///   [`OsAccess::grant`] / [`OsAccess::revoke`] itself, inside the input
+///   that needs it. Only for implementations that answer at once
+///   ([`NoopAccess`], the [`ScriptedAccess`] test double).
+/// - **deferred** (`deferred()` is true): the terminal never calls it; it
+///   emits [`crate::Output::OsAccess`] with an [`OsOpId`] and goes on with
+///   other inputs; the driver runs the operation off the control thread
+///   and answers with [`crate::Terminal::os_access_done`]. Anything that
+///   can wait (a process, a remote service) must be deferred: the control
+///   thread never blocks (DESIGN §3).
+///
+/// Either way the terminal holds the resource while the operation is
+/// outstanding so that SPEC HO-4 holds at every instant.
 pub trait OsAccess {
     /// Lets `grant.holder` reach `grant.resource_id` in `grant.access_mode`.
     fn grant(&mut self, grant: &AccessGrant) -> Result<(), OsError>;
 
     /// Withdraws what [`OsAccess::grant`] gave for the same `grant`.
     fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError>;
+
+    /// Whether the driver runs the operations (see the trait docs).
+    fn deferred(&self) -> bool {
+        false
+    }
 }
 
 /// An [`OsAccess`] that always succeeds and does nothing: for terminals whose

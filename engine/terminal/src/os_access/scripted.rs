@@ -21,6 +21,12 @@ pub enum AccessCall {
 /// It also checks the terminal's side of the contract: granting what is
 /// already granted, or revoking what is not, counts as a
 /// [`ScriptedAccess::violations`].
+///
+/// A call can also be *killed* ([`ScriptedAccess::kill_next_grant`]): it
+/// answers [`OsError::Indeterminate`] after applying its change — the worst
+/// case for the terminal, which cannot know (SPEC TS-4). And the double can
+/// be [deferred](ScriptedAccess::set_deferred): the terminal then asks its
+/// driver (the test) to run each call, whenever the test likes.
 #[derive(Clone, Debug, Default)]
 pub struct ScriptedAccess {
     granted: BTreeSet<AccessGrant>,
@@ -28,8 +34,11 @@ pub struct ScriptedAccess {
     revokes: u64,
     fail_grants: BTreeSet<u64>,
     fail_revokes: BTreeSet<u64>,
+    kill_grants: BTreeSet<u64>,
+    kill_revokes: BTreeSet<u64>,
     calls: Vec<AccessCall>,
     violations: u64,
+    deferred: bool,
 }
 
 impl ScriptedAccess {
@@ -56,6 +65,24 @@ impl ScriptedAccess {
     /// Fails the next revoke.
     pub fn fail_next_revoke(&mut self) {
         self.fail_revokes.insert(self.revokes + 1);
+    }
+
+    /// Kills the next grant: it takes effect, yet answers
+    /// [`OsError::Indeterminate`].
+    pub fn kill_next_grant(&mut self) {
+        self.kill_grants.insert(self.grants + 1);
+    }
+
+    /// Kills the next revoke: it takes effect, yet answers
+    /// [`OsError::Indeterminate`].
+    pub fn kill_next_revoke(&mut self) {
+        self.kill_revokes.insert(self.revokes + 1);
+    }
+
+    /// Deferred: the terminal hands every call to its driver
+    /// ([`crate::Output::OsAccess`]) instead of making it.
+    pub fn set_deferred(&mut self, deferred: bool) {
+        self.deferred = deferred;
     }
 
     /// What the OS currently grants.
@@ -90,13 +117,19 @@ impl OsAccess for ScriptedAccess {
         let ok = !self.fail_grants.remove(&self.grants);
         self.calls.push(AccessCall::Grant(grant.clone(), ok));
         if !ok {
-            return Err(OsError(format!(
+            return Err(OsError::Failed(format!(
                 "scripted failure of grant #{}",
                 self.grants
             )));
         }
         if !self.granted.insert(grant.clone()) {
             self.violations += 1;
+        }
+        if self.kill_grants.remove(&self.grants) {
+            return Err(OsError::Indeterminate(format!(
+                "grant #{} was killed",
+                self.grants
+            )));
         }
         Ok(())
     }
@@ -106,7 +139,7 @@ impl OsAccess for ScriptedAccess {
         let ok = !self.fail_revokes.remove(&self.revokes);
         self.calls.push(AccessCall::Revoke(grant.clone(), ok));
         if !ok {
-            return Err(OsError(format!(
+            return Err(OsError::Failed(format!(
                 "scripted failure of revoke #{}",
                 self.revokes
             )));
@@ -114,7 +147,17 @@ impl OsAccess for ScriptedAccess {
         if !self.granted.remove(grant) {
             self.violations += 1;
         }
+        if self.kill_revokes.remove(&self.revokes) {
+            return Err(OsError::Indeterminate(format!(
+                "revoke #{} was killed",
+                self.revokes
+            )));
+        }
         Ok(())
+    }
+
+    fn deferred(&self) -> bool {
+        self.deferred
     }
 }
 

@@ -6,6 +6,7 @@ use dtp_codec::{
 };
 
 use super::handover::{HandoverRequest, Origin};
+use super::os_ops::{Purpose, Wait};
 use super::{Binding, Holder, SessionRecord, Terminal};
 use crate::audit::{AuditRecord, SessionAudit};
 use crate::config::HUMAN_PREFIX;
@@ -117,8 +118,13 @@ impl<A: OsAccess> Terminal<A> {
                     mode: req.access_mode,
                     binding: Binding::Conn(conn),
                 };
-                self.create_session(spec, now)
-                    .map(Some)
+                // The AuthResult follows the grant's answer (`os_ops`).
+                let purpose = Purpose::Auth {
+                    conn,
+                    request_id: req.request_id,
+                };
+                self.create_session(spec, purpose, now)
+                    .map(|()| None)
                     .map_err(|(code, m)| refuse(code, m))
             }
             Err(OccupancyError::Busy) => match self.handover_source(&req) {
@@ -198,13 +204,15 @@ impl<A: OsAccess> Terminal<A> {
     }
 
     /// SPEC TS-6, TS-7: limits and occupancy → id (UUID v7) → creating →
-    /// OS grant → active. On failure everything is rolled back, the session
-    /// goes creating → terminating → terminated, and the code is returned.
+    /// OS grant → active. A failure before the grant returns its code;
+    /// the grant's answer continues in `os_ops` (active, or rolled back:
+    /// creating → terminating → terminated), which tells `purpose`.
     pub(crate) fn create_session(
         &mut self,
         spec: NewSession,
+        purpose: Purpose,
         now: UnixMs,
-    ) -> Result<SessionId, (ErrorCode, String)> {
+    ) -> Result<(), (ErrorCode, String)> {
         self.check_limits(spec.holder.id())
             .map_err(|m| (ErrorCode::E_SESSION_LIMIT_EXCEEDED, m))?;
         self.admit(&spec.resource_id, spec.mode)
@@ -239,20 +247,12 @@ impl<A: OsAccess> Terminal<A> {
             r.occupy(id, rec.mode);
         }
         self.sessions.insert(id, rec);
-        if let Err(e) = self.access.grant(&grant) {
-            // Nothing was granted (the OsAccess contract): only our own
-            // records are rolled back.
-            self.step(id, SessionEvent::InitFailed, now);
-            self.release_records(id, now);
-            return Err((ErrorCode::E_OS_INTEGRATION_FAILED, e.to_string()));
-        }
-        self.step(id, SessionEvent::Initialised, now);
-        if let Some(rec) = self.sessions.get_mut(&id) {
-            rec.created_at = now;
-            rec.last_heartbeat_at = now;
-            rec.announced = true;
-        }
-        Ok(id)
+        let wait = Wait::Create {
+            session: id,
+            purpose: Some(purpose),
+        };
+        self.start_op(wait, grant, now);
+        Ok(())
     }
 
     /// A fresh session id that no live or remembered session has.

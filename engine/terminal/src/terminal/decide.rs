@@ -5,7 +5,7 @@ use dtp_codec::{ErrorCode, HandoverFailedReason, SessionId};
 use uuid::Uuid;
 
 use super::Terminal;
-use super::handover::{Origin, PolicyAnswerError};
+use super::handover::{HandoverPhase, Origin, PolicyAnswerError};
 use crate::audit::PolicyDecision;
 use crate::os_access::OsAccess;
 use crate::output::Output;
@@ -16,7 +16,7 @@ impl<A: OsAccess> Terminal<A> {
     fn find_evaluation(&self, id: Uuid) -> Option<(String, UnixMs)> {
         self.evaluations
             .iter()
-            .find(|(_, e)| e.id == id)
+            .find(|(_, e)| e.id == id && e.phase == HandoverPhase::Deciding)
             .map(|(r, e)| (r.clone(), e.deadline))
     }
 
@@ -104,11 +104,15 @@ impl<A: OsAccess> Terminal<A> {
         }
     }
 
-    /// SPEC HO-7: no decision before the hard deadline.
+    /// SPEC HO-7: the hard deadline passed — with no decision, or with an
+    /// OS step outstanding (`abort_os_step`).
     pub(crate) fn time_out(&mut self, resource: &str, now: UnixMs) {
         let Some(ev) = self.evaluations.get_mut(resource) else {
             return;
         };
+        if ev.phase != HandoverPhase::Deciding {
+            return self.abort_os_step(resource, now);
+        }
         ev.decisions.push(PolicyDecision {
             policy: ev.policy_name.clone(),
             kind: ev.policy.kind(),
@@ -134,7 +138,7 @@ impl<A: OsAccess> Terminal<A> {
         let found = self
             .evaluations
             .iter()
-            .find(|(_, e)| e.request.source == session)
+            .find(|(_, e)| e.request.source == session && e.phase == HandoverPhase::Deciding)
             .map(|(r, _)| r.clone());
         if let Some(resource) = found {
             // TODO(codec): HandoverFailedReason has no "source ended";
@@ -174,9 +178,10 @@ impl<A: OsAccess> Terminal<A> {
     }
 
     /// SPEC HO-6: evaluates queued requests, FIFO, until one is being
-    /// evaluated or the queue is empty.
+    /// evaluated or the queue is empty — once no abandoned OS operation
+    /// holds the resource (its answer calls this again).
     pub(crate) fn advance_queue(&mut self, resource: &str, now: UnixMs) {
-        while !self.evaluations.contains_key(resource) {
+        while !self.evaluations.contains_key(resource) && !self.abandoned_op_on(resource) {
             let Some(req) = self.queues.get_mut(resource).and_then(|q| q.pop_front()) else {
                 return;
             };

@@ -131,6 +131,7 @@ impl<A: OsAccess> Terminal<A> {
             metadata: req.metadata.clone(),
         });
         let ev = Evaluation {
+            phase: super::handover::HandoverPhase::Deciding,
             id,
             kind,
             resource_id: resource_id.clone(),

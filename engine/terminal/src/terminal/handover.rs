@@ -8,9 +8,9 @@
 //! the policy's `allow`. While a policy decides, the resource counts as
 //! having a handover in progress: further handover requests for it queue or
 //! are refused (HO-6). The hard timeout (HO-7) runs from the start of the
-//! evaluation; since T0 … T5 then run to their end within one input, it can
-//! only expire while the policy decides — before T0, so nothing needs
-//! restoring and the source simply stays active.
+//! evaluation and covers T0 … T5: it can expire while the policy decides
+//! (nothing to restore) or while an OS step is outstanding (`os_ops`:
+//! HO-5's rollback for that step).
 
 use bytes::Bytes;
 use dtp_codec::{
@@ -67,9 +67,24 @@ pub(crate) struct HandoverRequest {
     pub(crate) metadata: Terms,
 }
 
-/// A handover waiting for its policy (at most one per resource, HO-6).
+/// SPEC HO-4: where a handover in progress is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoverPhase {
+    /// Its policy decides (HO-2 (3)); the source is still active.
+    Deciding,
+    /// T1: the source's OS revoke is outstanding (source handover_pending).
+    Releasing,
+    /// T4: the target's OS grant is outstanding (source terminated, target
+    /// creating).
+    Acquiring,
+}
+
+/// A handover in progress (at most one per resource, HO-6): its policy
+/// deciding, or its OS steps running.
 #[derive(Clone, Debug)]
 pub(crate) struct Evaluation {
+    pub(crate) phase: HandoverPhase,
     pub(crate) id: Uuid,
     pub(crate) request: HandoverRequest,
     pub(crate) kind: HandoverKind,
@@ -230,7 +245,8 @@ impl<A: OsAccess> Terminal<A> {
                     ));
                 }
             }
-            let busy = self.evaluations.contains_key(&resource_id);
+            let busy =
+                self.evaluations.contains_key(&resource_id) || self.abandoned_op_on(&resource_id);
             let queue_len = self.queues.get(&resource_id).map_or(0, |q| q.len());
             if busy
                 && (h.concurrent == ConcurrentHandovers::Reject || queue_len >= h.queue_capacity)

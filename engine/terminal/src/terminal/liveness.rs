@@ -23,7 +23,7 @@
 
 use dtp_codec::{Beat, ControlMessage, ErrorCode, Heartbeat, HeartbeatAck, SessionState};
 
-use super::handover::Origin;
+use super::handover::{HandoverPhase, Origin};
 use super::{Binding, Terminal, state_changed};
 use crate::os_access::OsAccess;
 use crate::output::{ConnKey, Refusal, RequestKind};
@@ -50,7 +50,9 @@ pub(crate) fn dead_at(down_since: UnixMs, last_heartbeat_at: UnixMs, threshold: 
 impl<A: OsAccess> Terminal<A> {
     /// SPEC LIV-1: a connection is down. Its sessions start their liveness
     /// clock (they do not end: LIV-1), and AuthRequest-started handovers
-    /// whose target was on it are dropped (nobody is left to answer).
+    /// whose target was on it are dropped while their policy decides
+    /// (nobody is left to answer); one already in its OS steps goes on, its
+    /// target session detached.
     pub fn connection_down(&mut self, conn: ConnKey, now: UnixMs) {
         self.begin(now);
         self.conns.remove(&conn);
@@ -67,7 +69,7 @@ impl<A: OsAccess> Terminal<A> {
         let gone: Vec<String> = self
             .evaluations
             .iter()
-            .filter(|(_, e)| from_conn(&e.request.origin))
+            .filter(|(_, e)| from_conn(&e.request.origin) && e.phase == HandoverPhase::Deciding)
             .map(|(r, _)| r.clone())
             .collect();
         for resource in gone {

@@ -5,7 +5,8 @@
 //! connections send, the admin and policy methods for the rest); outputs
 //! are polled. Driver loop, in the manner of quinn-proto:
 //!
-//! 1. feed inputs as they come (`handle`, `policy_decided`, `revoke`, …);
+//! 1. feed inputs as they come (`handle`, `policy_decided`,
+//!    `os_access_done`, `revoke`, …);
 //! 2. drain [`Terminal::poll_output`] until `None` after every input;
 //! 3. call [`Terminal::handle_timeout`] when [`Terminal::poll_timeout`]'s
 //!    instant is reached, and drain again.
@@ -18,12 +19,14 @@ mod decide;
 mod evaluate;
 mod handover;
 mod liveness;
+mod os_ops;
 mod sequence;
 mod terminate;
 mod timers;
 mod views;
 
-pub use handover::{AdminHandover, HandoverAdmission, PolicyAnswerError};
+pub use handover::{AdminHandover, HandoverAdmission, HandoverPhase, PolicyAnswerError};
+pub use os_ops::UnknownOsOp;
 pub use views::{HandoverInfo, ResourceInfo, SessionInfo};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -145,9 +148,11 @@ pub(crate) struct Tombstone {
 
 /// SPEC §2–3: the terminal's sessions, liveness and handovers, sans-IO.
 ///
-/// `A` is the OS access control (SPEC TS-4). The terminal never reads a
-/// clock, never draws global randomness and never does IO (apart from what
-/// `A` does, synchronously, inside a transition).
+/// `A` is the OS access control (SPEC TS-4): called inline when it answers
+/// at once, else asked of the driver ([`Output::OsAccess`], answered with
+/// [`Terminal::os_access_done`]). The terminal never reads a clock, never
+/// draws global randomness and never does IO (apart from what an inline
+/// `A` does inside a transition).
 pub struct Terminal<A: OsAccess> {
     pub(crate) config: TerminalConfig,
     pub(crate) verifier: Verifier,
@@ -174,6 +179,10 @@ pub struct Terminal<A: OsAccess> {
     /// codec's limit is not kept), at most [`MAX_TARGETS_PER_SOURCE`] per
     /// source.
     pub(crate) attempts: BTreeMap<(SessionId, u64), (u32, UnixMs)>,
+    /// SPEC TS-4: OS operations asked of the driver and not yet answered
+    /// (at most one per live session).
+    pub(crate) ops: BTreeMap<crate::os_access::OsOpId, os_ops::PendingOp>,
+    pub(crate) next_op: u64,
     pub(crate) out: VecDeque<Output>,
     pub(crate) next_timer: Option<UnixMs>,
 }
@@ -209,6 +218,8 @@ impl<A: OsAccess> Terminal<A> {
             evaluations: BTreeMap::new(),
             queues: BTreeMap::new(),
             attempts: BTreeMap::new(),
+            ops: BTreeMap::new(),
+            next_op: 1,
             out: VecDeque::new(),
             next_timer: None,
         })

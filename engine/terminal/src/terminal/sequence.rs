@@ -2,6 +2,9 @@
 //! policy allowed it, its rollbacks, and the handover's notifications and
 //! audit record.
 //!
+//! T1's revoke and T4's grant may be answered later (a deferred
+//! [`crate::OsAccess`]); `os_ops` continues the sequence from each answer.
+//!
 //! Each step commits its OS operation before its state change (TS-4), so an
 //! observer — [`crate::Terminal::state_of`] or the
 //! [`crate::Output::StateChanged`] stream — sees at most one controller of
@@ -15,7 +18,8 @@ use dtp_codec::{
 };
 
 use super::create::NewSession;
-use super::handover::{Evaluation, Origin};
+use super::handover::{Evaluation, HandoverPhase, Origin};
+use super::os_ops::{Purpose, Wait};
 use super::{Binding, Holder, Terminal, state_changed};
 use crate::audit::{AuditRecord, HandoverAudit, HandoverOutcome};
 use crate::os_access::OsAccess;
@@ -58,19 +62,24 @@ impl<A: OsAccess> Terminal<A> {
         }
         // T0: pre-emption.
         self.step(source, SessionEvent::HandoverRequested, now);
-        // T1: revoke the source's OS access; on failure restore it (HO-5).
-        if let Err(e) = self.access.revoke(&grant) {
-            self.step(source, SessionEvent::HandoverRolledBack, now);
-            let code = ErrorCode::E_HANDOVER_FAILED_AT_RELEASE;
-            let reason = Some(HandoverFailedReason::ReleaseFailed);
-            self.finish_failed(ev, code, reason, e.to_string(), now);
-            return self.advance_queue(&resource, now);
-        }
-        self.step(source, SessionEvent::HandoverSucceeded, now);
-        // T2: the source leaves the occupancy and reaches terminated; the
-        // resource has no active session.
-        self.release_records(source, now);
-        // T3 … T5: the target's session, per TS-6.
+        // T1: revoke the source's OS access; the answer continues in
+        // `os_ops` (T2 … on success, HO-5's rollback on failure). The
+        // handover stays in `evaluations` meanwhile, so the resource keeps
+        // counting as handed over (HO-6) and HO-7's deadline still runs.
+        ev.phase = HandoverPhase::Releasing;
+        self.evaluations.insert(resource.clone(), ev);
+        let wait = Wait::Release {
+            session: source,
+            resource,
+            live: true,
+        };
+        self.start_op(wait, grant, now);
+    }
+
+    /// SPEC HO-4 T3 … T5 after T2: the target's session, per TS-6; its
+    /// grant's answer (T4) continues in `os_ops`.
+    pub(crate) fn acquire(&mut self, mut ev: Evaluation, now: UnixMs) {
+        let resource = ev.resource_id.clone();
         let holder = match &ev.target {
             Some(cred) => Holder::Fay(ev.request.target_fay_id.clone(), Box::new(cred.clone())),
             None => Holder::Human(ev.request.target_fay_id.clone()),
@@ -86,22 +95,25 @@ impl<A: OsAccess> Terminal<A> {
             mode: ev.mode,
             binding,
         };
-        match self.create_session(spec, now) {
-            Err((code, m)) => {
-                // HO-5: the source is NOT restored; the resource stays idle.
-                let m = format!("{code}: {m}");
-                let code = ErrorCode::E_HANDOVER_FAILED_AT_ACQUIRE;
-                let reason = Some(HandoverFailedReason::AcquireFailed);
-                self.finish_failed(ev, code, reason, m, now);
-            }
-            Ok(new) => self.succeeded(ev, new, now),
+        ev.phase = HandoverPhase::Acquiring;
+        self.evaluations.insert(resource.clone(), ev);
+        let purpose = Purpose::Handover {
+            resource: resource.clone(),
+        };
+        if let Err((code, m)) = self.create_session(spec, purpose, now)
+            && let Some(ev) = self.evaluations.remove(&resource)
+        {
+            // HO-5: the source is NOT restored; the resource stays idle.
+            let m = format!("{code}: {m}");
+            let code = ErrorCode::E_HANDOVER_FAILED_AT_ACQUIRE;
+            let reason = Some(HandoverFailedReason::AcquireFailed);
+            self.finish_failed(ev, code, reason, m, now);
         }
-        self.advance_queue(&resource, now);
     }
 
     /// SPEC HO-10: the target hears AuthResult then SessionStateChanged
     /// (active) — seed §6.10 — and the audit log gets the record.
-    fn succeeded(&mut self, ev: Evaluation, new: SessionId, now: UnixMs) {
+    pub(crate) fn succeeded(&mut self, ev: Evaluation, new: SessionId, now: UnixMs) {
         let conn = self.sessions.get(&new).and_then(|s| s.conn());
         let request_id = match &ev.request.origin {
             Origin::Auth { request, .. } => request.request_id,

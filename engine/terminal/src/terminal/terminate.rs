@@ -3,6 +3,7 @@
 use dtp_codec::{ControlMessage, ErrorCode, SessionId, SessionState};
 use uuid::Uuid;
 
+use super::os_ops::Wait;
 use super::{Holder, Terminal, Tombstone, state_changed};
 use crate::os_access::OsAccess;
 use crate::output::{ConnKey, Refusal, RequestKind};
@@ -29,24 +30,20 @@ impl<A: OsAccess> Terminal<A> {
         self.source_gone(id, now);
     }
 
-    /// SPEC TS-12 steps 2–6 for a terminating session; `false` if the OS
-    /// revoke failed (and a retry is scheduled).
-    pub(crate) fn finish_termination(&mut self, id: SessionId, now: UnixMs) -> bool {
-        let Some(rec) = self.sessions.get(&id) else {
-            return false;
+    /// SPEC TS-12 steps 2–6 for a terminating session: its revoke, whose
+    /// answer continues in `os_ops` (release; or, on failure, a retry every
+    /// `revoke_retry_ms`). A session with an operation outstanding waits
+    /// for that answer first (one operation per session at a time).
+    pub(crate) fn finish_termination(&mut self, id: SessionId, now: UnixMs) {
+        if self.op_outstanding(id) {
+            return;
+        }
+        let Some(rec) = self.sessions.get_mut(&id) else {
+            return;
         };
-        if let Err(_e) = self.access.revoke(&rec.grant()) {
-            let retry = now.plus(self.config.revoke_retry_ms);
-            if let Some(rec) = self.sessions.get_mut(&id) {
-                rec.revoke_retry_at = Some(retry);
-            }
-            return false;
-        }
-        if let Some(rec) = self.sessions.get_mut(&id) {
-            rec.revoke_retry_at = None;
-        }
-        self.release_records(id, now);
-        true
+        rec.revoke_retry_at = None;
+        let grant = rec.grant();
+        self.start_op(Wait::Terminate { session: id }, grant, now);
     }
 
     /// SPEC LIV-5: remembers an ended session (bounded, oldest forgotten).
@@ -157,12 +154,7 @@ impl<A: OsAccess> Terminal<A> {
         self.begin(now);
         let Some(resource) = self.resources.get_mut(resource_id) else {
             self.end();
-            return Err(Refusal::new(
-                RequestKind::Admin,
-                None,
-                ErrorCode::E_RESOURCE_UNKNOWN,
-                format!("this terminal has no resource {resource_id:?}"),
-            ));
+            return Err(unknown_resource(resource_id));
         };
         resource.set_available(available);
         let victims: Vec<SessionId> = if available {
@@ -202,4 +194,14 @@ impl<A: OsAccess> Terminal<A> {
         self.end();
         result
     }
+}
+
+/// An admin call named a resource the terminal does not have.
+pub(crate) fn unknown_resource(resource_id: &str) -> Refusal {
+    Refusal::new(
+        RequestKind::Admin,
+        None,
+        ErrorCode::E_RESOURCE_UNKNOWN,
+        format!("this terminal has no resource {resource_id:?}"),
+    )
 }

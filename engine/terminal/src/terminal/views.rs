@@ -8,7 +8,9 @@ use dtp_codec::{AccessMode, SessionId, SessionState};
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::handover::HandoverPhase;
 use super::{Binding, Holder, SessionRecord, Terminal};
+use crate::occupancy::Reconciliation;
 use crate::os_access::OsAccess;
 use crate::output::ConnKey;
 use crate::policy::{HandoverKind, HandoverTrigger, PolicyKind};
@@ -55,15 +57,20 @@ pub struct ResourceInfo {
     pub occupancy: Vec<(SessionId, AccessMode, SessionState)>,
     /// SPEC HO-4: the active controllers (at most one exclusive).
     pub controllers: Vec<SessionId>,
-    /// The handover being evaluated.
+    /// The handover in progress.
     pub handover: Option<HandoverInfo>,
     /// SPEC HO-6: requests queued behind it.
     pub queued: usize,
+    /// SPEC TS-4: OS operations with an unknown outcome; while any is
+    /// listed the resource admits no new session.
+    pub reconciliation: Vec<Reconciliation>,
 }
 
-/// A handover awaiting its policy.
+/// A handover in progress.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct HandoverInfo {
+    /// SPEC HO-4: deciding, or in an OS step.
+    pub phase: HandoverPhase,
     /// The handover.
     pub handover_id: Uuid,
     /// The resource.
@@ -122,6 +129,7 @@ impl<A: OsAccess> Terminal<A> {
             controllers: self.active_controllers(resource_id),
             handover: self.handover_info(resource_id),
             queued: self.queues.get(resource_id).map_or(0, |q| q.len()),
+            reconciliation: r.reconciliation().cloned().collect(),
         })
     }
 
@@ -135,7 +143,7 @@ impl<A: OsAccess> Terminal<A> {
             .collect()
     }
 
-    /// Every handover awaiting its policy.
+    /// Every handover in progress (deciding or in its OS steps).
     pub fn pending_handovers(&self) -> Vec<HandoverInfo> {
         self.evaluations
             .keys()
@@ -146,6 +154,7 @@ impl<A: OsAccess> Terminal<A> {
     fn handover_info(&self, resource_id: &str) -> Option<HandoverInfo> {
         let e = self.evaluations.get(resource_id)?;
         Some(HandoverInfo {
+            phase: e.phase,
             handover_id: e.id,
             resource_id: e.resource_id.clone(),
             source_session_id: e.request.source,

@@ -9,7 +9,9 @@ mod handover;
 mod handover_failures;
 mod handover_limits;
 mod liveness;
+mod os_deferred;
 mod prop;
+mod reconcile;
 mod termination;
 
 use std::collections::BTreeMap;

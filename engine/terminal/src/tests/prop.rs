@@ -73,6 +73,12 @@ enum Step {
     Force {
         pick: u8,
     },
+    /// Deferred OS only: answer an outstanding operation — 0 ok, 1 failed,
+    /// 2 killed (applied, outcome unknown).
+    Answer {
+        pick: u8,
+        how: u8,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -96,6 +102,16 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..3u8, any::<bool>())
             .prop_map(|(resource, available)| Step::Available { resource, available }),
         1 => any::<u8>().prop_map(|pick| Step::Force { pick }),
+    ]
+}
+
+/// The steps with a deferred OS: answers are frequent, so most operations
+/// complete, some late.
+fn deferred_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => step(),
+        2 => (any::<u8>(), prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)])
+            .prop_map(|(pick, how)| Step::Answer { pick, how }),
     ]
 }
 
@@ -125,15 +141,18 @@ struct World {
     creds: Vec<[Bytes; 2]>,
     /// Every session id ever granted (ended ones included).
     seen: Vec<SessionId>,
+    /// The OS access is deferred (answered by `Step::Answer`).
+    deferred: bool,
 }
 
 impl World {
-    fn new() -> Self {
+    fn new(deferred: bool) -> Self {
         let mut c = config();
         c.limits.per_fay = 3;
         c.limits.reads_per_resource = 2;
         c.handover.queue_capacity = 2;
         let mut h = Harness::with(c);
+        h.t.access_mut().set_deferred(deferred);
         let creds = FAYS
             .iter()
             .map(|f| [h.cred(f), h.cred_with(f, all_grants(), 60)])
@@ -142,11 +161,12 @@ impl World {
             h,
             creds,
             seen: Vec::new(),
+            deferred,
         }
     }
 
     fn apply(&mut self, s: Step) {
-        let World { h, creds, seen } = self;
+        let World { h, creds, seen, .. } = self;
         let live: Vec<SessionId> = h.t.sessions().iter().map(|s| s.session_id).collect();
         let pick = |p: u8| choose(&live, seen, p);
         let target = |n: u8| target(creds, n);
@@ -224,7 +244,8 @@ impl World {
                 let _ = h.t.admin_handover(req, now);
             }
             Step::Decide { pick, outcome } => {
-                let pending = h.t.pending_handovers();
+                let mut pending = h.t.pending_handovers();
+                pending.retain(|p| p.phase == crate::HandoverPhase::Deciding);
                 if let Some(p) = pending.get(usize::from(pick) % pending.len().max(1)) {
                     let outcome = match outcome {
                         0 => PolicyOutcome::Allow,
@@ -257,6 +278,20 @@ impl World {
             Step::Force { pick: p } => {
                 let _ = h.t.force_terminate(pick(p), now);
             }
+            Step::Answer { pick, how } => {
+                let ops = h.t.pending_os_ops();
+                if let Some((op, operation, _)) = ops.get(usize::from(pick) % ops.len().max(1)) {
+                    let a = h.t.access_mut();
+                    match (how, operation) {
+                        (1, crate::OsOperation::Grant) => a.fail_next_grant(),
+                        (1, crate::OsOperation::Revoke) => a.fail_next_revoke(),
+                        (2, crate::OsOperation::Grant) => a.kill_next_grant(),
+                        (2, crate::OsOperation::Revoke) => a.kill_next_revoke(),
+                        _ => {}
+                    }
+                    h.answer(*op);
+                }
+            }
         }
         for o in self.h.drain() {
             if let Output::StateChanged(c) = o
@@ -269,6 +304,9 @@ impl World {
     }
 
     fn check(&self) {
+        if self.deferred {
+            return self.check_deferred();
+        }
         let t = &self.h.t;
         let sessions = t.sessions();
         // No transient state survives an input.
@@ -278,29 +316,7 @@ impl World {
                 "{s:?}"
             );
         }
-        let mut occupied = BTreeSet::new();
-        for r in t.resources() {
-            // TS-9 / HO-4: an exclusive occupant is alone, so at most one
-            // controller, and reads never coexist with a writer.
-            let exclusive = r
-                .occupancy
-                .iter()
-                .filter(|(_, m, _)| is_exclusive(*m))
-                .count();
-            assert!(exclusive == 0 || r.occupancy.len() == 1, "{r:?}");
-            assert!(r.controllers.len() <= 1 || exclusive == 0, "{r:?}");
-            // TS-17: reads per resource.
-            assert!(r.occupancy.len() <= 2 || exclusive > 0, "{r:?}");
-            for (id, mode, _) in &r.occupancy {
-                occupied.insert((*id, r.resource_id.clone(), *mode as u8));
-            }
-        }
-        // TS-8: occupancy is exactly the live sessions.
-        let live: BTreeSet<_> = sessions
-            .iter()
-            .map(|s| (s.session_id, s.resource_id.clone(), s.access_mode as u8))
-            .collect();
-        assert_eq!(occupied, live);
+        check_occupancy(t);
         // TS-4: the OS grants exactly the live sessions, never twice.
         let granted: BTreeSet<AccessGrant> = sessions
             .iter()
@@ -320,12 +336,106 @@ impl World {
     }
 }
 
+/// TS-9, HO-4, TS-17 per resource, and TS-8: occupancy is exactly the live
+/// sessions (returned as (session, resource, mode)).
+fn check_occupancy(t: &Terminal<ScriptedAccess>) -> BTreeSet<(SessionId, String, u8)> {
+    let mut occupied = BTreeSet::new();
+    for r in t.resources() {
+        // An exclusive occupant is alone, so at most one controller, and
+        // reads never coexist with a writer.
+        let exclusive = r
+            .occupancy
+            .iter()
+            .filter(|(_, m, _)| is_exclusive(*m))
+            .count();
+        assert!(exclusive == 0 || r.occupancy.len() == 1, "{r:?}");
+        assert!(r.controllers.len() <= 1 || exclusive == 0, "{r:?}");
+        // TS-17: reads per resource.
+        assert!(r.occupancy.len() <= 2 || exclusive > 0, "{r:?}");
+        for (id, mode, _) in &r.occupancy {
+            occupied.insert((*id, r.resource_id.clone(), *mode as u8));
+        }
+    }
+    let live: BTreeSet<_> = t
+        .sessions()
+        .iter()
+        .map(|s| (s.session_id, s.resource_id.clone(), s.access_mode as u8))
+        .collect();
+    assert_eq!(occupied, live);
+    live
+}
+
+impl World {
+    /// The invariants with operations outstanding (and unknown outcomes):
+    /// TS-8, HO-4 in the terminal's view and in the OS, and transient
+    /// states only while their operation is out.
+    fn check_deferred(&self) {
+        let t = &self.h.t;
+        let sessions = t.sessions();
+        let ops = t.pending_os_ops();
+        let pending = t.pending_handovers();
+        for s in &sessions {
+            match s.state {
+                SessionState::Creating => assert!(
+                    ops.iter().any(|(_, _, g)| g.session_id == s.session_id),
+                    "{s:?} creating without its grant outstanding"
+                ),
+                SessionState::HandoverPending => assert!(
+                    pending.iter().any(|p| p.source_session_id == s.session_id
+                        && p.phase == crate::HandoverPhase::Releasing),
+                    "{s:?} pending outside T1"
+                ),
+                _ => {}
+            }
+        }
+        // At most one operation per session.
+        let mut per = BTreeSet::new();
+        for (_, _, g) in &ops {
+            assert!(per.insert(g.session_id), "two operations for {g:?}");
+        }
+        let live = check_occupancy(t);
+        // TS-4 / HO-4 in the OS: nothing granted to an ended session, and
+        // an exclusive grant is alone on its resource.
+        for g in t.access().granted() {
+            assert!(
+                live.contains(&(g.session_id, g.resource_id.clone(), g.access_mode as u8)),
+                "{g:?} granted to no live session"
+            );
+        }
+        self.h.check_os_holders();
+    }
+
+    /// Answers everything (successfully) and lets the retries run: no
+    /// transient state and no operation is left.
+    fn settle(&mut self) {
+        for _ in 0..64 {
+            let ops = self.h.t.pending_os_ops();
+            if ops.is_empty() {
+                self.h.advance(60_000);
+                if self.h.t.pending_os_ops().is_empty() {
+                    break;
+                }
+                continue;
+            }
+            self.h.answer(ops[0].0);
+            self.check();
+        }
+        assert!(self.h.t.pending_os_ops().is_empty());
+        for s in self.h.t.sessions() {
+            assert!(
+                matches!(s.state, SessionState::Active | SessionState::Terminating),
+                "{s:?}"
+            );
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_after_every_step(steps in proptest::collection::vec(step(), 1..80)) {
-        let mut w = World::new();
+        let mut w = World::new(false);
         for c in [A, B, C] {
             w.h.t.connection_down(c, w.h.now);
         }
@@ -336,5 +446,17 @@ proptest! {
             w.apply(s);
             w.check();
         }
+    }
+
+    #[test]
+    fn invariants_hold_with_deferred_os_answers(
+        steps in proptest::collection::vec(deferred_step(), 1..100),
+    ) {
+        let mut w = World::new(true);
+        for s in steps {
+            w.apply(s);
+            w.check();
+        }
+        w.settle();
     }
 }
