@@ -150,6 +150,12 @@ pub struct ShardMetrics {
     pub pool_bytes_used: AtomicU64,
     /// Most pool bytes in use at once.
     pub pool_bytes_high_water: AtomicU64,
+    /// SPEC MEM-3: the pool's reserved backing (used and free chunks; not RSS).
+    pub pool_bytes_reserved: AtomicU64,
+    /// SPEC MEM-3: the pool's metadata (handle, lease, ticket tables, …).
+    pub pool_metadata_bytes: AtomicU64,
+    /// SPEC MEM-3: valid data in the pool's buffers.
+    pub pool_live_bytes: AtomicU64,
     /// Requests waiting for the control thread (ring + backlog).
     pub control_pending: AtomicU64,
 }
@@ -179,6 +185,12 @@ pub struct ShardSnapshot {
     pub pool_bytes_used: u64,
     /// Pool bytes high-water mark.
     pub pool_bytes_high_water: u64,
+    /// The pool's reserved backing.
+    pub pool_bytes_reserved: u64,
+    /// The pool's metadata.
+    pub pool_metadata_bytes: u64,
+    /// Valid data in the pool's buffers.
+    pub pool_live_bytes: u64,
     /// Requests waiting for the control thread (ring + backlog).
     pub control_pending: u64,
 }
@@ -199,6 +211,9 @@ impl ShardMetrics {
             polls: r(&self.polls),
             pool_bytes_used: r(&self.pool_bytes_used),
             pool_bytes_high_water: r(&self.pool_bytes_high_water),
+            pool_bytes_reserved: r(&self.pool_bytes_reserved),
+            pool_metadata_bytes: r(&self.pool_metadata_bytes),
+            pool_live_bytes: r(&self.pool_live_bytes),
             control_pending: r(&self.control_pending),
         }
     }

@@ -148,6 +148,21 @@ fn serve_answers_exports_metrics_and_stops_on_sigterm() {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum();
     assert!(frames > 0, "{metrics}");
+    // SPEC MEM-3: the heap outside the pools is a figure, RSS stands
+    // beside it, and the ceiling claim says it does not hold.
+    let gauge = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name}: {metrics}"))
+    };
+    assert!(gauge("dtp_heap_bytes") > 0);
+    assert!(gauge("dtp_heap_bytes_peak") >= gauge("dtp_heap_bytes"));
+    assert!(gauge("dtp_process_resident_bytes") > 0);
+    assert_eq!(gauge("dtp_memory_ceiling_holds"), 0);
+    assert!(
+        metrics.contains("dtp_pool_bytes_reserved{shard=\"0\"} "),
+        "{metrics}"
+    );
     assert!(http_get(g.metrics.unwrap(), "/nope").starts_with("HTTP/1.1 404"));
 
     // An idle client is closed by the drain (accepted or not yet), and the

@@ -193,9 +193,15 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         m.bytes_out.store(s.bytes_out, Ordering::Relaxed);
         m.polls.store(s.enters, Ordering::Relaxed);
         if let Some(region) = self.driver.region() {
-            let used = region.report().chunks_used;
+            let report = region.report();
+            let used = report.chunks_used;
             m.pool_bytes_used.store(used, Ordering::Relaxed);
             m.pool_bytes_high_water.fetch_max(used, Ordering::Relaxed);
+            m.pool_bytes_reserved
+                .store(report.backing_reserved, Ordering::Relaxed);
+            m.pool_metadata_bytes
+                .store(report.metadata.total(), Ordering::Relaxed);
+            m.pool_live_bytes.store(report.live_data, Ordering::Relaxed);
         }
     }
 

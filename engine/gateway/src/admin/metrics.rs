@@ -44,7 +44,7 @@ impl Exporter {
             self.backend.kind.name()
         ));
         let snaps: Vec<_> = self.shards.iter().map(|m| m.snapshot()).collect();
-        let series: [Series; 12] = [
+        let series: [Series; 15] = [
             ("dtp_connections", "gauge", "Connections open now.", |s| {
                 s.connections
             }),
@@ -105,7 +105,26 @@ impl Exporter {
                 "Most pool bytes in use at once.",
                 |s| s.pool_bytes_high_water,
             ),
+            (
+                "dtp_pool_bytes_reserved",
+                "gauge",
+                "The core's pool backing: used and free chunks (reserved capacity, not RSS).",
+                |s| s.pool_bytes_reserved,
+            ),
+            (
+                "dtp_pool_metadata_bytes",
+                "gauge",
+                "The core's pool metadata: handle, lease, ticket and queue tables.",
+                |s| s.pool_metadata_bytes,
+            ),
+            (
+                "dtp_pool_live_bytes",
+                "gauge",
+                "Valid data in the core's pool buffers.",
+                |s| s.pool_live_bytes,
+            ),
         ];
+        render_memory(&mut out);
         for (name, kind, help, get) in series {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
             for (i, s) in snaps.iter().enumerate() {
@@ -155,6 +174,51 @@ impl Exporter {
 /// The terminal plane's counters as `dtp_terminal_<name>_total`, with the
 /// help their fields document in the engine (a renamed counter is a
 /// compile error here; a new one needs its line).
+/// SPEC MEM-3: what lies outside the cores' pools. The heap (connection
+/// state, resume caches, ledgers, terminal state, HTTP and WebSocket
+/// assembly) is external to every pool's ceiling: counted when the binary
+/// counts its allocations, else unmeasured; either way the ceiling claim
+/// is void (`dtp_memory_ceiling_holds 0`). RSS is shown beside, never added.
+fn render_memory(out: &mut String) {
+    let mut gauge = |name: &str, help: &str, v: u64| {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}\n"
+        ));
+    };
+    if let Some((live, peak)) = dtp_pool::heap_bytes() {
+        gauge(
+            "dtp_heap_bytes",
+            "Bytes live on the process heap: outside every pool's budget (external).",
+            live,
+        );
+        gauge(
+            "dtp_heap_bytes_peak",
+            "Most bytes live on the heap at once.",
+            peak,
+        );
+    }
+    gauge(
+        "dtp_memory_ceiling_holds",
+        "1 if every byte held is inside the pools' ceilings; 0: the heap holds state outside them.",
+        0,
+    );
+    if let Some(rss) = resident_bytes() {
+        gauge(
+            "dtp_process_resident_bytes",
+            "The process's resident set (RSS), as the kernel counts it.",
+            rss,
+        );
+    }
+}
+
+/// The process's RSS (`VmRSS` of `/proc/self/status`), if it can be read.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 fn render_plane(out: &mut String, m: &PlaneSnapshot) {
     let series: [(&str, &str, u64); 21] = [
         ("requests", "Requests taken from the shards.", m.requests),
