@@ -278,7 +278,7 @@ impl DtpSection {
                 "chacha20-poly1305" => dtp_codec::AeadAlgorithm::ChaCha20Poly1305,
                 other => {
                     return Err(format!(
-                        "dtp.algorithms: `{other}` is not aes-256-gcm or chacha20-poly1305"
+                        "dtp.algorithms: {other:?} is not aes-256-gcm or chacha20-poly1305"
                     ));
                 }
             };
@@ -398,7 +398,7 @@ impl Config {
             "epoll" => BackendPreference::Epoll,
             other => {
                 return Err(format!(
-                    "io.backend: `{other}` is not one of auto, uring, epoll"
+                    "io.backend: {other:?} is not one of auto, uring, epoll"
                 ));
             }
         };
@@ -540,6 +540,12 @@ mod tests {
         assert!(c.engine().unwrap_err().starts_with("io: recv_buffers 300"));
         let c: Config = toml::from_str("[io]\nbackend = \"kqueue\"\n").unwrap();
         assert!(c.engine().unwrap_err().starts_with("io.backend"));
+        // A value quoted in an error stays on its line.
+        let c: Config = toml::from_str("[io]\nbackend = \"a\\nb\"\n").unwrap();
+        assert_eq!(
+            c.engine().unwrap_err(),
+            r#"io.backend: "a\nb" is not one of auto, uring, epoll"#
+        );
         let c: Config = toml::from_str("[limits]\nmax_frame_len = 99999999\n").unwrap();
         assert!(c.engine().unwrap_err().starts_with("limits: max_frame_len"));
         let c: Config = toml::from_str("[engine]\nlisten = []\n").unwrap();
