@@ -287,7 +287,7 @@ impl DtpSection {
                 "chacha20-poly1305" => dtp_codec::AeadAlgorithm::ChaCha20Poly1305,
                 other => {
                     return Err(format!(
-                        "dtp.algorithms: `{other}` is not aes-256-gcm or chacha20-poly1305"
+                        "dtp.algorithms: {other:?} is not aes-256-gcm or chacha20-poly1305"
                     ));
                 }
             };
@@ -370,9 +370,17 @@ impl Config {
             return Ok(Self::default());
         };
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut config: Self = toml::from_str(&text)
-            .map_err(|e| format!("{}{}", path.display(), toml_error(&text, &e)))?;
-        if let Some(base) = path.parent() {
+        Self::parse(&text, path.parent()).map_err(|e| format!("{}{e}", path.display()))
+    }
+
+    /// The text of a configuration file, read as [`Config::load`] reads it
+    /// (SPEC FRM-5: no text makes it panic): relative file names are taken
+    /// relative to `base` when given. The error is one line, ` line N: what`
+    /// (or `: what`), written to follow the file's name. The fuzz target
+    /// `serve_config` (`codec/fuzz`) feeds it arbitrary text.
+    pub(crate) fn parse(text: &str, base: Option<&Path>) -> Result<Self, String> {
+        let mut config: Self = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        if let Some(base) = base {
             config.resolve_paths(base);
         }
         Ok(config)
@@ -413,7 +421,7 @@ impl Config {
             "epoll" => BackendPreference::Epoll,
             other => {
                 return Err(format!(
-                    "io.backend: `{other}` is not one of auto, uring, epoll"
+                    "io.backend: {other:?} is not one of auto, uring, epoll"
                 ));
             }
         };
@@ -555,6 +563,12 @@ mod tests {
         assert!(c.engine().unwrap_err().starts_with("io: recv_buffers 300"));
         let c: Config = toml::from_str("[io]\nbackend = \"kqueue\"\n").unwrap();
         assert!(c.engine().unwrap_err().starts_with("io.backend"));
+        // A value quoted in an error stays on its line.
+        let c: Config = toml::from_str("[io]\nbackend = \"a\\nb\"\n").unwrap();
+        assert_eq!(
+            c.engine().unwrap_err(),
+            r#"io.backend: "a\nb" is not one of auto, uring, epoll"#
+        );
         let c: Config = toml::from_str("[limits]\nmax_frame_len = 99999999\n").unwrap();
         assert!(c.engine().unwrap_err().starts_with("limits: max_frame_len"));
         let c: Config = toml::from_str("[engine]\nlisten = []\n").unwrap();
@@ -589,5 +603,15 @@ mod tests {
             );
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn parse_names_the_line_on_one_line_and_resolves_against_the_base() {
+        let e = Config::parse("[engine]\nshards = 1\n\n[io]\nbogus = 1\n", None).unwrap_err();
+        assert!(e.starts_with(" line 5: unknown field `bogus`"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let c =
+            Config::parse("[dtp]\nterminal_key = \"t.key\"\n", Some(Path::new("conf"))).unwrap();
+        assert_eq!(Path::new(&c.dtp.terminal_key), Path::new("conf/t.key"));
     }
 }

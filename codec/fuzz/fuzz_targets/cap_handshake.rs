@@ -15,6 +15,7 @@
 
 #![no_main]
 
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use dtp_codec::{AccessMode, AeadAlgorithm};
@@ -33,7 +34,15 @@ struct Fixture {
     responder: ResponderConfig,
 }
 
-fn fixture() -> Fixture {
+/// The keys, the credential and both configurations, built once: issuing
+/// a credential (a signature) and deriving the static keys cost far more
+/// than a handshake message, and are the same for every input.
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(build_fixture)
+}
+
+fn build_fixture() -> Fixture {
     let issuer = IssuerKeyPair::from_seed(&[1; 32]).expect("seeded issuer");
     let mut verifier = Verifier::new();
     verifier.trust(*issuer.public_key()).expect("one issuer");

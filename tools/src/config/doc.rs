@@ -558,17 +558,31 @@ fn is_table_array(v: &Value) -> bool {
     matches!(v, Value::Array(a) if !a.is_empty() && a.iter().all(is_table))
 }
 
-/// A key as TOML writes it: bare when it can be, else quoted.
+/// A key as TOML writes it: bare when it can be, else quoted on one line
+/// (a value's rendering may choose a multi-line string, which TOML does not
+/// allow for a key).
 fn bare(key: &str) -> String {
     let plain = !key.is_empty()
         && key
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if plain {
-        key.to_owned()
-    } else {
-        Value::String(key.to_owned()).to_string()
+        return key.to_owned();
     }
+    let mut out = String::with_capacity(key.len() + 2);
+    out.push('"');
+    for c in key.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn dotted(path: &[String]) -> String {
@@ -671,5 +685,21 @@ revoke = ["./revoke"]
         assert!(text.contains("[[realtime.streams]]\n"), "{text}");
         assert!(text.contains("# [terminal] is absent"), "{text}");
         toml::from_str::<Config>(&text).unwrap();
+    }
+
+    #[test]
+    fn keys_that_need_quotes_print_on_one_line_and_read_back() {
+        let key = r#""a\nb\"c\\\u0001""#;
+        let text = format!(
+            "[terminal.control]\nterminal_id = \"t\"\n[terminal.policy.scripts]\n{key} = \"1\"\n"
+        );
+        let config: Config = toml::from_str(&text).unwrap();
+        let printed = annotated(&config).unwrap();
+        assert!(printed.contains(&format!("\n{key} = \"1\"\n")), "{printed}");
+        let again: Config = toml::from_str(&printed).unwrap();
+        assert_eq!(
+            toml::to_string(&again).unwrap(),
+            toml::to_string(&config).unwrap()
+        );
     }
 }

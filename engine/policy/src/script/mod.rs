@@ -156,7 +156,7 @@ impl ScriptRegistry {
         }
         let engine = sandbox::engine(&self.packages, &self.limits, None);
         let ast = sandbox::compile(&engine, source)
-            .map_err(|e| err(ScriptErrorKind::Compile(e.to_string())))?;
+            .map_err(|e| err(ScriptErrorKind::Compile(one_line(&e.to_string()))))?;
         self.scripts.insert(script_id.to_owned(), ast);
         Ok(())
     }
@@ -285,6 +285,21 @@ impl fmt::Display for Score {
             Self::Float(x) => write!(f, "{x}"),
         }
     }
+}
+
+/// `text` on one line: rhai's compile errors quote the script's text back,
+/// and a control character in it (a newline, a carriage return) is written
+/// as its escape instead.
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// SPEC HO-3a: a script that could not produce scores. The terminal treats

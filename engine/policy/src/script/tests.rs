@@ -277,6 +277,16 @@ fn import_print_debug_and_eval_do_not_compile() {
 }
 
 #[test]
+fn a_compile_error_quoting_the_script_stays_on_one_line() {
+    // rhai quotes the bad token back, carriage return and all.
+    let ScriptErrorKind::Compile(what) = compile_err("0 + 'a\rb'") else {
+        panic!("compiled");
+    };
+    assert!(what.contains("\\r"), "{what}");
+    assert!(!what.contains(['\r', '\n']), "{what}");
+}
+
+#[test]
 fn clock_and_undeclared_names_are_unavailable() {
     assert!(matches!(
         run_err("let t = timestamp(); #{source: 0, target: 1}"),
