@@ -58,6 +58,10 @@ pub struct RtLimits {
     pub ws_heartbeat_max: Duration,
     /// How long an idle keep-alive HTTP connection is kept.
     pub idle_timeout: Duration,
+    /// How long a request head may take from its first byte (10 s): a
+    /// client trickling a head byte by byte (slowloris) holds its
+    /// connection no longer than this, whatever it sends.
+    pub head_timeout: Duration,
     /// Snapshot polls per client per core per minimum interval (RT-11: the
     /// minimum interval is 5 s); more is answered 429 with Retry-After.
     pub poll_burst: u32,
@@ -77,6 +81,7 @@ impl Default for RtLimits {
             ws_heartbeat_min: Duration::from_secs(10),
             ws_heartbeat_max: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
+            head_timeout: Duration::from_secs(10),
             poll_burst: 5,
             poll_interval: Duration::from_secs(5),
         }
@@ -107,8 +112,14 @@ impl RtLimits {
         if self.ws_heartbeat_min > self.ws_heartbeat_max || self.ws_heartbeat_min.is_zero() {
             return Err("ws heartbeat bounds must be 0 < min <= max".into());
         }
-        if self.poll_burst == 0 || self.sse_heartbeat.is_zero() || self.idle_timeout.is_zero() {
-            return Err("poll_burst, sse_heartbeat and idle_timeout must be positive".into());
+        if self.poll_burst == 0
+            || self.sse_heartbeat.is_zero()
+            || self.idle_timeout.is_zero()
+            || self.head_timeout.is_zero()
+        {
+            return Err(
+                "poll_burst, sse_heartbeat, idle_timeout and head_timeout must be positive".into(),
+            );
         }
         Ok(())
     }

@@ -457,3 +457,48 @@ fn the_demo_page_shows_the_demo_token_and_has_an_icon() {
         assert!(icon.text().starts_with("<svg "), "{}", icon.text());
     }
 }
+
+/// A request head trickled byte by byte (slowloris) holds its connection
+/// no longer than the head timeout from its first byte, however often a
+/// byte comes.
+#[test]
+fn a_trickled_request_head_is_cut_at_the_head_timeout() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    for backend in BACKENDS {
+        let limits = dtp_gateway::realtime::RtLimits {
+            head_timeout: Duration::from_millis(400),
+            ..dtp_gateway::realtime::RtLimits::default()
+        };
+        let srv = crate::server::start(backend, limits);
+        let mut s = crate::client::connect(srv.addr);
+        let start = Instant::now();
+        let mut closed = false;
+        // A byte every 50 ms for up to 5 s: far past the 400 ms.
+        for b in b"GET /v1/health HTTP/1.1\r\nX-Slow: "
+            .iter()
+            .chain([b'a'; 100].iter())
+        {
+            if s.write_all(&[*b]).is_err() {
+                closed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            s.set_nonblocking(true).unwrap();
+            let mut buf = [0u8; 64];
+            let gone = matches!(s.read(&mut buf), Ok(0));
+            s.set_nonblocking(false).unwrap();
+            if gone {
+                closed = true;
+                break;
+            }
+        }
+        // The trickle lasts ~6.7 s; the keep-alive timeout alone (60 s)
+        // would have kept the connection through all of it.
+        assert!(
+            closed,
+            "{backend:?}: still open after {:?}",
+            start.elapsed()
+        );
+    }
+}

@@ -336,6 +336,12 @@ impl Service for RealtimeFront {
         data: RecvBuf,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> Result<(), ErrorCode> {
+        // A request head's clock starts at its first byte and is not moved
+        // by later ones (a slowloris trickle); a whole request resets it
+        // to the keep-alive timeout.
+        if c.input.is_empty() && matches!(c.phase, Phase::Http) && !data.is_empty() {
+            out.set_timer(Some(out.now() + self.config.limits.head_timeout));
+        }
         c.input.extend_from_slice(&data);
         let r = self.drive(c, out);
         if r.is_err() {
