@@ -359,8 +359,13 @@ mod tests {
 
     use super::*;
 
+    /// A path of this process; a file an earlier process of the same id
+    /// left there (ids are reused) is removed first.
     fn temp_sock(what: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("dtp-socket-{}-{what}.sock", std::process::id()))
+        let path =
+            std::env::temp_dir().join(format!("dtp-socket-{}-{what}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        path
     }
 
     #[test]

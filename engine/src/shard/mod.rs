@@ -377,6 +377,11 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 continue;
             };
             slot.timer = None;
+            if slot.closing {
+                // A close that waited for refused bytes: done waiting.
+                self.core.driver.close(conn);
+                continue;
+            }
             let service = &mut self.service;
             Conns {
                 core: &mut self.core,
@@ -404,6 +409,11 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         let Some(slot) = self.core.conns.get_mut(conn) else {
             return;
         };
+        if slot.closing {
+            // A close that waited for its refused bytes: they have gone.
+            self.core.driver.close(conn);
+            return;
+        }
         if slot.paused && !slot.closing {
             slot.paused = false;
             self.core.driver.resume_reading(conn);

@@ -258,8 +258,23 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
 
     /// Closes `conn` after what is queued, on the service's request
     /// ([`Outbox::close`]: it wrote its own close frame, if any).
+    ///
+    /// Bytes the driver refused for the moment (in `pending`: the core's
+    /// send chunks ran out, as when thousands of connections are told
+    /// goodbye at once) are sent first: the driver is told to close once
+    /// they have gone, or after [`CLOSE_LINGER`] if the peer takes none.
     pub(super) fn close_quietly(&mut self, conn: ConnId) {
-        if self.begin_closing(conn) {
+        if !self.begin_closing(conn) {
+            return;
+        }
+        let waiting = self
+            .conns
+            .get_mut(conn)
+            .is_some_and(|slot| !slot.pending.is_empty());
+        if waiting {
+            let at = self.now + CLOSE_LINGER;
+            self.set_timer(conn, Some(Some(at)));
+        } else {
             self.driver.close(conn);
         }
     }
@@ -433,6 +448,10 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         sent
     }
 }
+
+/// How long a connection closing with bytes still waiting for the driver
+/// may wait for them to go (its timer then closes it regardless).
+pub(super) const CLOSE_LINGER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The shard's connections, for a service handling a decision addressed to
 /// the whole shard rather than one connection (e.g. an event to fan out to

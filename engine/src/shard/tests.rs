@@ -115,21 +115,8 @@ impl Service for Limited {
 /// sent over its life.
 #[test]
 fn a_lowered_send_budget_holds_and_positions_count_what_left() {
-    let hub = MemoryHub::new();
-    let at = Endpoint::Memory("limited".into());
     let metrics = Arc::new(ShardMetrics::default());
-    let clock = ManualClock::new(Instant::now());
-    let mut shard = Shard::on_clock(
-        hub.transport(),
-        Limited::default(),
-        Limits::default(),
-        1 << 20,
-        metrics.clone(),
-        clock,
-    );
-    shard.listen(&at).unwrap();
-    let mut client = hub.transport();
-    let id = client.connect(&at).unwrap();
+    let (mut shard, mut client, id) = connected("limited", Limited::default(), metrics.clone());
     let mut events = Vec::new();
     let mut turn = |shard: &mut Shard<_, Limited, _>,
                     client: &mut dtp_transports::MemoryTransport,
@@ -140,9 +127,6 @@ fn a_lowered_send_budget_holds_and_positions_count_what_left() {
             client.poll(&mut events, Some(Duration::ZERO)).unwrap();
         }
     };
-    for _ in 0..3 {
-        turn(&mut shard, &mut client, false);
-    }
     // 600 bytes queued are more than half of the lowered budget (not of
     // the shard's 1 MiB): reading pauses, and the second input waits.
     client.send(id, b"a").unwrap();
@@ -170,4 +154,82 @@ fn a_lowered_send_budget_holds_and_positions_count_what_left() {
         (1_000, 1_200, 1_200),
         "all has left"
     );
+}
+
+/// Writes 3,000 bytes under a 1,000-byte budget and closes, in one callback.
+struct SayAndClose;
+
+impl Service for SayAndClose {
+    type Conn = ();
+    type Up = ();
+    type Down = ();
+
+    fn open(&mut self, _: ConnId, _: Origin, out: &mut Outbox<'_>) {
+        out.limit_send_queue(1_000);
+    }
+
+    fn bytes(&mut self, _: &mut (), _: RecvBuf, out: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+        out.wire().extend_from_slice(&[9; 3_000]);
+        out.close();
+        Ok(())
+    }
+}
+
+/// A close asked for while bytes wait for the driver (refused for want of
+/// room) sends them first: the peer gets every byte, then the end.
+#[test]
+fn a_close_sends_the_bytes_the_driver_refused_first() {
+    let metrics = Arc::new(ShardMetrics::default());
+    let (mut shard, mut client, id) = connected("say-and-close", SayAndClose, metrics);
+    let mut events = Vec::new();
+    client.send(id, b"go").unwrap();
+    let mut got = 0;
+    let mut ended = false;
+    for _ in 0..20 {
+        shard.turn(Some(Duration::ZERO)).unwrap();
+        events.clear();
+        client.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        for e in &events {
+            match e {
+                dtp_transports::Event::Received { data, .. } => got += data.len(),
+                dtp_transports::Event::Closed { .. } => ended = true,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(got, 3_000, "every byte before the end");
+    assert!(ended, "then the connection ended");
+}
+
+/// A shard running `service` on the memory transport at `name` with the
+/// given metrics, and a client connected to it (after three turns).
+fn connected<S: Service>(
+    name: &str,
+    service: S,
+    metrics: Arc<ShardMetrics>,
+) -> (
+    Shard<dtp_transports::MemoryTransport, S, ManualClock>,
+    dtp_transports::MemoryTransport,
+    ConnId,
+) {
+    let hub = MemoryHub::new();
+    let at = Endpoint::Memory(name.into());
+    let clock = ManualClock::new(Instant::now());
+    let mut shard = Shard::on_clock(
+        hub.transport(),
+        service,
+        Limits::default(),
+        1 << 20,
+        metrics,
+        clock,
+    );
+    shard.listen(&at).unwrap();
+    let mut client = hub.transport();
+    let id = client.connect(&at).unwrap();
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        shard.turn(Some(Duration::ZERO)).unwrap();
+        client.poll(&mut events, Some(Duration::ZERO)).unwrap();
+    }
+    (shard, client, id)
 }

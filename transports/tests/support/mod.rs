@@ -67,12 +67,17 @@ pub(crate) type Boxed = Box<dyn Transport>;
 
 /// A fresh Unix socket path (in the system's temporary directory, unique
 /// to this process and call). Listeners remove theirs; the stale files made
-/// for refused connects stay, a few bytes each.
+/// for refused connects stay, a few bytes each — so a file left at this
+/// path by an earlier process that had the same id (ids are reused) is
+/// removed first.
 pub(crate) fn unix_path(what: &str) -> std::path::PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("dtp-conf-{}-{n}-{what}.sock", std::process::id()))
+    let path =
+        std::env::temp_dir().join(format!("dtp-conf-{}-{n}-{what}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
 }
 
 /// A server and a client transport of one kind, the endpoint the server
