@@ -101,6 +101,7 @@ pub(crate) struct LimitsSection {
     pub(crate) sse_heartbeat_ms: u64,
     pub(crate) sse_retry_ms: u64,
     pub(crate) idle_timeout_ms: u64,
+    pub(crate) head_timeout_ms: u64,
     pub(crate) poll_burst: u32,
 }
 
@@ -114,6 +115,7 @@ impl Default for LimitsSection {
             sse_heartbeat_ms: ms(d.sse_heartbeat),
             sse_retry_ms: ms(d.sse_retry),
             idle_timeout_ms: ms(d.idle_timeout),
+            head_timeout_ms: ms(d.head_timeout),
             poll_burst: d.poll_burst,
         }
     }
@@ -220,6 +222,7 @@ impl RealtimeSection {
             sse_heartbeat: Duration::from_millis(l.sse_heartbeat_ms),
             sse_retry: Duration::from_millis(l.sse_retry_ms),
             idle_timeout: Duration::from_millis(l.idle_timeout_ms),
+            head_timeout: Duration::from_millis(l.head_timeout_ms),
             poll_burst: l.poll_burst,
             ..RtLimits::default()
         };

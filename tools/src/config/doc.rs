@@ -181,6 +181,10 @@ const DOCS: &[(&str, &str)] = &[
         "How long an idle keep-alive HTTP connection is kept (ms).",
     ),
     (
+        "realtime.limits.head_timeout_ms",
+        "How long a request head may take from its first byte (ms); later bytes do not extend it (slowloris).",
+    ),
+    (
         "realtime.limits.poll_burst",
         "Snapshot polls per client per core per 5 s (RT-11); more get 429 with Retry-After.",
     ),
