@@ -158,6 +158,9 @@ pub struct ShardMetrics {
     pub pool_live_bytes: AtomicU64,
     /// Requests waiting for the control thread (ring + backlog).
     pub control_pending: AtomicU64,
+    /// Sends refused because their connection held its share of send
+    /// chunks while only the core's reserve was left (SPEC TRN-2).
+    pub send_reserve_refusals: AtomicU64,
 }
 
 /// A plain copy of [`ShardMetrics`].
@@ -193,6 +196,8 @@ pub struct ShardSnapshot {
     pub pool_live_bytes: u64,
     /// Requests waiting for the control thread (ring + backlog).
     pub control_pending: u64,
+    /// Sends refused for the send chunks' reserve.
+    pub send_reserve_refusals: u64,
 }
 
 impl ShardMetrics {
@@ -215,6 +220,7 @@ impl ShardMetrics {
             pool_metadata_bytes: r(&self.pool_metadata_bytes),
             pool_live_bytes: r(&self.pool_live_bytes),
             control_pending: r(&self.control_pending),
+            send_reserve_refusals: r(&self.send_reserve_refusals),
         }
     }
 }

@@ -251,3 +251,65 @@ fn a_session_store_that_cannot_be_used_is_refused_naming_the_key() {
     assert!(err.contains("dtp.session_store"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// SPEC SEQ-1 against slow or silent peers on the DTP port: CAP must end
+/// within its 10 s from the connection's start, however the bytes trickle
+/// in. One connection sends nothing; one sends a byte a second (of a frame
+/// head it never finishes): the gateway closes both, and the slow one is
+/// not kept alive by its bytes.
+#[test]
+fn a_peer_that_never_finishes_cap_is_cut_at_the_handshake_timeout() {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::TcpStream;
+    let dir = Scratch::new("cap-slowloris");
+    let config = write_dtp_config(&dir.0, &keys(), "");
+    let serve = Serve::start_dtp(&config);
+    let mut silent = TcpStream::connect(serve.addr).unwrap();
+    let mut slow = TcpStream::connect(serve.addr).unwrap();
+    let start = Instant::now();
+    slow.set_read_timeout(Some(Duration::from_millis(900)))
+        .unwrap();
+    // A real first handshake frame, of which the gateway gets a byte a
+    // second and never the end.
+    let frame = dtp_codec::LogicalFrame::plain(
+        0,
+        dtp_codec::Body::Handshake(dtp_codec::HandshakeFrame {
+            stage: 1,
+            message: Bytes::from(vec![0x42; 200]),
+        }),
+    )
+    .to_bytes(&dtp_codec::Limits::default())
+    .unwrap();
+    let mut trickle = frame.iter();
+    let mut buf = [0u8; 256];
+    let took = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "the trickling connection was never closed"
+        );
+        let byte = *trickle.next().expect("the whole frame was sent");
+        if slow.write_all(&[byte]).is_err() {
+            break start.elapsed();
+        }
+        match slow.read(&mut buf) {
+            Ok(0) => break start.elapsed(),
+            // Whatever the gateway says before it closes.
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break start.elapsed(),
+        }
+    };
+    assert!(took >= Duration::from_secs(9), "closed too early: {took:?}");
+    // The silent one was closed too: its read ends, it does not time out.
+    silent
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    loop {
+        match silent.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the silent connection stayed open: {e}"),
+        }
+    }
+}

@@ -31,6 +31,18 @@ fn invalid(reason: &'static str) -> PoolError {
 /// than lent ([`Buffers::copy_out`]).
 pub(crate) const SMALL_RECEIVE: usize = 4096;
 
+/// SPEC TRN-2, MEM-4: one part in this many of the core's send chunks is
+/// kept back for connections that hold few of them: a connection that
+/// already holds [`SEND_SHARE_FREE`] chunks gets no more once only the
+/// reserve is left. Clients that never read can then fill at most seven
+/// eighths of the pool, and every other connection can still queue its
+/// replies (a health check, a decision, a heartbeat) — one core's slow
+/// readers cannot starve its other connections.
+pub(crate) const SEND_RESERVE_SHARE: u32 = 8;
+
+/// Chunks a connection may hold and still draw on the reserve.
+pub(crate) const SEND_SHARE_FREE: u32 = 2;
+
 /// The principal the driver acts as in its region.
 pub(crate) const DRIVER: Principal = Principal::new(0x4452_4956); // "DRIV"
 
@@ -66,6 +78,13 @@ pub(crate) struct Buffers {
     shared_bytes: usize,
     /// Shared sends queued by reference so far.
     shared_sends: u64,
+    /// Send chunks in the pool.
+    send_count: u32,
+    /// Send chunks held by the connections' queues now.
+    send_held: u32,
+    /// Chunks refused to connections over their share while only the
+    /// reserve was left ([`SEND_RESERVE_SHARE`]).
+    reserve_refusals: u64,
 }
 
 impl Buffers {
@@ -101,6 +120,9 @@ impl Buffers {
             chunk_size,
             shared_bytes: 0,
             shared_sends: 0,
+            send_count,
+            send_held: 0,
+            reserve_refusals: 0,
         })
     }
 
@@ -235,12 +257,30 @@ impl Buffers {
         Ok(chunk.bid)
     }
 
-    /// A fresh send chunk, or `WouldBlock` when the pool's send share is used up.
-    pub(crate) fn acquire_send(&mut self) -> Result<BufferHandle, PoolError> {
-        self.region.acquire(
-            DRIVER,
-            BufferSpec::new(Class::StreamContext, self.chunk_size),
-        )
+    /// A fresh send chunk for a connection that holds `held` of them
+    /// already; `None` when the pool's send chunks are used up, or when
+    /// only the reserve is left and `held` is at least [`SEND_SHARE_FREE`].
+    pub(crate) fn acquire_send(&mut self, held: u32) -> Option<BufferHandle> {
+        let reserve = self.send_count / SEND_RESERVE_SHARE;
+        if held >= SEND_SHARE_FREE && self.send_held >= self.send_count - reserve {
+            self.reserve_refusals += 1;
+            return None;
+        }
+        let h = self
+            .region
+            .acquire(
+                DRIVER,
+                BufferSpec::new(Class::StreamContext, self.chunk_size),
+            )
+            .ok()?;
+        self.send_held += 1;
+        Some(h)
+    }
+
+    /// Chunks refused to connections over their share while only the
+    /// reserve was left, so far.
+    pub(crate) fn reserve_refusals(&self) -> u64 {
+        self.reserve_refusals
     }
 
     /// Appends as much of `bytes` as fits into send chunk `h` (whose valid
@@ -317,7 +357,9 @@ impl Buffers {
     pub(crate) fn release_send(&mut self, h: BufferHandle) {
         // Only fails for a chunk still leased to a send in flight, which the
         // callers never release; the pool keeps ownership in that case.
-        let _ = self.region.release(DRIVER, h);
+        if self.region.release(DRIVER, h).is_ok() {
+            self.send_held = self.send_held.saturating_sub(1);
+        }
     }
 
     /// Ends the requests of every lent receive buffer: only once no backend

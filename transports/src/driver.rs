@@ -260,6 +260,11 @@ pub struct DriverStats {
     pub shared_bytes_queued: u64,
     /// Shared sends queued by reference (not copied) so far.
     pub shared_sends: u64,
+    /// Sends refused because their connection already held its share of
+    /// send chunks and only the core's reserve was left (SPEC TRN-2: a
+    /// connection whose peer does not read cannot take the chunks every
+    /// other connection needs).
+    pub send_reserve_refusals: u64,
 }
 
 pub(crate) enum Backend {

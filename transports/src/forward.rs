@@ -77,6 +77,7 @@ macro_rules! socket_transport {
                     connections: self.conns.len(),
                     shared_bytes_queued: shared_bytes as u64,
                     shared_sends,
+                    send_reserve_refusals: self.bufs.reserve_refusals(),
                     ..self.stats
                 }
             }

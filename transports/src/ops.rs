@@ -85,8 +85,11 @@ impl SendBook {
             return Err(SendError::Closed);
         }
         let max = side.max(max);
+        let listed = side.sendq.starved_for_chunks;
         if let Err(e) = side.sendq.push(bufs, payload, max) {
-            if side.sendq.starved_for_chunks {
+            // Listed once however often it retries: the waiters' list holds
+            // at most one entry per connection.
+            if side.sendq.starved_for_chunks && !listed {
                 self.chunk_waiters.push(conn);
             }
             return Err(e);

@@ -126,6 +126,8 @@ pub(crate) struct SendQueue {
     /// The requests of the send in flight, one per chunk it reads.
     in_flight: Vec<Ticket>,
     queued: usize,
+    /// Chunk segments queued (the rest are shared).
+    chunks: u32,
     /// A producer was refused and waits to hear that room came back.
     pub(crate) wants_writable: bool,
     /// The refusal was the core's send chunks running out (not this
@@ -230,9 +232,9 @@ impl SendQueue {
         let new_chunks = bytes.len().saturating_sub(tail_room).div_ceil(chunk);
         let mut fresh = Vec::with_capacity(new_chunks);
         for _ in 0..new_chunks {
-            match bufs.acquire_send() {
-                Ok(h) => fresh.push(h),
-                Err(_) => {
+            match bufs.acquire_send(self.chunks + fresh.len() as u32) {
+                Some(h) => fresh.push(h),
+                None => {
                     for h in fresh {
                         bufs.release_send(h);
                     }
@@ -254,6 +256,7 @@ impl SendQueue {
             let len = bufs.append(handle, 0, rest).map_err(|_| CopyFailed::Pool)?;
             rest = &rest[len as usize..];
             self.segments.push_back(Segment::Chunk { handle, len });
+            self.chunks += 1;
         }
         Ok(())
     }
@@ -305,7 +308,7 @@ impl SendQueue {
             }
             n -= len;
             if let Some(s) = self.segments.pop_front() {
-                freed |= Self::free(bufs, s);
+                freed |= self.free(bufs, s);
             }
         }
         // What is left is below the head segment's length (a kernel never
@@ -316,10 +319,12 @@ impl SendQueue {
 
     /// Gives a segment's memory back: a chunk to the pool (true), a shared
     /// segment's clone dropped.
-    fn free(bufs: &mut Buffers, s: Segment) -> bool {
+    fn free(&mut self, bufs: &mut Buffers, s: Segment) -> bool {
         match s {
             Segment::Chunk { handle, .. } => {
                 bufs.release_send(handle);
+                debug_assert!(self.chunks > 0);
+                self.chunks = self.chunks.saturating_sub(1);
                 true
             }
             Segment::Shared(b) => {
@@ -334,8 +339,8 @@ impl SendQueue {
     /// memory still read by the kernel.
     pub(crate) fn clear(&mut self, bufs: &mut Buffers) {
         debug_assert!(self.in_flight_segments == 0);
-        for s in self.segments.drain(..) {
-            Self::free(bufs, s);
+        while let Some(s) = self.segments.pop_front() {
+            self.free(bufs, s);
         }
         self.queued = 0;
         self.head_offset = 0;
@@ -345,6 +350,7 @@ impl SendQueue {
     /// (a ring closed with sends in flight): they are never freed, as the
     /// pool keeps its chunks in that case rather than risk it.
     pub(crate) fn abandon_shared(&mut self) {
+        self.chunks = 0;
         for s in self.segments.drain(..) {
             if let Segment::Shared(b) = s {
                 std::mem::forget(b);

@@ -594,3 +594,64 @@ fn libc_etimedout() -> i32 {
         .raw_os_error()
         .unwrap_or(110)
 }
+
+/// SPEC TRN-2, MEM-4: a connection that queues without end (its peer never
+/// reads) takes at most seven eighths of the core's send chunks; the
+/// reserve left stays for connections that hold few, so another
+/// connection can still queue its reply. Once bytes drain, the refused
+/// connection hears it may send again.
+#[test]
+fn trn2_one_hog_cannot_take_the_send_chunks_every_connection_needs() {
+    const CHUNK: usize = 16 * 1024;
+    for backend in backends() {
+        let mut server = driver(config(backend));
+        let mut client = driver(DriverConfig {
+            send_chunks: 16,
+            max_send_queue: 1 << 20,
+            ..config(backend)
+        });
+        let addr = listen(&mut server);
+        let (hog, other) = (
+            client.connect(&addr).unwrap(),
+            client.connect(&addr).unwrap(),
+        );
+        let mut connected = 0;
+        pump(&mut server, &mut client, |side, _, e| {
+            if let (1, Event::Connected { .. }) = (side, e) {
+                connected += 1;
+            }
+            connected == 2
+        });
+        let piece = vec![0xA5u8; CHUNK];
+        let mut hog_chunks = 0;
+        while client.send(hog, &piece).is_ok() {
+            hog_chunks += 1;
+            assert!(
+                hog_chunks <= 16,
+                "{backend:?}: more chunks than the pool has"
+            );
+        }
+        assert_eq!(
+            hog_chunks, 14,
+            "{backend:?}: the reserve (2 of 16) is kept back"
+        );
+        assert!(client.stats().send_reserve_refusals >= 1, "{backend:?}");
+        // The other connection takes its share from the reserve, then the
+        // pool is empty.
+        client.send(other, &piece).unwrap();
+        client.send(other, &piece).unwrap();
+        assert_eq!(client.send(other, &piece), Err(SendError::BufferFull));
+        // Draining gives the hog its room back.
+        let mut received = 0;
+        let mut writable = false;
+        pump(&mut server, &mut client, |side, _, e| {
+            match (side, e) {
+                (0, Event::Received { data, .. }) => received += data.len(),
+                (1, Event::Writable { conn }) if conn == hog => writable = true,
+                _ => {}
+            }
+            writable && received == 16 * CHUNK
+        });
+        client.send(hog, &piece).unwrap();
+    }
+}

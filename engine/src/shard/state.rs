@@ -192,6 +192,8 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         m.bytes_in.store(s.bytes_in, Ordering::Relaxed);
         m.bytes_out.store(s.bytes_out, Ordering::Relaxed);
         m.polls.store(s.enters, Ordering::Relaxed);
+        m.send_reserve_refusals
+            .store(s.send_reserve_refusals, Ordering::Relaxed);
         if let Some(region) = self.driver.region() {
             let report = region.report();
             let used = report.chunks_used;

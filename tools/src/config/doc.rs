@@ -174,7 +174,7 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "realtime.limits.sse_retry_ms",
-        "The SSE `retry:` hint sent on connect (ms).",
+        "The least SSE `retry:` hint sent on connect (ms); each stream's hint is spread over [this, twice this), so that browsers reconnecting after a restart do not all come back at once.",
     ),
     (
         "realtime.limits.idle_timeout_ms",

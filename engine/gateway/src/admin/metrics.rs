@@ -44,7 +44,7 @@ impl Exporter {
             self.backend.kind.name()
         ));
         let snaps: Vec<_> = self.shards.iter().map(|m| m.snapshot()).collect();
-        let series: [Series; 15] = [
+        let series: [Series; 16] = [
             ("dtp_connections", "gauge", "Connections open now.", |s| {
                 s.connections
             }),
@@ -80,6 +80,12 @@ impl Exporter {
                 "counter",
                 "Times reading paused for backpressure.",
                 |s| s.paused,
+            ),
+            (
+                "dtp_send_reserve_refusals_total",
+                "counter",
+                "Sends refused because their connection held its share of the core's send chunks and only the reserve kept for other connections was left.",
+                |s| s.send_reserve_refusals,
             ),
             (
                 "dtp_polls_total",

@@ -49,7 +49,8 @@ pub struct RtLimits {
     pub max_subscriptions: usize,
     /// SSE comment heartbeat period (15 s: below common proxy idle timeouts).
     pub sse_heartbeat: Duration,
-    /// The SSE `retry:` hint sent on connect.
+    /// The least SSE `retry:` hint sent on connect: each stream's is spread
+    /// over `[sse_retry, 2 × sse_retry)` (SPEC RT-7).
     pub sse_retry: Duration,
     /// WebSocket: the client's heartbeat interval bounds, announced in
     /// WELCOME; a connection silent for twice the maximum is closed.

@@ -21,8 +21,10 @@ fn an_sse_stream_has_its_head_a_retry_hint_and_cursor_ids() {
         assert_eq!(sse.header("transfer-encoding"), Some("chunked"));
         let cursors = publish_ticks(srv.addr, 1..=3);
         let events = sse.wait_for(3).to_vec();
-        // RtLimits::default().sse_retry is 2 s.
-        assert_eq!(sse.retry(), Some(2000));
+        // RtLimits::default().sse_retry is 2 s; each stream's hint is
+        // spread over [2 s, 4 s) (RT-7).
+        let retry = sse.retry().unwrap();
+        assert!((2000..4000).contains(&retry), "{retry}");
         assert_eq!(events.len(), 3);
         for (i, e) in events.iter().enumerate() {
             let env = envelope(e);
@@ -37,6 +39,24 @@ fn an_sse_stream_has_its_head_a_retry_hint_and_cursor_ids() {
             assert_eq!(env.payload["n"], i + 1);
         }
     }
+}
+
+/// SPEC RT-7: browsers' EventSource waits exactly the `retry:` hint, so
+/// each stream gets its own within [2 s, 4 s): a herd does not come back
+/// in one instant.
+#[test]
+fn sse_retry_hints_are_spread_over_connections() {
+    let srv = start_default(BACKENDS[0]);
+    let mut hints = std::collections::BTreeSet::new();
+    for n in 1..=20 {
+        let mut sse = Sse::ticks(srv.addr, "");
+        publish_ticks(srv.addr, n..=n);
+        sse.wait_for(1);
+        let retry = sse.retry().unwrap();
+        assert!((2000..4000).contains(&retry), "{retry}");
+        hints.insert(retry);
+    }
+    assert!(hints.len() >= 15, "{hints:?}");
 }
 
 #[test]

@@ -141,9 +141,11 @@ impl<A: OsAccess> Terminal<A> {
             .find(|(_, e)| e.request.source == session && e.phase == HandoverPhase::Deciding)
             .map(|(r, _)| r.clone());
         if let Some(resource) = found {
-            // TODO(codec): HandoverFailedReason has no "source ended";
-            // release_failed is the closest (the source was not released to
-            // the target), with the code in the details.
+            // The seed's reason enum is closed (timeout, policy_rejected,
+            // release_failed, acquire_failed: seed 002 §6.9) and has no
+            // "source ended": release_failed is the one that fits (the
+            // source was never released to the target), and the error code
+            // in the details says why.
             self.fail_evaluation(
                 &resource,
                 ErrorCode::E_HANDOVER_INVALID_SOURCE,

@@ -224,6 +224,9 @@ fn the_source_ending_during_evaluation_fails_the_handover() {
     let out = h.release(A, src);
     assert!(out.iter().any(|o| matches!(o, Output::CancelPolicy { .. })));
     let n = hfns(&out, B);
+    // The seed's closed reasons have no "source ended": release_failed,
+    // with the code in the details.
+    assert_eq!(n[0].reason, dtp_codec::HandoverFailedReason::ReleaseFailed);
     assert_eq!(n[0].details["code"], "E_HANDOVER_INVALID_SOURCE");
     assert!(h.t.pending_handovers().is_empty());
     assert_eq!(

@@ -123,6 +123,8 @@ pub struct RealtimeFront {
     /// Gives WebSocket connections their `connectionId`.
     shard: usize,
     serial: u64,
+    /// SSE streams opened: spreads their `retry:` hints ([`sse::spread_retry`]).
+    sse_opened: u64,
     /// Snapshot polls per client: (window start, polls in it).
     polls: std::collections::HashMap<usize, (Instant, u32)>,
     metrics: Arc<FrontMetrics>,
@@ -143,6 +145,7 @@ impl RealtimeFront {
             index: Index::default(),
             shard,
             serial: 0,
+            sse_opened: 0,
             polls: std::collections::HashMap::new(),
             metrics,
             subscriptions: 0,

@@ -132,6 +132,29 @@ pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
     end_stream(out);
 }
 
+/// SPEC RT-7: the `retry:` hint of the `n`th stream a shard opens, spread
+/// over `[base, 2 × base)` milliseconds. A browser's `EventSource` waits
+/// exactly the hint before it reconnects, with no jitter of its own: one
+/// hint for every stream would bring a whole herd back in the same
+/// millisecond after a restart or a kick. The spread is a hash of the
+/// shard and the count (splitmix64), not a secret: it only has to differ
+/// from one connection to the next.
+pub(super) fn spread_retry(base: std::time::Duration, shard: usize, n: u64) -> u32 {
+    let base = u64::try_from(base.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(u64::from(u32::MAX / 2));
+    if base == 0 {
+        return 0;
+    }
+    let mut z = n
+        .wrapping_add((shard as u64) << 48)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (base + z % base) as u32
+}
+
 impl RealtimeFront {
     /// Starts `c`'s SSE stream on `stream` once the plane accepted it:
     /// the head, `retry:`, a reset if the cursor could not be resumed; the
@@ -147,7 +170,8 @@ impl RealtimeFront {
         let limits = &self.config.limits;
         start_stream(out, "text/event-stream");
         let mut first = BytesMut::new();
-        let retry = u32::try_from(limits.sse_retry.as_millis()).unwrap_or(u32::MAX);
+        self.sse_opened += 1;
+        let retry = spread_retry(limits.sse_retry, self.shard, self.sse_opened);
         write_sse_retry(&mut first, retry);
         if let Some(why) = reset {
             FrontMetrics::bump(&self.metrics.resets);
