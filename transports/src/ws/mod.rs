@@ -477,9 +477,12 @@ impl<T: Transport> Transport for WebSocket<T> {
     }
 
     fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        if !self.conns.contains_key(&conn) {
+            return self.inner.send(conn, bytes);
+        }
         let inner_queued = self.inner.queued(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
-            return self.inner.send(conn, bytes);
+            return Err(SendError::UnknownConnection);
         };
         if matches!(c.phase, Phase::Closing | Phase::ServerHandshake { .. }) {
             return Err(SendError::Closed);
@@ -512,6 +515,15 @@ impl<T: Transport> Transport for WebSocket<T> {
             c.record(header_len(role, piece.len()), piece.len());
         }
         Ok(())
+    }
+
+    fn send_shared(&mut self, conn: ConnId, bytes: &Bytes) -> Result<(), SendError> {
+        if self.conns.contains_key(&conn) {
+            // Framed per connection (a client masks): copied.
+            self.send(conn, bytes)
+        } else {
+            self.inner.send_shared(conn, bytes)
+        }
     }
 
     fn queued(&self, conn: ConnId) -> usize {
