@@ -10,11 +10,11 @@ use std::str::FromStr;
 /// kinds and refuses the others with
 /// [`TransportError::UnsupportedEndpoint`](crate::TransportError).
 ///
-/// Written `tcp:HOST:PORT`, `unix:PATH`, `mem:NAME` by [`fmt::Display`] and
-/// read back by [`FromStr`], which also takes the URL-like `tcp://…` forms
-/// and a bare `HOST:PORT` (TCP). More kinds (QUIC, WebSocket,
-/// RTSP-interleaved, BLE) join as their transports do, hence
-/// `non_exhaustive`.
+/// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`, `mem:NAME`
+/// by [`fmt::Display`] and read back by [`FromStr`], which also takes the
+/// URL-like `tcp://…` and `ws://…` forms and a bare `HOST:PORT` (TCP).
+/// More kinds (QUIC, RTSP-interleaved, BLE) join as their transports do,
+/// hence `non_exhaustive`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Endpoint {
@@ -24,6 +24,15 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// A name on a [`MemoryHub`](crate::MemoryHub).
     Memory(String),
+    /// DTP over WebSocket (RFC 6455, subprotocol `dtp.v1`) on TCP: the
+    /// address and the request path, which starts with `/` (`/` when the
+    /// endpoint names none). Spoken by [`WebSocket`](crate::WebSocket).
+    Ws {
+        /// The TCP address; port 0 in a listen picks a free port.
+        addr: SocketAddr,
+        /// The request path.
+        path: String,
+    },
 }
 
 impl Endpoint {
@@ -33,6 +42,7 @@ impl Endpoint {
             Self::Tcp(_) => "tcp",
             Self::Unix(_) => "unix",
             Self::Memory(_) => "mem",
+            Self::Ws { .. } => "ws",
         }
     }
 
@@ -57,6 +67,7 @@ impl fmt::Display for Endpoint {
             Self::Tcp(addr) => write!(f, "tcp:{addr}"),
             Self::Unix(path) => write!(f, "unix:{}", path.display()),
             Self::Memory(name) => write!(f, "mem:{name}"),
+            Self::Ws { addr, path } => write!(f, "ws:{addr}{path}"),
         }
     }
 }
@@ -98,7 +109,7 @@ impl FromStr for Endpoint {
         };
         let Some((scheme, rest)) = s.split_once(':') else {
             return Err(error(
-                "expected tcp:HOST:PORT, unix:PATH, mem:NAME or HOST:PORT",
+                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, mem:NAME or HOST:PORT",
             ));
         };
         let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -112,10 +123,29 @@ impl FromStr for Endpoint {
             )),
             "unix" if rest.contains('\0') => Err(error("a Unix socket path cannot hold NUL")),
             "unix" => Ok(Self::Unix(PathBuf::from(rest))),
+            "ws" => {
+                let (addr, path) = match rest.find('/') {
+                    Some(i) => rest.split_at(i),
+                    None => (rest, "/"),
+                };
+                let addr = socket_addr(addr)
+                    .ok_or_else(|| error("expected ws:IP:PORT/PATH (or localhost:PORT/PATH)"))?;
+                if !path.bytes().all(|b| b.is_ascii_graphic()) || path.len() > 1024 {
+                    return Err(error(
+                        "a ws: path is at most 1024 visible ASCII characters",
+                    ));
+                }
+                Ok(Self::Ws {
+                    addr,
+                    path: path.to_owned(),
+                })
+            }
             "mem" if rest.is_empty() => Err(error("a mem: endpoint needs a name")),
             "mem" => Ok(Self::Memory(rest.to_owned())),
             _ => socket_addr(s).map(Self::Tcp).ok_or_else(|| {
-                error("unknown scheme: expected tcp:HOST:PORT, unix:PATH, mem:NAME or HOST:PORT")
+                error(
+                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, mem:NAME or HOST:PORT",
+                )
             }),
         }
     }
@@ -135,6 +165,8 @@ mod tests {
             "unix:/run/dtp.sock",
             "unix:relative.sock",
             "mem:gateway",
+            "ws:127.0.0.1:7001/dtp",
+            "ws:[::1]:80/",
         ] {
             let e: Endpoint = text.parse().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(e.to_string(), text);
@@ -159,6 +191,15 @@ mod tests {
             "mem://g".parse::<Endpoint>().unwrap(),
             Endpoint::Memory("g".into())
         );
+        let ws = |path: &str| Endpoint::Ws {
+            addr: "127.0.0.1:7001".parse().unwrap(),
+            path: path.into(),
+        };
+        assert_eq!(
+            "ws://127.0.0.1:7001/a/b".parse::<Endpoint>().unwrap(),
+            ws("/a/b")
+        );
+        assert_eq!("ws:localhost:7001".parse::<Endpoint>().unwrap(), ws("/"));
     }
 
     #[test]
@@ -171,6 +212,8 @@ mod tests {
             "unix:",
             "ble:x",
             "localhost",
+            "ws:nowhere/x",
+            "ws:127.0.0.1:80/a b",
         ] {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(e.to_string().starts_with("endpoint "), "{e}");

@@ -41,6 +41,7 @@ mod socket;
 mod transport;
 mod uring;
 mod waker;
+mod ws;
 
 pub use driver::{
     BackendChoice, BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig,
@@ -56,6 +57,7 @@ pub use slots::SlotId;
 pub use socket::{foreign_listeners, probe_listen, probe_unix};
 pub use transport::{Callbacks, ConnectionState, EVENTS_KEPT, Event, Transport, TransportError};
 pub use uring::Uring;
+pub use ws::{SUBPROTOCOL as WS_SUBPROTOCOL, WebSocket, WsConfig};
 
 /// Pins the calling thread to CPU `cpu` (thread-per-core shards).
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {

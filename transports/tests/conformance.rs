@@ -1,6 +1,6 @@
 //! The transport conformance suite (SPEC TRN-1 … TRN-5): one set of tests
 //! run against every transport — TCP and Unix sockets on io_uring and on
-//! epoll, the in-memory transport, and each of them inside a
+//! epoll, WebSocket on TCP, the in-memory transport, and each of them inside a
 //! `FaultInjector` with its faults off — and fault tests proving that what
 //! the injector promises is what a protocol under test sees.
 //!
@@ -46,6 +46,12 @@ macro_rules! for_every_transport {
             #[test]
             fn memory() { super::$test(super::Base::Memory, false) }
             #[test]
+            fn ws_uring() { super::$test(super::Base::WsUring, false) }
+            #[test]
+            fn ws_epoll() { super::$test(super::Base::WsEpoll, false) }
+            #[test]
+            fn faults_off_ws_uring() { super::$test(super::Base::WsUring, true) }
+            #[test]
             fn faults_off_tcp_uring() { super::$test(super::Base::TcpUring, true) }
             #[test]
             fn faults_off_tcp_epoll() { super::$test(super::Base::TcpEpoll, true) }
@@ -71,6 +77,10 @@ macro_rules! for_every_base {
             fn unix_epoll() { super::$test(super::Base::UnixEpoll) }
             #[test]
             fn memory() { super::$test(super::Base::Memory) }
+            #[test]
+            fn ws_uring() { super::$test(super::Base::WsUring) }
+            #[test]
+            fn ws_epoll() { super::$test(super::Base::WsEpoll) }
         }
     )*};
 }

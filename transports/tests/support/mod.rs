@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use dtp_transports::{
     BackendPreference, ConnId, ConnectionState, Driver, DriverConfig, Endpoint, Event,
-    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, SendError, Transport,
+    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, SendError, Transport, WebSocket,
+    WsConfig,
 };
 
 /// Every transport's send queue holds this much (so TRN-2 reads the same on all).
@@ -51,12 +52,15 @@ pub(crate) enum Base {
     UnixUring,
     UnixEpoll,
     Memory,
+    /// DTP over WebSocket on TCP, io_uring and epoll.
+    WsUring,
+    WsEpoll,
 }
 
 impl Base {
     fn backend(self) -> BackendPreference {
         match self {
-            Self::TcpUring | Self::UnixUring => BackendPreference::Uring,
+            Self::TcpUring | Self::UnixUring | Self::WsUring => BackendPreference::Uring,
             _ => BackendPreference::Epoll,
         }
     }
@@ -83,18 +87,41 @@ pub(crate) fn unix_path(what: &str) -> std::path::PathBuf {
 /// A server and a client transport of one kind, the endpoint the server
 /// listens on, and one where nothing listens.
 pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
-    let tcp = |backend| {
-        let config = DriverConfig {
-            backend,
-            chunk_size: 16 * 1024,
-            recv_buffers: 16,
-            send_chunks: 64,
+    let driver = |backend, max_send_queue| DriverConfig {
+        backend,
+        chunk_size: 16 * 1024,
+        recv_buffers: 16,
+        send_chunks: 64,
+        max_send_queue,
+        ..DriverConfig::default()
+    };
+    let tcp = |backend| Box::new(Driver::new(driver(backend, QUEUE)).unwrap()) as Boxed;
+    // The inner connection holds the payload budget plus its frames' headers.
+    let ws = |backend| {
+        let inner = Driver::new(driver(backend, 2 * QUEUE)).unwrap();
+        let config = WsConfig {
             max_send_queue: QUEUE,
-            ..DriverConfig::default()
+            ..WsConfig::default()
         };
-        Box::new(Driver::new(config).unwrap()) as Boxed
+        Box::new(WebSocket::new(inner, config)) as Boxed
+    };
+    let closed_port = || {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
     };
     match base {
+        Base::WsUring | Base::WsEpoll => {
+            let backend = base.backend();
+            let listen = Endpoint::Ws {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                path: "/dtp".to_owned(),
+            };
+            let nowhere = Endpoint::Ws {
+                addr: closed_port(),
+                path: "/dtp".to_owned(),
+            };
+            (ws(backend), ws(backend), listen, nowhere)
+        }
         Base::UnixUring | Base::UnixEpoll => {
             let backend = base.backend();
             let listen = Endpoint::Unix(unix_path("server"));
@@ -109,9 +136,7 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
         Base::TcpUring | Base::TcpEpoll => {
             let backend = base.backend();
             // A port that was free a moment ago and has nobody listening now.
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let nowhere = Endpoint::Tcp(probe.local_addr().unwrap());
-            drop(probe);
+            let nowhere = Endpoint::Tcp(closed_port());
             let listen = Endpoint::Tcp("127.0.0.1:0".parse().unwrap());
             (tcp(backend), tcp(backend), listen, nowhere)
         }

@@ -1,0 +1,604 @@
+//! SPEC TRN-1 … TRN-5 over WebSocket: [`WebSocket`] carries a byte stream
+//! as RFC 6455 binary messages (subprotocol `dtp.v1`) on any transport that
+//! carries a byte stream, TCP in practice.
+//!
+//! It wraps the core's transport and speaks `ws:HOST:PORT/PATH` endpoints
+//! itself, passing every other endpoint through untouched (a `tcp:`
+//! connection costs one failed table lookup per event). A listener's
+//! connection is reported [`Event::Accepted`] only once its opening
+//! handshake is done (the request head read by `dtp_codec::http`, the 101
+//! sent); an outgoing one [`Event::Connected`] once the server's 101 is
+//! checked. Sends become binary messages — a send larger than
+//! [`WsConfig::max_message`] several — and received binary messages are
+//! delivered as bytes: the stream is the concatenation of the payloads, so
+//! TRN-5 holds whatever the peer's message boundaries. Pings are answered
+//! with pongs; a close frame is echoed and reported as
+//! [`CloseReason::PeerClosed`]; a protocol violation (a text message, a bad
+//! frame) closes with the RFC's code and is reported as
+//! [`CloseReason::Error`] (`EPROTO`).
+//!
+//! The send budget counts the user's payload only: [`Transport::queued`]
+//! and the per-connection limit are in payload bytes, exactly as on TCP;
+//! the inner connection is given a limit one sixteenth larger, for the
+//! frame headers. A handshake that does not finish within
+//! [`WsConfig::handshake_timeout`] is cut.
+
+mod conn;
+mod handshake;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use dtp_codec::http::{HttpLimits, ResponseLimits, parse_request_head, parse_response_head};
+use dtp_codec::ws::{CloseCode, FrameError, Message, Opcode, Role, apply_mask, encode_header};
+
+use crate::driver::{BackendChoice, CloseReason, ConnId, DriverStats, ListenerId, Waker};
+use crate::endpoint::Endpoint;
+use crate::lent::RecvBuf;
+use crate::sendq::SendError;
+use crate::transport::{Event, Transport, TransportError};
+
+use conn::{Phase, WsConn};
+pub use handshake::SUBPROTOCOL;
+
+/// How [`WebSocket`] frames and bounds its connections.
+#[derive(Clone, Debug)]
+pub struct WsConfig {
+    /// The largest message taken from a peer, and the most payload one
+    /// message carries when sending (default 1 MiB).
+    pub max_message: usize,
+    /// The most payload bytes a connection may have queued (default
+    /// 3.75 MiB). The inner transport's own limit must be at least a
+    /// sixteenth more, for the frame headers.
+    pub max_send_queue: usize,
+    /// How long an opening handshake may take, from the connection's
+    /// start (default 10 s).
+    pub handshake_timeout: Duration,
+    /// Ceilings on a request head (server side).
+    pub http: HttpLimits,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        Self {
+            max_message: 1 << 20,
+            max_send_queue: 15 * (1 << 20) / 4,
+            handshake_timeout: Duration::from_secs(10),
+            http: HttpLimits::default(),
+        }
+    }
+}
+
+/// The inner connection's limit for a payload limit of `limit` bytes.
+fn with_headers(limit: usize) -> usize {
+    limit + limit / 16 + 64
+}
+
+/// The length of a frame header (RFC 6455 §5.2) for `len` payload bytes,
+/// as [`encode_header`] writes it.
+fn header_len(role: Role, len: usize) -> usize {
+    let base = match len {
+        0..=125 => 2,
+        126..=0xFFFF => 4,
+        _ => 10,
+    };
+    base + if role == Role::Client { 4 } else { 0 }
+}
+
+/// SPEC TRN-1: DTP over WebSocket, as a [`Transport`] wrapping `T`.
+pub struct WebSocket<T: Transport> {
+    inner: T,
+    config: WsConfig,
+    /// WebSocket listeners and their paths.
+    listeners: HashMap<ListenerId, String>,
+    conns: HashMap<ConnId, WsConn>,
+    /// Handshakes in the order they began, for the timeout (stale entries
+    /// are skipped).
+    handshakes: VecDeque<(Instant, ConnId)>,
+    inner_events: Vec<Event>,
+    scratch: Vec<u8>,
+    /// xorshift64* state for masking keys and handshake nonces.
+    rng: u64,
+}
+
+impl<T: Transport> WebSocket<T> {
+    /// `inner` with WebSocket endpoints added.
+    pub fn new(inner: T, config: WsConfig) -> Self {
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Self {
+            inner,
+            config,
+            listeners: HashMap::new(),
+            conns: HashMap::new(),
+            handshakes: VecDeque::new(),
+            inner_events: Vec::new(),
+            scratch: Vec::new(),
+            rng: seed | 1,
+        }
+    }
+
+    /// The wrapped transport.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    fn random(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Queues a control frame (`Close`, `Pong`) on `conn`, outside the
+    /// user's budget; a full queue drops it (the connection is then being
+    /// torn down or the peer does not read).
+    fn control(&mut self, conn: ConnId, opcode: Opcode, payload: &[u8]) {
+        let Some(role) = self.conns.get(&conn).map(|c| c.role) else {
+            return;
+        };
+        let mut frame = std::mem::take(&mut self.scratch);
+        frame.clear();
+        self.write_frame(role, opcode, payload, &mut frame);
+        if self.inner.send(conn, &frame).is_ok()
+            && let Some(c) = self.conns.get_mut(&conn)
+        {
+            c.record_other(frame.len());
+        }
+        self.scratch = frame;
+    }
+
+    /// Appends one whole frame of `payload` to `out`, masked for a client.
+    fn write_frame(&mut self, role: Role, opcode: Opcode, payload: &[u8], out: &mut Vec<u8>) {
+        let mask = (role == Role::Client).then(|| (self.random() as u32).to_be_bytes());
+        let before = out.len();
+        // The lengths are bounded by max_message and the control limit.
+        if let Ok(h) = encode_header(role, true, opcode, payload.len() as u64, mask) {
+            out.extend_from_slice(h.as_slice());
+        }
+        let start = out.len();
+        out.extend_from_slice(payload);
+        if let Some(key) = mask {
+            apply_mask(&mut out[start..], key, 0);
+        }
+        debug_assert_eq!(start - before, header_len(role, payload.len()));
+    }
+
+    /// Ends `conn` with a close frame of `code`; `ending` is what the user
+    /// hears when the inner connection is gone.
+    fn fail(&mut self, conn: ConnId, code: CloseCode, ending: CloseReason) {
+        let open = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| matches!(c.phase, Phase::Open));
+        if open {
+            self.control(conn, Opcode::Close, &code.0.to_be_bytes());
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.phase = Phase::Closing;
+            c.ending.get_or_insert(ending);
+        }
+        self.inner.close(conn);
+    }
+
+    /// Handles one inner event, appending what the user sees.
+    fn inner_event(&mut self, event: Event, events: &mut Vec<Event>) {
+        match event {
+            Event::Accepted { listener, conn } => match self.listeners.get(&listener) {
+                Some(_) => {
+                    let c = WsConn::new(
+                        Role::Server,
+                        Phase::ServerHandshake { listener },
+                        self.config.max_message,
+                        self.config.max_send_queue,
+                    );
+                    self.handshakes.push_back((c.since, conn));
+                    self.conns.insert(conn, c);
+                    self.inner
+                        .limit_send_queue(conn, with_headers(self.config.max_send_queue));
+                }
+                None => events.push(Event::Accepted { listener, conn }),
+            },
+            Event::Connected { conn } if self.conns.contains_key(&conn) => {}
+            Event::Received { conn, data } if self.conns.contains_key(&conn) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.rx.extend_from_slice(&data);
+                }
+                drop(data);
+                self.advance(conn, events);
+            }
+            Event::Writable { conn } => match self.conns.get(&conn) {
+                Some(c) if !(c.up && matches!(c.phase, Phase::Open)) => {}
+                _ => events.push(Event::Writable { conn }),
+            },
+            Event::Closed { conn, reason } => match self.conns.remove(&conn) {
+                Some(c) if c.up => events.push(Event::Closed {
+                    conn,
+                    reason: c.ending.unwrap_or(reason),
+                }),
+                Some(c) if c.role == Role::Client => {
+                    let reason = match (c.ending, reason) {
+                        (Some(r @ CloseReason::ConnectFailed(_)), _) => r,
+                        (_, CloseReason::ConnectFailed(e) | CloseReason::Error(e)) => {
+                            CloseReason::ConnectFailed(e)
+                        }
+                        (Some(CloseReason::Local), _) => CloseReason::Local,
+                        _ => CloseReason::ConnectFailed(libc::ECONNREFUSED),
+                    };
+                    events.push(Event::Closed { conn, reason });
+                }
+                // A server-side connection that never finished its
+                // handshake was never reported.
+                Some(_) => {}
+                None => events.push(Event::Closed { conn, reason }),
+            },
+            other => events.push(other),
+        }
+    }
+
+    /// Reads what `conn` has received: its handshake head, then frames.
+    fn advance(&mut self, conn: ConnId, events: &mut Vec<Event>) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            match &c.phase {
+                Phase::ServerHandshake { listener } => {
+                    let listener = *listener;
+                    if !self.server_head(conn, listener, events) {
+                        return;
+                    }
+                }
+                Phase::ClientHandshake { .. } => {
+                    if !self.client_head(conn, events) {
+                        return;
+                    }
+                }
+                Phase::Open => {
+                    if !self.next_message(conn, events) {
+                        return;
+                    }
+                }
+                Phase::Closing => {
+                    c.rx.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A server connection's request head, if whole: answered, and the
+    /// connection reported. Returns whether to go on reading.
+    fn server_head(&mut self, conn: ConnId, listener: ListenerId, events: &mut Vec<Event>) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        let (answer, used) = match parse_request_head(&c.rx, &self.config.http) {
+            Ok(None) => return false,
+            Ok(Some((head, n))) => {
+                let path = self.listeners.get(&listener).map_or("/", String::as_str);
+                (handshake::answer(&head, path), n)
+            }
+            Err(e) => (Err(handshake::refusal(e)), 0),
+        };
+        match answer {
+            Ok(response) => {
+                c.rx.advance(used);
+                if self.inner.send(conn, &response).is_err() {
+                    self.inner.close(conn);
+                    return false;
+                }
+                c.record_other(response.len());
+                c.phase = Phase::Open;
+                c.up = true;
+                events.push(Event::Accepted { listener, conn });
+                true
+            }
+            Err(refusal) => {
+                let _ = self.inner.send(conn, &refusal);
+                c.phase = Phase::Closing;
+                self.inner.close(conn);
+                false
+            }
+        }
+    }
+
+    /// A client connection's response head, if whole: checked, the held
+    /// frames sent, and the connection reported.
+    fn client_head(&mut self, conn: ConnId, events: &mut Vec<Event>) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        let Phase::ClientHandshake { key } = &c.phase else {
+            return false;
+        };
+        let verdict = match parse_response_head(&c.rx, &ResponseLimits::default()) {
+            Ok(None) => return false,
+            Ok(Some((resp, n))) => handshake::accepted(&resp, key).map(|()| n),
+            Err(_) => Err("the response head is malformed"),
+        };
+        match verdict {
+            Ok(n) => {
+                c.rx.advance(n);
+                let held = std::mem::take(&mut c.held);
+                if !held.is_empty() && self.inner.send(conn, &held).is_err() {
+                    c.ending = Some(CloseReason::ConnectFailed(libc::ENOBUFS));
+                    c.phase = Phase::Closing;
+                    self.inner.close(conn);
+                    return false;
+                }
+                c.phase = Phase::Open;
+                c.up = true;
+                events.push(Event::Connected { conn });
+                // A producer refused while the handshake ran hears of room
+                // once the held frames drain.
+                self.inner.want_writable(conn);
+                true
+            }
+            Err(why) => {
+                tracing::debug!(?conn, why, "WebSocket handshake refused");
+                c.ending = Some(CloseReason::ConnectFailed(libc::ECONNREFUSED));
+                c.phase = Phase::Closing;
+                self.inner.close(conn);
+                false
+            }
+        }
+    }
+
+    /// The next whole frame of an open connection. Returns whether to go
+    /// on reading.
+    fn next_message(&mut self, conn: ConnId, events: &mut Vec<Event>) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        if c.rx.is_empty() {
+            return false;
+        }
+        let decoded = c.decoder.decode(&mut c.rx);
+        let message = match decoded {
+            Ok((used, message)) => {
+                c.rx.advance(used);
+                message
+            }
+            Err(FrameError::Incomplete { .. }) => return false,
+            Err(FrameError::Protocol(e)) => {
+                tracing::debug!(?conn, %e, "WebSocket protocol error");
+                self.fail(conn, e.close_code(), CloseReason::Error(libc::EPROTO));
+                return false;
+            }
+        };
+        match message {
+            None => {}
+            Some(Message::Binary(payload)) if !payload.is_empty() => events.push(Event::Received {
+                conn,
+                data: RecvBuf::from(BytesMut::from(Bytes::from(payload))),
+            }),
+            Some(Message::Binary(_) | Message::Pong(_)) => {}
+            Some(Message::Ping(payload)) => self.control(conn, Opcode::Pong, &payload),
+            Some(Message::Text(_)) => {
+                // DTP is binary: RFC 6455 §7.4.1's 1003, "cannot accept".
+                self.fail(conn, CloseCode(1003), CloseReason::Error(libc::EPROTO));
+                return false;
+            }
+            Some(Message::Close(frame)) => {
+                let code = frame.map_or(1000, |f| f.code.0);
+                self.fail(conn, CloseCode(code), CloseReason::PeerClosed);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Cuts handshakes older than the timeout; the time until the next one
+    /// is due.
+    fn expire_handshakes(&mut self, now: Instant) -> Option<Duration> {
+        let timeout = self.config.handshake_timeout;
+        while let Some(&(since, conn)) = self.handshakes.front() {
+            let pending = self.conns.get(&conn).is_some_and(|c| {
+                c.since == since
+                    && matches!(
+                        c.phase,
+                        Phase::ServerHandshake { .. } | Phase::ClientHandshake { .. }
+                    )
+            });
+            if !pending {
+                self.handshakes.pop_front();
+                continue;
+            }
+            let due = since + timeout;
+            if due > now {
+                return Some(due - now);
+            }
+            self.handshakes.pop_front();
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.ending = Some(CloseReason::ConnectFailed(libc::ETIMEDOUT));
+                c.phase = Phase::Closing;
+            }
+            self.inner.close(conn);
+        }
+        None
+    }
+}
+
+impl<T: Transport> Transport for WebSocket<T> {
+    fn backend(&self) -> &BackendChoice {
+        self.inner.backend()
+    }
+
+    fn listen(
+        &mut self,
+        at: &Endpoint,
+        shared: bool,
+    ) -> Result<(ListenerId, Endpoint), TransportError> {
+        let Endpoint::Ws { addr, path } = at else {
+            return self.inner.listen(at, shared);
+        };
+        let (id, bound) = self.inner.listen(&Endpoint::Tcp(*addr), shared)?;
+        let addr = bound.tcp().unwrap_or(*addr);
+        self.listeners.insert(id, path.clone());
+        Ok((
+            id,
+            Endpoint::Ws {
+                addr,
+                path: path.clone(),
+            },
+        ))
+    }
+
+    fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
+        let Endpoint::Ws { addr, path } = to else {
+            return self.inner.connect(to);
+        };
+        let conn = self.inner.connect(&Endpoint::Tcp(*addr))?;
+        let mut nonce = [0u8; 16];
+        nonce[..8].copy_from_slice(&self.random().to_le_bytes());
+        nonce[8..].copy_from_slice(&self.random().to_le_bytes());
+        let (request, key) = handshake::request(&addr.to_string(), path, nonce);
+        let limit = self.config.max_send_queue;
+        self.inner.limit_send_queue(conn, with_headers(limit));
+        if let Err(e) = self.inner.send(conn, &request) {
+            self.inner.close(conn);
+            return Err(TransportError::Io(io::Error::other(e.to_string())));
+        }
+        let mut c = WsConn::new(
+            Role::Client,
+            Phase::ClientHandshake { key },
+            self.config.max_message,
+            limit,
+        );
+        c.record_other(request.len());
+        self.handshakes.push_back((c.since, conn));
+        self.conns.insert(conn, c);
+        Ok(conn)
+    }
+
+    fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+        if !self.conns.contains_key(&conn) {
+            return self.inner.send(conn, bytes);
+        }
+        let inner_queued = self.inner.queued(conn);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Err(SendError::UnknownConnection);
+        };
+        if matches!(c.phase, Phase::Closing | Phase::ServerHandshake { .. }) {
+            return Err(SendError::Closed);
+        }
+        c.settle(inner_queued);
+        if c.unsent(inner_queued) + bytes.len() > c.limit {
+            self.inner.want_writable(conn);
+            return Err(SendError::BufferFull);
+        }
+        let (role, handshaking) = (c.role, matches!(c.phase, Phase::ClientHandshake { .. }));
+        // All or nothing: every message of this send in one inner send.
+        let max = self.config.max_message.max(1);
+        let mut wire = std::mem::take(&mut self.scratch);
+        wire.clear();
+        for piece in bytes.chunks(max) {
+            self.write_frame(role, Opcode::Binary, piece, &mut wire);
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Err(SendError::UnknownConnection);
+        };
+        let sent = if handshaking {
+            c.held.extend_from_slice(&wire);
+            Ok(())
+        } else {
+            self.inner.send(conn, &wire)
+        };
+        self.scratch = wire;
+        sent?;
+        for piece in bytes.chunks(max) {
+            c.record(header_len(role, piece.len()), piece.len());
+        }
+        Ok(())
+    }
+
+    fn send_shared(&mut self, conn: ConnId, bytes: &Bytes) -> Result<(), SendError> {
+        if self.conns.contains_key(&conn) {
+            // Framed per connection (a client masks): copied.
+            self.send(conn, bytes)
+        } else {
+            self.inner.send_shared(conn, bytes)
+        }
+    }
+
+    fn queued(&self, conn: ConnId) -> usize {
+        let inner = self.inner.queued(conn);
+        match self.conns.get(&conn) {
+            Some(c) => c.unsent(inner),
+            None => inner,
+        }
+    }
+
+    fn want_writable(&mut self, conn: ConnId) {
+        self.inner.want_writable(conn);
+    }
+
+    fn limit_send_queue(&mut self, conn: ConnId, max: usize) {
+        match self.conns.get_mut(&conn) {
+            Some(c) => {
+                c.limit = max.min(self.config.max_send_queue);
+                let inner = with_headers(c.limit);
+                self.inner.limit_send_queue(conn, inner);
+            }
+            None => self.inner.limit_send_queue(conn, max),
+        }
+    }
+
+    fn pause_reading(&mut self, conn: ConnId) {
+        self.inner.pause_reading(conn);
+    }
+
+    fn resume_reading(&mut self, conn: ConnId) {
+        self.inner.resume_reading(conn);
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        match self.conns.get(&conn).map(|c| c.up) {
+            Some(true) => self.fail(conn, CloseCode(1000), CloseReason::Local),
+            Some(false) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.ending = Some(CloseReason::Local);
+                    c.phase = Phase::Closing;
+                }
+                self.inner.close(conn);
+            }
+            None => self.inner.close(conn),
+        }
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
+        let next = self.expire_handshakes(Instant::now());
+        let timeout = match (timeout, next) {
+            (Some(t), Some(n)) => Some(t.min(n)),
+            (t, n) => t.or(n),
+        };
+        let mut inner_events = std::mem::take(&mut self.inner_events);
+        let result = self.inner.poll(&mut inner_events, timeout);
+        for event in inner_events.drain(..) {
+            self.inner_event(event, events);
+        }
+        self.inner_events = inner_events;
+        result
+    }
+
+    fn waker(&self) -> Waker {
+        self.inner.waker()
+    }
+
+    fn receive_pressure(&self, untaken: usize) -> bool {
+        self.inner.receive_pressure(untaken)
+    }
+
+    fn stats(&self) -> DriverStats {
+        self.inner.stats()
+    }
+
+    fn region(&self) -> Option<&dtp_pool::Region> {
+        self.inner.region()
+    }
+}
