@@ -42,7 +42,8 @@ const GENEROUS_MS: u32 = 2_500;
 /// `arm`, held under the `ai_model` policy `model` (the model at `port`,
 /// its call timeout `call_ms`, the HO-7 hard timeout its maximum, 3 s);
 /// `require_human` goes to the person on the panel (`ask`: 5 s, default
-/// reject); the fallback script lets fay-b win.
+/// reject); the fallback script lets fay-b win (and the fallback person,
+/// asked only without `ask`, has 30 s, default allow).
 fn terminal_section(setup: &Setup, port: u16, call_ms: u32) -> String {
     format!(
         r##"[terminal.control]
@@ -66,7 +67,7 @@ winner = "{WINNER}"
 
 [terminal.policy.ai_fallback]
 priority_script = {{ script_id = "winner", parameters = {{ winner = "fay-b" }} }}
-human_decision = {{ ui_channel = "external_panel" }}
+human_decision = {{ ui_channel = "external_panel", default_action = "allow" }}
 
 [terminal.audit]
 path = "{}"
@@ -90,12 +91,17 @@ struct Case {
 
 impl Case {
     fn start(name: &str, port: u16, call_ms: u32) -> Self {
+        Self::configured(name, |setup| terminal_section(setup, port, call_ms))
+    }
+
+    /// As [`Case::start`], the `[terminal]` section made by `section`.
+    fn configured(name: &str, section: impl FnOnce(&Setup) -> String) -> Self {
         let setup = Setup::new(name);
         let files: Vec<FayFiles> = ["fay-a", "fay-b", "fay-c"]
             .into_iter()
             .map(|id| setup.fay(id, &["arm=write"]))
             .collect();
-        let serve = Serve::start(&setup.config(&terminal_section(&setup, port, call_ms)));
+        let serve = Serve::start(&setup.config(&section(&setup)));
         let mut fays = files
             .iter()
             .map(|f| Fay::connect(serve.addr, &setup.fay_config(f)));
@@ -325,8 +331,8 @@ fn the_model_rejects_with_its_reason() {
 }
 
 /// The pending human decision `dtp ctl decisions` lists for fay-c's
-/// request: its handover id.
-fn pending_for_fay_c(case: &Case) -> String {
+/// request (whose default action is `default`): its handover id.
+fn pending_for_fay_c(case: &Case, default: &str) -> String {
     let pending = eventually("a pending decision", || {
         let d = case.serve.ctl_json(&["decisions"]);
         (d["decisions"].as_array().unwrap().len() == 1).then_some(d)
@@ -336,7 +342,7 @@ fn pending_for_fay_c(case: &Case) -> String {
     assert_eq!(entry["target_fay_id"], "fay-c");
     assert_eq!(entry["resource_id"], "arm");
     assert_eq!(entry["access_mode"], "write");
-    assert_eq!(entry["default_action"], "reject");
+    assert_eq!(entry["default_action"], default);
     entry["handover_id"].as_str().unwrap().to_owned()
 }
 
@@ -347,7 +353,7 @@ fn the_model_defers_to_a_person_who_allows() {
     let model = ModelServer::answering(r#"{"decision":"require_human"}"#);
     let mut case = Case::start("ai-human", model.port(), GENEROUS_MS);
     case.c.ask(5, "arm", AccessMode::Write);
-    let handover_id = pending_for_fay_c(&case);
+    let handover_id = pending_for_fay_c(&case, "reject");
     // Waiting: fay-a still holds the arm (handover_pending comes at T0,
     // after the decision).
     let (sid, _) = case.only_session();
@@ -378,7 +384,7 @@ fn the_model_defers_to_a_person_who_does_not_answer() {
     let model = ModelServer::answering(r#"{"decision":"require_human"}"#);
     let mut case = Case::start("ai-human-late", model.port(), GENEROUS_MS);
     case.c.ask(5, "arm", AccessMode::Write);
-    let handover_id = pending_for_fay_c(&case);
+    let handover_id = pending_for_fay_c(&case, "reject");
     let (code, message) = refused(&mut case.c, 5);
     assert_eq!(code, ErrorCode::E_HANDOVER_REJECTED_BY_POLICY);
     assert_eq!(message, "no decision from the terminal's user in time");
@@ -394,6 +400,38 @@ fn the_model_defers_to_a_person_who_does_not_answer() {
         [
             decision("model", "ai_model", "require_human"),
             decision("ask", "human_decision", "reject"),
+        ]
+    );
+}
+
+/// SPEC HO-3b → HO-3c: the model's policy has no `human_fallback`, so
+/// the person asked on require_human is `[terminal.policy.ai_fallback]`'s
+/// `human_decision` (its default action, allow, shows which); they reject
+/// through the admin endpoint `dtp ctl` uses.
+#[test]
+fn without_a_human_fallback_the_ai_fallback_person_is_asked() {
+    let model = ModelServer::answering(r#"{"decision":"require_human"}"#);
+    let port = model.port();
+    let mut case = Case::configured("ai-human-fallback", |setup| {
+        terminal_section(setup, port, GENEROUS_MS).replace("human_fallback = \"ask\"\n", "")
+    });
+    case.c.ask(5, "arm", AccessMode::Write);
+    let handover_id = pending_for_fay_c(&case, "allow");
+    let handovers = case.serve.ctl_json(&["handovers"]);
+    assert_eq!(handovers["handovers"][0]["policy"], "ai_fallback");
+    let out = case.serve.ctl_ok(&["decide", &handover_id, "reject"]);
+    assert_eq!(out, format!("handover {handover_id}: rejected\n"));
+    let (code, message) = refused(&mut case.c, 5);
+    assert_eq!(code, ErrorCode::E_HANDOVER_REJECTED_BY_POLICY);
+    assert_eq!(message, "rejected by the terminal's user");
+    case.holder_kept_the_arm(HandoverFailedReason::PolicyRejected);
+
+    let record = case.handover_record("ai_fallback");
+    assert_eq!(
+        decisions(&record),
+        [
+            decision("model", "ai_model", "require_human"),
+            decision("ai_fallback", "human_decision", "reject"),
         ]
     );
 }

@@ -15,7 +15,9 @@
 //!   terminal's HO-7 hard deadline) applies the default action. When a
 //!   *model* answers `require_human`, the terminal is told
 //!   `RequireHuman` instead: it asks the policy's own `human_fallback` with
-//!   a fresh human-sized hard deadline (a model's 0.5–3 s would not do).
+//!   a fresh human-sized hard deadline (a model's 0.5–3 s would not do);
+//!   a model policy configured without one has `ai_fallback.human_decision`
+//!   as its fallback (`super::AI_FALLBACK_HUMAN`).
 //!
 //! Every `ui_channel` is served from that one queue, which the admin panel
 //! lists: this build has no desktop-session or companion-app integration

@@ -86,3 +86,38 @@ fn ai_model_down_fallback_script_can_allow() {
         "{out:?}"
     );
 }
+
+/// SPEC HO-3b → HO-3c: the model answers require_human and `cam`'s policy
+/// has no human_fallback: the person of `ai_fallback.human_decision` is
+/// asked (under the plane's policy `ai_fallback`, with its 5 s), and allows.
+#[test]
+fn ai_model_require_human_asks_the_ai_fallback_person() {
+    let server = ModelServer::answering(r#"{"decision":"require_human"}"#);
+    let mut rig = Rig::new(config(server.port()));
+    rig.up(0, 1);
+    rig.up(0, 3);
+    rig.session(0, 1, "fay-a", "cam");
+    let (id, _) = rig.auth(0, 3, "fay-c", "cam");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let entry = loop {
+        let (pending, _) = rig.admin(|h| h.pending_decisions());
+        if let Some(entry) = pending.unwrap().into_iter().next() {
+            break entry;
+        }
+        assert!(std::time::Instant::now() < deadline, "nobody was asked");
+    };
+    assert_eq!(entry.view.target_fay_id, "fay-c");
+    assert_eq!(entry.deadline_ms, rig.unix() + 5_000, "ai_fallback's time");
+    let (handovers, _) = rig.admin(|h| h.pending_handovers());
+    assert_eq!(handovers.unwrap()[0].policy, "ai_fallback");
+    let handover_id = entry.handover_id;
+    let (decided, out) = rig.admin(move |h| h.decide(handover_id, true));
+    decided.unwrap();
+    assert!(
+        matches!(
+            auth_result(&out, 0, 3, id),
+            Some(AuthOutcome::Granted { .. })
+        ),
+        "{out:?}"
+    );
+}
