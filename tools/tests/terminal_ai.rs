@@ -291,6 +291,11 @@ fn the_model_allows_and_control_moves_to_the_target() {
     assert_eq!(record["target_session_id"], sc.to_string());
     assert_eq!(record["outcome"]["result"], "succeeded");
     assert_eq!(decisions(&record), [decision("model", "ai_model", "allow")]);
+    assert_eq!(
+        record["decisions"][0]["why"],
+        Value::Null,
+        "the model decided"
+    );
     let ended = verified_records(&case.setup.dir.join("audit.jsonl"))
         .into_iter()
         .find(|r| r["record"] == "session_terminated")
@@ -470,7 +475,8 @@ fn a_model_slower_than_its_timeout_is_a_reject() {
 }
 
 /// The fallback script decides twice on one unavailable model: fay-c is
-/// refused (saying the model was unavailable, `why`), then fay-b wins.
+/// refused (saying the model was unavailable, `why`), then fay-b wins —
+/// and the audit log says both times that the script decided.
 fn the_fallback_decides(case: &mut Case, why: &str) {
     case.c.ask(5, "arm", AccessMode::Write);
     let (code, message) = refused(&mut case.c, 5);
@@ -508,6 +514,14 @@ fn the_fallback_decides(case: &mut Case, why: &str) {
     assert_eq!(
         decisions(&handovers[1]),
         [decision("model", "ai_model", "allow")]
+    );
+    // The record says the script decided, not the model.
+    let allowed = handovers[1]["decisions"][0]["why"].as_str().unwrap();
+    assert!(
+        allowed.starts_with("ai model unavailable (")
+            && allowed.contains(why)
+            && allowed.ends_with("; the fallback script allowed"),
+        "{allowed}"
     );
 }
 

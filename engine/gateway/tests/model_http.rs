@@ -80,6 +80,20 @@ fn engine(addr: SocketAddr, timeout_ms: u32) -> PolicyEngine {
     PolicyEngine::new(set, ScriptLimits::default(), Arc::new(Instant::now)).unwrap()
 }
 
+/// The model could not decide; the fallback script (which allows) did.
+fn assert_fell_back(step: Step) {
+    assert!(
+        matches!(
+            &step,
+            Step::FellBack {
+                verdict: Verdict::Allow,
+                note,
+            } if note.starts_with("ai model unavailable (")
+        ),
+        "{step:?}"
+    );
+}
+
 /// One evaluation as the edge runs it: a model call goes to a worker thread.
 fn decide(engine: &mut PolicyEngine, now_ms: u64) -> Step {
     let input = input();
@@ -163,10 +177,7 @@ fn slow_model_is_a_reject() {
 #[test]
 fn model_down_falls_back_to_the_script() {
     let addr = SocketAddr::from(([127, 0, 0, 1], closed_port()));
-    assert_eq!(
-        decide(&mut engine(addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
+    assert_fell_back(decide(&mut engine(addr, 500), 0));
     assert!(matches!(
         post_json(
             &format!("http://{addr}/"),
@@ -183,10 +194,7 @@ fn garbage_answer_falls_back_to_the_script() {
         "200 OK",
         "I think you should allow it",
     )));
-    assert_eq!(
-        decide(&mut engine(model.addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
+    assert_fell_back(decide(&mut engine(model.addr, 500), 0));
     assert_eq!(model.connections(), 1);
 }
 
@@ -196,10 +204,7 @@ fn server_error_falls_back_to_the_script() {
         "500 Internal Server Error",
         r#"{"decision":"reject"}"#,
     )));
-    assert_eq!(
-        decide(&mut engine(model.addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
+    assert_fell_back(decide(&mut engine(model.addr, 500), 0));
     assert_eq!(model.connections(), 1);
 }
 
@@ -210,10 +215,7 @@ fn oversized_answer_falls_back_to_the_script() {
         "x".repeat(MAX_RESPONSE_BYTES)
     );
     let model = ModelServer::start(Behaviour::Respond(http_response("200 OK", &big)));
-    assert_eq!(
-        decide(&mut engine(model.addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
+    assert_fell_back(decide(&mut engine(model.addr, 500), 0));
     let direct = post_json(
         &format!("http://{}/", model.addr),
         b"{}",
