@@ -5,14 +5,12 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use dtp_codec::http::{HttpLimits, parse_request_head};
 use dtp_codec::{AccessMode, SessionId};
 use dtp_gateway::plane::{post_json, run_model_call};
 use dtp_policy::ai::http::{HttpError, MAX_RESPONSE_BYTES};
@@ -21,82 +19,7 @@ use dtp_policy::{
     PolicyInput, PolicySet, PriorityScript, ResourceInfo, ScriptLimits, SourceSession, Step,
     TargetGrant, UiChannel, Verdict,
 };
-
-/// What the fake model does with each connection.
-#[derive(Clone)]
-enum Behaviour {
-    /// Reads the request, writes these bytes, closes.
-    Respond(Vec<u8>),
-    /// Reads the request and never answers (until the client goes away).
-    Hang,
-}
-
-struct Model {
-    addr: SocketAddr,
-    hits: Arc<AtomicUsize>,
-    requests: Arc<Mutex<Vec<String>>>,
-}
-
-fn serve(behaviour: Behaviour) -> Model {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let (h, r) = (hits.clone(), requests.clone());
-    // The thread ends with the test process; it serves one connection at a time.
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            h.fetch_add(1, Ordering::SeqCst);
-            let request = read_request(&mut stream);
-            r.lock().unwrap().push(request);
-            match &behaviour {
-                Behaviour::Respond(bytes) => {
-                    // The client may have given up already.
-                    let _ = stream.write_all(bytes);
-                }
-                Behaviour::Hang => {
-                    let mut sink = [0u8; 64];
-                    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
-                }
-            }
-        }
-    });
-    Model {
-        addr,
-        hits,
-        requests,
-    }
-}
-
-/// Reads one request (head and Content-Length body, the codec's request
-/// parser framing it) as text.
-fn read_request(stream: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    loop {
-        if let Ok(Some((head, n))) = parse_request_head(&buf, &HttpLimits::default()) {
-            let len = usize::try_from(head.content_length()).unwrap();
-            if buf.len() >= n + len {
-                return String::from_utf8_lossy(&buf).into_owned();
-            }
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return String::from_utf8_lossy(&buf).into_owned(),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
-
-fn http_response(status: &str, body: &str) -> Behaviour {
-    Behaviour::Respond(
-        format!(
-            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes(),
-    )
-}
+use dtp_test_kit::model::{Behaviour, ModelServer, closed_port, http_response, read_request};
 
 fn input() -> PolicyInput {
     PolicyInput {
@@ -157,6 +80,20 @@ fn engine(addr: SocketAddr, timeout_ms: u32) -> PolicyEngine {
     PolicyEngine::new(set, ScriptLimits::default(), Arc::new(Instant::now)).unwrap()
 }
 
+/// The model could not decide; the fallback script (which allows) did.
+fn assert_fell_back(step: Step) {
+    assert!(
+        matches!(
+            &step,
+            Step::FellBack {
+                verdict: Verdict::Allow,
+                note,
+            } if note.starts_with("ai model unavailable (")
+        ),
+        "{step:?}"
+    );
+}
+
 /// One evaluation as the edge runs it: a model call goes to a worker thread.
 fn decide(engine: &mut PolicyEngine, now_ms: u64) -> Step {
     let input = input();
@@ -177,18 +114,20 @@ fn decide(engine: &mut PolicyEngine, now_ms: u64) -> Step {
 
 #[test]
 fn model_allows_and_sees_only_the_configured_context() {
-    let model = serve(http_response("200 OK", r#"{"decision":"allow"}"#));
+    let model = ModelServer::start(Behaviour::Respond(http_response(
+        "200 OK",
+        r#"{"decision":"allow"}"#,
+    )));
     let step = decide(&mut engine(model.addr, 500), 0);
     assert_eq!(step, Step::Decided(Verdict::Allow));
-    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
-    let request = model.requests.lock().unwrap()[0].clone();
+    assert_eq!(model.connections(), 1);
+    let request = model.requests()[0].clone();
     assert!(
-        request.starts_with("POST /v1/decide HTTP/1.1\r\n"),
-        "{request}"
+        request.head.starts_with("POST /v1/decide HTTP/1.1\r\n"),
+        "{request:?}"
     );
-    assert!(request.contains("Content-Type: application/json\r\n"));
-    let body = request.split("\r\n\r\n").nth(1).unwrap();
-    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert!(request.head.contains("Content-Type: application/json\r\n"));
+    let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
     assert_eq!(
         body,
         serde_json::json!({"version": 1, "context": {
@@ -201,10 +140,10 @@ fn model_allows_and_sees_only_the_configured_context() {
 
 #[test]
 fn model_rejects() {
-    let model = serve(http_response(
+    let model = ModelServer::start(Behaviour::Respond(http_response(
         "200 OK",
         r#"{"decision":"reject","reason":"arm busy"}"#,
-    ));
+    )));
     let step = decide(&mut engine(model.addr, 500), 0);
     assert_eq!(
         step,
@@ -214,7 +153,10 @@ fn model_rejects() {
 
 #[test]
 fn model_requires_a_human() {
-    let model = serve(http_response("200 OK", r#"{"decision":"require_human"}"#));
+    let model = ModelServer::start(Behaviour::Respond(http_response(
+        "200 OK",
+        r#"{"decision":"require_human"}"#,
+    )));
     let Step::AskHuman(h) = decide(&mut engine(model.addr, 500), 0) else {
         panic!("no human step")
     };
@@ -223,25 +165,19 @@ fn model_requires_a_human() {
 
 #[test]
 fn slow_model_is_a_reject() {
-    let model = serve(Behaviour::Hang);
+    let model = ModelServer::start(Behaviour::AfterHangUp(Vec::new()));
     let step = decide(&mut engine(model.addr, 200), 0);
     assert_eq!(
         step,
         Step::Decided(Verdict::reject("ai model gave no decision within 200 ms"))
     );
-    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(model.connections(), 1);
 }
 
 #[test]
 fn model_down_falls_back_to_the_script() {
-    let addr = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap()
-    }; // closed: connections are refused
-    assert_eq!(
-        decide(&mut engine(addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], closed_port()));
+    assert_fell_back(decide(&mut engine(addr, 500), 0));
     assert!(matches!(
         post_json(
             &format!("http://{addr}/"),
@@ -254,25 +190,22 @@ fn model_down_falls_back_to_the_script() {
 
 #[test]
 fn garbage_answer_falls_back_to_the_script() {
-    let model = serve(http_response("200 OK", "I think you should allow it"));
-    assert_eq!(
-        decide(&mut engine(model.addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
-    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    let model = ModelServer::start(Behaviour::Respond(http_response(
+        "200 OK",
+        "I think you should allow it",
+    )));
+    assert_fell_back(decide(&mut engine(model.addr, 500), 0));
+    assert_eq!(model.connections(), 1);
 }
 
 #[test]
 fn server_error_falls_back_to_the_script() {
-    let model = serve(http_response(
+    let model = ModelServer::start(Behaviour::Respond(http_response(
         "500 Internal Server Error",
         r#"{"decision":"reject"}"#,
-    ));
-    assert_eq!(
-        decide(&mut engine(model.addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
-    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    )));
+    assert_fell_back(decide(&mut engine(model.addr, 500), 0));
+    assert_eq!(model.connections(), 1);
 }
 
 #[test]
@@ -281,11 +214,8 @@ fn oversized_answer_falls_back_to_the_script() {
         r#"{{"decision":"reject","reason":"{}"}}"#,
         "x".repeat(MAX_RESPONSE_BYTES)
     );
-    let model = serve(http_response("200 OK", &big));
-    assert_eq!(
-        decide(&mut engine(model.addr, 500), 0),
-        Step::Decided(Verdict::Allow)
-    );
+    let model = ModelServer::start(Behaviour::Respond(http_response("200 OK", &big)));
+    assert_fell_back(decide(&mut engine(model.addr, 500), 0));
     let direct = post_json(
         &format!("http://{}/", model.addr),
         b"{}",
@@ -296,20 +226,20 @@ fn oversized_answer_falls_back_to_the_script() {
 
 #[test]
 fn cached_decision_spares_the_model_for_five_seconds() {
-    let model = serve(http_response(
+    let model = ModelServer::start(Behaviour::Respond(http_response(
         "200 OK",
         r#"{"decision":"reject","reason":"no"}"#,
-    ));
+    )));
     let mut engine = engine(model.addr, 500);
     let first = decide(&mut engine, 10_000);
     assert!(matches!(first, Step::Decided(Verdict::Reject { .. })));
-    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(model.connections(), 1);
     // 4.999 s later: from the cache, the server is not called.
     assert_eq!(decide(&mut engine, 14_999), first);
-    assert_eq!(model.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(model.connections(), 1);
     // 5 s later: the cache has expired, the server is called again.
     assert_eq!(decide(&mut engine, 15_000), first);
-    assert_eq!(model.hits.load(Ordering::SeqCst), 2);
+    assert_eq!(model.connections(), 2);
 }
 
 #[test]
@@ -318,7 +248,7 @@ fn responses_in_pieces_and_empty_bodies_are_read() {
     let addr = listener.local_addr().unwrap();
     thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
-        read_request(&mut s);
+        read_request(&mut BufReader::new(&s));
         for piece in [
             "HTTP/1.1 200 OK\r\nContent-",
             "Length: 20\r\n\r\n{\"decision\"",
@@ -328,7 +258,7 @@ fn responses_in_pieces_and_empty_bodies_are_read() {
             s.flush().unwrap();
         }
         let (mut s, _) = listener.accept().unwrap();
-        read_request(&mut s);
+        read_request(&mut BufReader::new(&s));
         s.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
             .unwrap();
     });
@@ -344,7 +274,7 @@ fn responses_in_pieces_and_empty_bodies_are_read() {
 
 #[test]
 fn chunked_or_truncated_responses_are_refused() {
-    let chunked = serve(Behaviour::Respond(
+    let chunked = ModelServer::start(Behaviour::Respond(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
     ));
     let r = post_json(
@@ -354,7 +284,7 @@ fn chunked_or_truncated_responses_are_refused() {
     );
     assert!(matches!(r, Err(HttpError::Malformed(_))), "{r:?}");
 
-    let truncated = serve(Behaviour::Respond(
+    let truncated = ModelServer::start(Behaviour::Respond(
         b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}".to_vec(),
     ));
     let r = post_json(

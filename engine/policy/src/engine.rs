@@ -12,7 +12,8 @@
 //! 2. on [`Step::CallModel`], run the call on a worker thread (the runtime's
 //!    `dtp_gateway::plane::run_model_call`: blocking HTTP) and
 //!    feed its result to `on_model_reply(&call, &input, result, now)`, which
-//!    returns the next step;
+//!    returns the next step ([`Step::outcome`] gives the terminal's
+//!    answer);
 //! 3. on [`Step::AskHuman`], queue a [`crate::PendingDecisions`] entry with
 //!    deadline `now + config.timeout_ms()` and show it on the channel; its
 //!    [`crate::HumanOutcome`] is the verdict;
@@ -21,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use dtp_terminal::PolicyOutcome;
 use serde::Deserialize;
 
 use crate::ai::http::{HttpError, HttpResponse};
@@ -75,6 +77,52 @@ pub enum Step {
     CallModel(ModelCall),
     /// SPEC HO-3c: ask a person under this configuration.
     AskHuman(HumanDecision),
+    /// SPEC HO-3b: the model could not decide (unavailable, see the
+    /// failure rule in [`crate::ai`]), so the fallback priority script
+    /// gave the final `verdict` (allow or reject; a reject's reason starts
+    /// with `note`).
+    FellBack {
+        /// The fallback script's verdict.
+        verdict: Verdict,
+        /// What became of the model: `ai model unavailable (…)`.
+        note: String,
+    },
+}
+
+impl Step {
+    /// SPEC HO-3: the terminal's answer for a step that ends the
+    /// policy's part — a verdict (a fallback allow says, for the audit
+    /// log, that the script decided), or require_human (the terminal asks
+    /// the policy's `human_fallback`). A model call here, or `Err` (the
+    /// policy failed), is a reject.
+    pub fn outcome(step: Result<Step, PolicyError>) -> PolicyOutcome {
+        match step {
+            Ok(Step::Decided(v)) => v.into(),
+            Ok(Step::FellBack {
+                verdict: Verdict::Allow,
+                note,
+            }) => PolicyOutcome::Allow {
+                why: Some(format!("{note}; the fallback script allowed")),
+            },
+            Ok(Step::FellBack { verdict, .. }) => verdict.into(),
+            Ok(Step::AskHuman(_)) => PolicyOutcome::RequireHuman,
+            Ok(Step::CallModel(_)) => PolicyOutcome::Reject {
+                why: "the model reply asked for another model call".into(),
+            },
+            Err(e) => PolicyOutcome::Reject { why: e.to_string() },
+        }
+    }
+}
+
+/// The terminal's form of a verdict.
+impl From<Verdict> for PolicyOutcome {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Allow => PolicyOutcome::allow(),
+            Verdict::Reject { reason } => PolicyOutcome::Reject { why: reason },
+            Verdict::RequireHuman => PolicyOutcome::RequireHuman,
+        }
+    }
 }
 
 /// SPEC HO-3b: one model call for the edge to run.
@@ -261,7 +309,7 @@ impl PolicyEngine {
 
     /// SPEC HO-3b: the outcome of a [`ModelCall`] for the same `input`:
     /// a decision is cached and followed, a timeout rejects, an unavailable
-    /// model falls back to the priority script.
+    /// model falls back to the priority script ([`Step::FellBack`]).
     pub fn on_model_reply(
         &mut self,
         call: &ModelCall,
@@ -284,13 +332,12 @@ impl PolicyEngine {
                 call.timeout.as_millis()
             )))),
             ModelReply::Unavailable(why) => {
+                let note = format!("ai model unavailable ({why})");
                 let verdict = match self.scripts.decide(&fallback.priority_script, input)? {
-                    Verdict::Reject { reason } => {
-                        Verdict::reject(format!("ai model unavailable ({why}); {reason}"))
-                    }
+                    Verdict::Reject { reason } => Verdict::reject(format!("{note}; {reason}")),
                     other => other,
                 };
-                Ok(Step::Decided(verdict))
+                Ok(Step::FellBack { verdict, note })
             }
         }
     }

@@ -120,7 +120,12 @@ pub enum DefaultAction {
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum PolicyOutcome {
     /// The handover may go ahead (HO-3a: S_target > S_source).
-    Allow,
+    Allow {
+        /// Why, when there is more to say than the policy's name (a model
+        /// that could not decide, so its fallback script allowed): for
+        /// the audit log.
+        why: Option<String>,
+    },
     /// The handover is refused.
     Reject {
         /// Why, for people and the audit log.
@@ -129,6 +134,13 @@ pub enum PolicyOutcome {
     /// SPEC HO-3b: the model defers to a person; the terminal asks the
     /// resource policy's `human_fallback`, or refuses when none is set.
     RequireHuman,
+}
+
+impl PolicyOutcome {
+    /// An allow with nothing more to say.
+    pub fn allow() -> Self {
+        Self::Allow { why: None }
+    }
 }
 
 /// SPEC HO-1, HO-9: who hands control to whom.

@@ -9,6 +9,8 @@
 //! - [`fay`]: a Fay — a [`DtpEndpoint`](dtp_endpoint::DtpEndpoint)
 //!   driven over a blocking `TcpStream`: CAP, agreements, sealed
 //!   fragments, control messages, a cut connection and its resume.
+//! - [`model`]: a model endpoint for the AI-model policy (SPEC HO-3b), a
+//!   real HTTP/1.1 server on loopback that keeps what it was sent.
 //!
 //! **Never** part of a shipped binary: it is a dev-dependency only, and a
 //! panic is how it reports a failure.
@@ -22,6 +24,7 @@
 pub mod fay;
 pub mod frames;
 pub mod keys;
+pub mod model;
 
 pub use fay::{Fay, feed, fill};
 pub use frames::{FrameReader, read_frame, read_frames};

@@ -340,7 +340,7 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "terminal.control.policies.*.human_fallback",
-        "SPEC HO-3b: the human-decision policy asked when this one answers `require_human`.",
+        "SPEC HO-3b: the human-decision policy asked when this one answers `require_human` (an ai_model policy without one asks [terminal.policy.ai_fallback] human_decision).",
     ),
     (
         "terminal.control.policies.*.policy",
@@ -417,7 +417,7 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "terminal.policy.ai_fallback.human_decision",
-        "The fallback human decision.",
+        "The person asked when a model answers `require_human` and its policy has no `human_fallback` (listed as the policy `ai_fallback`, a name then taken).",
     ),
     (
         "terminal.policy.ai_fallback.human_decision.ui_channel",

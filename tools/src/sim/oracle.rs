@@ -4,9 +4,7 @@
 use std::io;
 
 use dtp_policy::ai::http::{HttpError, HttpResponse};
-use dtp_policy::{
-    DecisionView, HandoverPolicy, HumanDecision, ModelCall, PolicyInput, Step, Verdict,
-};
+use dtp_policy::{DecisionView, HandoverPolicy, HumanDecision, ModelCall, PolicyInput};
 use dtp_terminal::{PolicyOutcome, PolicyRef};
 
 use super::policy::{Event, Question};
@@ -120,27 +118,6 @@ impl World {
                 late,
             },
         );
-    }
-}
-
-/// The terminal's form of a verdict.
-pub(super) fn outcome(v: Verdict) -> PolicyOutcome {
-    match v {
-        Verdict::Allow => PolicyOutcome::Allow,
-        Verdict::Reject { reason } => PolicyOutcome::Reject { why: reason },
-        Verdict::RequireHuman => PolicyOutcome::RequireHuman,
-    }
-}
-
-/// The step after a model reply, as the terminal's answer (as the plane).
-pub(super) fn after_model(step: Result<Step, dtp_policy::PolicyError>) -> PolicyOutcome {
-    match step {
-        Ok(Step::Decided(v)) => outcome(v),
-        Ok(Step::AskHuman(_)) => PolicyOutcome::RequireHuman,
-        Ok(Step::CallModel(_)) => PolicyOutcome::Reject {
-            why: "the model reply asked for another model call".into(),
-        },
-        Err(e) => PolicyOutcome::Reject { why: e.to_string() },
     }
 }
 

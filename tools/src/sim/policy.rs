@@ -27,7 +27,7 @@ use dtp_terminal::{HandoverContext, PolicyKind, PolicyOutcome, TerminalConfig, U
 use uuid::Uuid;
 
 use super::notify::{Ctx, PolicyEvent};
-use super::oracle::{after_model, handover_policy, outcome};
+use super::oracle::handover_policy;
 use super::world::World;
 
 /// SPEC HO-3a: the scripts. `rank`: the higher Fay number wins (the human
@@ -181,7 +181,7 @@ impl World {
                         .on_model_reply(&call, &input, result, now.0);
                     self.policy
                         .answers
-                        .push_back((id, after_model(step), label));
+                        .push_back((id, Step::outcome(step), label));
                 }
                 Event::Human { id, allow, late } => {
                     let choice = if allow {
@@ -196,22 +196,22 @@ impl World {
                             } else {
                                 "policy.human.reject"
                             };
-                            self.policy.answers.push_back((id, outcome(o.verdict), label));
+                            self.policy.answers.push_back((id, o.verdict.into(), label));
                         }
                         Ok(_) => self.violation(format!(
                             "HO-3c: the decision queue took a person's answer for {id} after its deadline"
                         )),
                         Err(_) if late => {
-                            self.deliver(id, PolicyOutcome::Allow, "policy.human.late", true);
+                            self.deliver(id, PolicyOutcome::allow(), "policy.human.late", true);
                         }
                         Err(_) => self.report.bump("policy.human.withdrawn"),
                     }
                 }
-                Event::Stale { id, label } => self.deliver(id, PolicyOutcome::Allow, label, true),
+                Event::Stale { id, label } => self.deliver(id, PolicyOutcome::allow(), label, true),
             }
         }
         for o in self.policy.humans.expire(now.0) {
-            let answer = (o.handover_id, outcome(o.verdict), "policy.human.default");
+            let answer = (o.handover_id, o.verdict.into(), "policy.human.default");
             self.policy.answers.push_back(answer);
         }
     }
@@ -240,7 +240,7 @@ impl World {
                     (PolicyKind::PriorityScript, _) => "policy.script.reject",
                     _ => "policy.model.cached",
                 };
-                self.policy.answers.push_back((q.id, outcome(v), label));
+                self.policy.answers.push_back((q.id, v.into(), label));
             }
             Step::CallModel(call) => self.simulate_model(q, input, call),
             Step::AskHuman(h) if q.kind == PolicyKind::HumanDecision => {
@@ -248,6 +248,11 @@ impl World {
             }
             Step::AskHuman(_) => {
                 let answer = (q.id, PolicyOutcome::RequireHuman, "policy.model.cached");
+                self.policy.answers.push_back(answer);
+            }
+            // Only a model reply falls back; evaluate never does.
+            fell_back @ Step::FellBack { .. } => {
+                let answer = (q.id, Step::outcome(Ok(fell_back)), "policy.model.fallback");
                 self.policy.answers.push_back(answer);
             }
         }
@@ -262,7 +267,7 @@ impl World {
         label: &'static str,
         stale: bool,
     ) {
-        if answer == PolicyOutcome::Allow && !stale {
+        if matches!(answer, PolicyOutcome::Allow { .. }) && !stale {
             self.maybe_inject(id);
         }
         let in_time = self

@@ -28,6 +28,12 @@
 //! HO-7 hard timeouts and `human_fallback`); the plane derives the
 //! `dtp_policy` policies from them, so `policy.policies`,
 //! `policy.resources` and `policy.default_policy` must stay empty.
+//!
+//! SPEC HO-3b: when a model answers `require_human`, the person asked is
+//! the `ai_model` policy's own `human_fallback`; without one, it is
+//! `policy.ai_fallback.human_decision`, which the plane adds to the
+//! terminal's policies as [`AI_FALLBACK_HUMAN`] (its HO-7 hard timeout the
+//! human kind's default, or the person's time if that is longer).
 
 use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
@@ -36,10 +42,14 @@ use std::time::Instant;
 
 use dtp_audit::{AuditConfig, Fsync, Rotation};
 use dtp_policy::{HandoverPolicy, PolicyEngine, PolicySet, ScriptLimits};
-use dtp_terminal::TerminalConfig;
+use dtp_terminal::{HandoverPolicyConfig, PolicyKind, PolicyRef, TerminalConfig};
 use serde::Deserialize;
 
 use super::PlaneError;
+
+/// SPEC HO-3b: the name of the human-decision policy the plane adds for
+/// `policy.ai_fallback.human_decision` (see the module).
+pub const AI_FALLBACK_HUMAN: &str = "ai_fallback";
 
 /// The terminal control plane's configuration (`serde`, unknown keys
 /// refused); [`PlaneConfig::validate`] checks it whole.
@@ -199,12 +209,16 @@ impl PlaneConfig {
         self.checked().map(|_| ())
     }
 
-    /// [`PlaneConfig::validate`], keeping what it built: the policy engine
-    /// and the audit writer's configuration.
-    pub(crate) fn checked(&self) -> Result<(PolicyEngine, Option<AuditConfig>), PlaneError> {
+    /// [`PlaneConfig::validate`], keeping what it built: the terminal's
+    /// configuration as it runs (with the model's human fallback, see the
+    /// module), the policy engine and the audit writer's configuration.
+    pub(crate) fn checked(
+        &self,
+    ) -> Result<(TerminalConfig, PolicyEngine, Option<AuditConfig>), PlaneError> {
         self.control
             .validate()
             .map_err(|e| config_error("control", e))?;
+        let control = self.control_with_model_fallback()?;
         for (key, value, max) in [
             ("model_workers", self.model_workers, 64),
             ("os_workers", self.os_workers, 64),
@@ -221,12 +235,55 @@ impl PlaneConfig {
             .as_ref()
             .map(AuditSection::writer_config)
             .transpose()?;
-        Ok((self.policy_engine()?, audit))
+        let engine = self.policy_engine(&control)?;
+        Ok((control, engine, audit))
     }
 
-    /// SPEC HO-3: the policy engine of `control.policies`, with the
+    /// SPEC HO-3b: `control` with every `ai_model` policy that has no
+    /// `human_fallback` deferring `require_human` to
+    /// `policy.ai_fallback.human_decision`, added as [`AI_FALLBACK_HUMAN`].
+    fn control_with_model_fallback(&self) -> Result<TerminalConfig, PlaneError> {
+        let mut control = self.control.clone();
+        let Some(fallback) = &self.policy.ai_fallback else {
+            // An ai_model policy without it is refused by the policy engine.
+            return Ok(control);
+        };
+        let mut bare = control
+            .policies
+            .iter_mut()
+            .filter(|(_, p)| p.policy.kind() == PolicyKind::AiModel && p.human_fallback.is_none())
+            .map(|(_, p)| p)
+            .peekable();
+        if bare.peek().is_none() {
+            return Ok(control);
+        }
+        for p in bare {
+            p.human_fallback = Some(AI_FALLBACK_HUMAN.to_owned());
+        }
+        let h = &fallback.human_decision;
+        let mut human = HandoverPolicyConfig::new(PolicyRef::HumanDecision {
+            ui_channel: h.ui_channel,
+            decision_timeout_seconds: h.decision_timeout_seconds,
+            default_action: h.default_action,
+        });
+        human.hard_timeout_ms = Some(human.hard_timeout().max(h.timeout_ms()));
+        if control
+            .policies
+            .insert(AI_FALLBACK_HUMAN.to_owned(), human)
+            .is_some()
+        {
+            return Err(config_error(
+                format!("control.policies.{AI_FALLBACK_HUMAN}"),
+                "the name is the plane's for policy.ai_fallback.human_decision \
+                 (an ai_model policy has no human_fallback)",
+            ));
+        }
+        Ok(control)
+    }
+
+    /// SPEC HO-3: the policy engine of `control`'s policies, with the
     /// scripts and fallbacks of `policy`.
-    fn policy_engine(&self) -> Result<PolicyEngine, PlaneError> {
+    fn policy_engine(&self, control: &TerminalConfig) -> Result<PolicyEngine, PlaneError> {
         let set = &self.policy;
         if let Some(name) = set.policies.keys().next() {
             return Err(config_error(
@@ -247,8 +304,7 @@ impl PlaneConfig {
             ));
         }
         let mut derived = set.clone();
-        derived.policies = self
-            .control
+        derived.policies = control
             .policies
             .iter()
             .map(|(name, p)| (name.clone(), HandoverPolicy::from(&p.policy)))

@@ -84,7 +84,7 @@ mod workers;
 pub use audit::{AUDIT_QUEUE, REOPEN_AFTER_MS};
 pub use audit_log::{AuditLog, open_audit_file};
 pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
-pub use config::{AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
+pub use config::{AI_FALLBACK_HUMAN, AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
 pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHandle};
 pub use model_http::{post_json, run_model_call};
 pub use observe::{PlaneMetrics, PlaneSnapshot};
@@ -179,8 +179,8 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
         clock: Box<dyn Clock>,
         random: Box<dyn RandomSource + Send>,
     ) -> Result<(Self, PlaneHandle), PlaneError> {
-        let (engine, audit_config) = config.checked()?;
-        let terminal = Terminal::new(config.control, verifier, access, random)
+        let (control, engine, audit_config) = config.checked()?;
+        let terminal = Terminal::new(control, verifier, access, random)
             .map_err(|e| PlaneError::Config(format!("control: {e}")))?;
         let metrics = Arc::new(PlaneMetrics::default());
         let audit = match (config.audit, audit_config) {

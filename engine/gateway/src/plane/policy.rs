@@ -15,7 +15,9 @@
 //!   terminal's HO-7 hard deadline) applies the default action. When a
 //!   *model* answers `require_human`, the terminal is told
 //!   `RequireHuman` instead: it asks the policy's own `human_fallback` with
-//!   a fresh human-sized hard deadline (a model's 0.5–3 s would not do).
+//!   a fresh human-sized hard deadline (a model's 0.5–3 s would not do);
+//!   a model policy configured without one has `ai_fallback.human_decision`
+//!   as its fallback (`super::AI_FALLBACK_HUMAN`).
 //!
 //! Every `ui_channel` is served from that one queue, which the admin panel
 //! lists: this build has no desktop-session or companion-app integration
@@ -29,7 +31,7 @@ use std::collections::HashMap;
 use dtp_policy::ai::http::HttpError;
 use dtp_policy::{
     HumanChoice, HumanError, HumanOutcome, ModelCall, PendingDecisions, PendingEntry, PolicyEngine,
-    PolicyInput, Step, Verdict,
+    PolicyInput, Step,
 };
 use dtp_terminal::{HandoverContext, PolicyKind, PolicyOutcome, UnixMs};
 use uuid::Uuid;
@@ -84,7 +86,6 @@ impl Policies {
             Err(e) => return Some(reject(e)),
         };
         match step {
-            Step::Decided(v) => Some(outcome(v)),
             Step::CallModel(call) => {
                 if self.models.submit(q.handover_id, &call) {
                     PlaneMetrics::bump(&metrics.model_calls);
@@ -94,7 +95,7 @@ impl Policies {
                 PlaneMetrics::bump(&metrics.model_busy);
                 let busy = HttpError::Io("every model worker is busy".into());
                 let step = self.engine.on_model_reply(&call, &input, Err(busy), now.0);
-                Some(after_model(step))
+                Some(Step::outcome(step))
             }
             Step::AskHuman(h) if q.kind == PolicyKind::HumanDecision => {
                 let deadline = now.plus(h.timeout_ms()).min(q.deadline);
@@ -110,9 +111,9 @@ impl Policies {
                     Err(e) => Some(reject(e)),
                 }
             }
-            // A cached model answer of require_human: the terminal asks the
-            // policy's human_fallback.
-            Step::AskHuman(_) => Some(PolicyOutcome::RequireHuman),
+            // A script's verdict or a cached model answer (require_human:
+            // the terminal asks the policy's human_fallback).
+            decided => Some(Step::outcome(Ok(decided))),
         }
     }
 
@@ -133,7 +134,7 @@ impl Policies {
             let step = self
                 .engine
                 .on_model_reply(&call, &input, done.result, now.0);
-            answers.push((done.handover_id, after_model(step)));
+            answers.push((done.handover_id, Step::outcome(step)));
         }
         answers
     }
@@ -149,7 +150,7 @@ impl Policies {
             .into_iter()
             .map(|o| {
                 PlaneMetrics::bump(&metrics.human_expired);
-                (o.handover_id, outcome(o.verdict))
+                (o.handover_id, o.verdict.into())
             })
             .collect()
     }
@@ -167,7 +168,7 @@ impl Policies {
             HumanChoice::Reject
         };
         let o = self.humans.decide(handover_id, choice, now.0)?;
-        let answer = outcome(o.verdict.clone());
+        let answer = o.verdict.clone().into();
         Ok((o, answer))
     }
 
@@ -191,25 +192,6 @@ impl Policies {
     }
 }
 
-/// The terminal's form of a verdict.
-fn outcome(v: Verdict) -> PolicyOutcome {
-    match v {
-        Verdict::Allow => PolicyOutcome::Allow,
-        Verdict::Reject { reason } => PolicyOutcome::Reject { why: reason },
-        Verdict::RequireHuman => PolicyOutcome::RequireHuman,
-    }
-}
-
 fn reject(e: impl std::fmt::Display) -> PolicyOutcome {
     PolicyOutcome::Reject { why: e.to_string() }
-}
-
-/// The step after a model reply, as the terminal's answer.
-fn after_model(step: Result<Step, dtp_policy::PolicyError>) -> PolicyOutcome {
-    match step {
-        Ok(Step::Decided(v)) => outcome(v),
-        Ok(Step::AskHuman(_)) => PolicyOutcome::RequireHuman,
-        Ok(Step::CallModel(_)) => reject("the model reply asked for another model call"),
-        Err(e) => reject(e),
-    }
 }

@@ -302,6 +302,16 @@ fn configuration_errors_name_the_key() {
     c.model_workers = 0;
     assert!(start(c).contains("model_workers"));
 
+    // SPEC HO-3b: `model` has no human_fallback, so the plane's name for
+    // the ai_fallback person is taken.
+    let mut c = config(closed_port());
+    let taken = c.control.policies["ask"].clone();
+    c.control
+        .policies
+        .insert(dtp_gateway::plane::AI_FALLBACK_HUMAN.into(), taken);
+    let e = start(c);
+    assert!(e.contains("control.policies.ai_fallback"), "{e}");
+
     let mut c = config(closed_port());
     c.control.liveness.heartbeat_timeout_ms = 1;
     assert!(start(c).contains("control: heartbeat_timeout_ms"));

@@ -2,75 +2,11 @@
 //! decides on a worker thread; with the model down, the fallback priority
 //! script decides.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-
 use dtp_codec::{AuthOutcome, ErrorCode};
+use dtp_test_kit::model::ModelServer;
+pub(crate) use dtp_test_kit::model::closed_port;
 
 use crate::rig::{Rig, auth_result, config};
-
-/// A port nothing listens on (bound, then released).
-pub(crate) fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// A model endpoint that answers every decision request with `answer` and
-/// keeps the request bodies.
-struct ModelServer {
-    port: u16,
-    bodies: Arc<Mutex<Vec<String>>>,
-}
-
-impl ModelServer {
-    fn start(answer: &'static str) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let seen = bodies.clone();
-        // Serves until the test process ends.
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                serve(stream, answer, &seen);
-            }
-        });
-        ModelServer { port, bodies }
-    }
-}
-
-/// One HTTP/1.1 exchange: headers, a Content-Length body, a JSON answer.
-fn serve(stream: TcpStream, answer: &str, bodies: &Mutex<Vec<String>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut len = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            len = value.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).unwrap();
-    bodies
-        .lock()
-        .unwrap()
-        .push(String::from_utf8(body).unwrap());
-    let reply = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-        answer.len()
-    );
-    let mut stream = stream;
-    let _ = stream.write_all(reply.as_bytes());
-}
 
 /// SPEC HO-3b: fay-c, whom the fallback script would refuse, asks for the
 /// held `cam`; the model (real HTTP, on a worker thread) allows. The answer
@@ -78,8 +14,8 @@ fn serve(stream: TcpStream, answer: &str, bodies: &Mutex<Vec<String>>) {
 /// configured context fields.
 #[test]
 fn ai_model_allows_over_local_http() {
-    let server = ModelServer::start(r#"{"decision":"allow"}"#);
-    let mut rig = Rig::new(config(server.port));
+    let server = ModelServer::answering(r#"{"decision":"allow"}"#);
+    let mut rig = Rig::new(config(server.port()));
     rig.up(0, 1);
     rig.up(0, 3);
     rig.session(0, 1, "fay-a", "cam");
@@ -100,9 +36,9 @@ fn ai_model_allows_over_local_http() {
         ),
         "{out:?}"
     );
-    let bodies = server.bodies.lock().unwrap();
-    assert_eq!(bodies.len(), 1);
-    let body: serde_json::Value = serde_json::from_str(&bodies[0]).unwrap();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&requests[0].body).unwrap();
     assert_eq!(
         body,
         serde_json::json!({"version": 1, "context": {
@@ -145,6 +81,41 @@ fn ai_model_down_fallback_script_can_allow() {
     assert!(
         matches!(
             auth_result(&out, 0, 2, id),
+            Some(AuthOutcome::Granted { .. })
+        ),
+        "{out:?}"
+    );
+}
+
+/// SPEC HO-3b → HO-3c: the model answers require_human and `cam`'s policy
+/// has no human_fallback: the person of `ai_fallback.human_decision` is
+/// asked (under the plane's policy `ai_fallback`, with its 5 s), and allows.
+#[test]
+fn ai_model_require_human_asks_the_ai_fallback_person() {
+    let server = ModelServer::answering(r#"{"decision":"require_human"}"#);
+    let mut rig = Rig::new(config(server.port()));
+    rig.up(0, 1);
+    rig.up(0, 3);
+    rig.session(0, 1, "fay-a", "cam");
+    let (id, _) = rig.auth(0, 3, "fay-c", "cam");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let entry = loop {
+        let (pending, _) = rig.admin(|h| h.pending_decisions());
+        if let Some(entry) = pending.unwrap().into_iter().next() {
+            break entry;
+        }
+        assert!(std::time::Instant::now() < deadline, "nobody was asked");
+    };
+    assert_eq!(entry.view.target_fay_id, "fay-c");
+    assert_eq!(entry.deadline_ms, rig.unix() + 5_000, "ai_fallback's time");
+    let (handovers, _) = rig.admin(|h| h.pending_handovers());
+    assert_eq!(handovers.unwrap()[0].policy, "ai_fallback");
+    let handover_id = entry.handover_id;
+    let (decided, out) = rig.admin(move |h| h.decide(handover_id, true));
+    decided.unwrap();
+    assert!(
+        matches!(
+            auth_result(&out, 0, 3, id),
             Some(AuthOutcome::Granted { .. })
         ),
         "{out:?}"

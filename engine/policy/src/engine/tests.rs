@@ -213,12 +213,15 @@ fn unavailable_model_falls_back_to_the_priority_script() {
         Err(HttpError::TooLarge),
     ] {
         // The fallback script scores source 5, target 1: reject.
-        let Ok(Step::Decided(Verdict::Reject { reason })) =
-            e.on_model_reply(&call, &input, failure, 0)
+        let Ok(Step::FellBack {
+            verdict: Verdict::Reject { reason },
+            note,
+        }) = e.on_model_reply(&call, &input, failure, 0)
         else {
             panic!("fallback did not reject")
         };
-        assert!(reason.starts_with("ai model unavailable ("), "{reason}");
+        assert!(note.starts_with("ai model unavailable ("), "{note}");
+        assert!(reason.starts_with(&format!("{note}; ")), "{reason}");
         assert!(reason.contains("S_target 1 <= S_source 5"), "{reason}");
     }
     // Nothing was cached: the model is asked again.
@@ -240,7 +243,21 @@ fn fallback_script_can_allow() {
         Err(HttpError::Io("reset".into())),
         0,
     );
-    assert_eq!(step, Ok(Step::Decided(Verdict::Allow)));
+    let note = "ai model unavailable (model connection failed: reset)";
+    assert_eq!(
+        step,
+        Ok(Step::FellBack {
+            verdict: Verdict::Allow,
+            note: note.into(),
+        })
+    );
+    // The terminal's answer says, for the audit log, who decided.
+    assert_eq!(
+        Step::outcome(step),
+        PolicyOutcome::Allow {
+            why: Some(format!("{note}; the fallback script allowed")),
+        }
+    );
 }
 
 #[test]

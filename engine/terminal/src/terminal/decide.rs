@@ -54,7 +54,7 @@ impl<A: OsAccess> Terminal<A> {
             return;
         };
         let (decision, why) = match &outcome {
-            PolicyOutcome::Allow => ("allow", None),
+            PolicyOutcome::Allow { why } => ("allow", why.clone()),
             PolicyOutcome::Reject { why } => ("reject", Some(why.clone())),
             PolicyOutcome::RequireHuman => ("require_human", None),
         };
@@ -66,7 +66,7 @@ impl<A: OsAccess> Terminal<A> {
             at: now,
         });
         match outcome {
-            PolicyOutcome::Allow => {
+            PolicyOutcome::Allow { .. } => {
                 if let Some(ev) = self.evaluations.remove(resource) {
                     self.run_sequence(ev, now);
                 }

@@ -79,7 +79,7 @@ fn fay_to_fay_by_transfer_request() {
     assert_eq!(h.state(src), Some(SessionState::Active));
     assert_eq!(h.t.pending_handovers().len(), 1);
 
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     // HO-10: the source hears handover_pending → terminating → terminated.
     let handed = Some("handed_over".to_owned());
     assert_eq!(
@@ -151,7 +151,7 @@ fn fay_to_fay_by_auth_request() {
     let (id, _, ctx, _) = question(&out);
     assert_eq!(ctx.trigger, HandoverTrigger::AuthRequest);
     assert_eq!(ctx.source.session_id, src);
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     let Some(AuthOutcome::Granted { session_id }) = auth_result(&out, B, request_id) else {
         panic!("{out:?}")
     };
@@ -191,7 +191,7 @@ fn fay_to_fay_by_admin() {
     };
     let out = h.drain();
     assert_eq!(question(&out).2.trigger, HandoverTrigger::Admin);
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     assert!(matches!(
         auth_result(&out, B, 0),
         Some(AuthOutcome::Granted { .. })
@@ -210,7 +210,7 @@ fn fay_to_human_and_human_to_fay() {
     assert_eq!(deadline, h.now.plus(30_000));
     assert_eq!(ctx.kind, HandoverKind::FayToHuman);
     assert!(ctx.target_human && ctx.target_grants.is_empty());
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     let human = h.t.active_controllers("screen")[0];
     let info = h.t.session(human).unwrap();
     assert!(info.human);
@@ -240,7 +240,7 @@ fn fay_to_human_and_human_to_fay() {
     let (id, _, ctx, _) = question(&out);
     assert_eq!(ctx.kind, HandoverKind::HumanToFay);
     assert!(ctx.source.human);
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     let Some(AuthOutcome::Granted { session_id: c }) = auth_result(&out, C, rid) else {
         panic!("{out:?}")
     };
@@ -253,7 +253,7 @@ fn admin_hands_the_human_session_to_a_fay() {
     let mut h = Harness::new();
     let src = h.session(A, "fay-a", "screen", Write);
     let out = h.transfer(A, src, "human:t1", Bytes::new());
-    decide(&mut h, question(&out).0, PolicyOutcome::Allow);
+    decide(&mut h, question(&out).0, PolicyOutcome::allow());
     let human = h.t.active_controllers("screen")[0];
     h.now = h.now.plus(1);
     let cred = h.cred("fay-b");
@@ -268,7 +268,7 @@ fn admin_hands_the_human_session_to_a_fay() {
         panic!()
     };
     h.drain();
-    decide(&mut h, id, PolicyOutcome::Allow);
+    decide(&mut h, id, PolicyOutcome::allow());
     // fay-b has no connection yet: its session starts detached, and the
     // liveness clock runs from its creation.
     let new = h.t.active_controllers("screen")[0];
@@ -307,7 +307,7 @@ fn require_human_asks_the_fallback_with_a_new_deadline() {
     assert_eq!((ctx.now, deadline), (h.now, h.now.plus(30_000)));
     // Long past the model's deadline, the human still has time.
     h.advance(20_000);
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     let AuditRecord::Handover(a) = audits(&out).pop().unwrap() else {
         panic!()
     };

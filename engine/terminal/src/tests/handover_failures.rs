@@ -166,7 +166,7 @@ fn ho5_failure_at_release_restores_the_source() {
     let cred = h.cred("fay-b");
     let (id, ..) = question(&h.transfer(A, src, "fay-b", cred));
     h.t.access_mut().fail_next_revoke();
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     // Seed §6.10 rollback: handover_pending, active, then the notification.
     let to_a = Harness::sent(&out, A);
     assert_eq!(
@@ -195,7 +195,7 @@ fn ho5_failure_at_release_answers_an_auth_request() {
     let rid = req.request_id;
     let out = h.send(B, ControlMessage::AuthRequest(req));
     h.t.access_mut().fail_next_revoke();
-    let out = decide(&mut h, question(&out).0, PolicyOutcome::Allow);
+    let out = decide(&mut h, question(&out).0, PolicyOutcome::allow());
     assert_eq!(
         refused_code(auth_result(&out, B, rid)),
         ErrorCode::E_HANDOVER_FAILED_AT_RELEASE
@@ -211,7 +211,7 @@ fn ho5_failure_at_acquire_leaves_the_resource_idle() {
     let rid = req.request_id;
     let out = h.send(B, ControlMessage::AuthRequest(req));
     h.t.access_mut().fail_next_grant();
-    let out = decide(&mut h, question(&out).0, PolicyOutcome::Allow);
+    let out = decide(&mut h, question(&out).0, PolicyOutcome::allow());
     assert_eq!(
         refused_code(auth_result(&out, B, rid)),
         ErrorCode::E_HANDOVER_FAILED_AT_ACQUIRE
@@ -233,7 +233,7 @@ fn ho5_acquire_failure_by_transfer_notifies_both_runtimes() {
     let cred = h.cred("fay-b");
     let (id, ..) = question(&h.transfer(A, src, "fay-b", cred));
     h.t.access_mut().fail_next_grant();
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     for conn in [A, B] {
         assert_eq!(
             hfns(&out, conn)[0].reason,

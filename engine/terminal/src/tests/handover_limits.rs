@@ -92,7 +92,7 @@ fn ho6_queued_requests_are_re_evaluated_against_the_new_holder() {
     // The first succeeds. The queued admin request names a source that has
     // ended and is dropped; the queued AuthRequest now asks to take over
     // from fay-b, the new holder.
-    decide(&mut h, first, PolicyOutcome::Allow);
+    decide(&mut h, first, PolicyOutcome::allow());
     let holder = h.t.active_controllers("arm")[0];
     let pending = h.t.pending_handovers();
     assert_eq!(pending.len(), 1);
@@ -141,7 +141,7 @@ fn ho7_hard_timeout_then_late_answers_are_refused() {
     ));
     assert_eq!(h.state(src), Some(SessionState::Active));
     assert_eq!(
-        h.t.policy_decided(id, PolicyOutcome::Allow, h.now),
+        h.t.policy_decided(id, PolicyOutcome::allow(), h.now),
         Err(PolicyAnswerError::UnknownHandover)
     );
 }
@@ -153,7 +153,7 @@ fn ho7_an_answer_after_the_deadline_times_out_even_without_a_tick() {
     let (id, ..) = question(&h.transfer(A, src, "fay-b", cred));
     h.now = h.now.plus(1_001);
     assert_eq!(
-        h.t.policy_decided(id, PolicyOutcome::Allow, h.now),
+        h.t.policy_decided(id, PolicyOutcome::allow(), h.now),
         Err(PolicyAnswerError::TooLate)
     );
     let out = h.drain();
@@ -230,7 +230,7 @@ fn the_source_ending_during_evaluation_fails_the_handover() {
     assert_eq!(n[0].details["code"], "E_HANDOVER_INVALID_SOURCE");
     assert!(h.t.pending_handovers().is_empty());
     assert_eq!(
-        h.t.policy_decided(id, PolicyOutcome::Allow, h.now),
+        h.t.policy_decided(id, PolicyOutcome::allow(), h.now),
         Err(PolicyAnswerError::UnknownHandover)
     );
 }
@@ -263,7 +263,7 @@ fn a_target_credential_revoked_during_evaluation_fails_after_allow() {
         .descriptor_id;
     let (id, ..) = question(&h.transfer(A, src, "fay-b", cred));
     h.t.revoke(descriptor, h.now).unwrap();
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     assert_eq!(refusals(&out), [ErrorCode::E_HANDOVER_INVALID_TARGET]);
     assert!(state_changes(&Harness::sent(&out, A)).is_empty());
     assert_eq!(h.state(src), Some(SessionState::Active));

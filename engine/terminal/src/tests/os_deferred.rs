@@ -102,7 +102,7 @@ fn allowed_transfer(h: &mut Harness, src: SessionId) -> (uuid::Uuid, Vec<Output>
     let cred = h.cred("fay-b");
     let out = h.transfer(A, src, "fay-b", cred);
     let (id, ..) = question(&out);
-    (id, decide(h, id, PolicyOutcome::Allow))
+    (id, decide(h, id, PolicyOutcome::allow()))
 }
 
 #[test]
@@ -202,7 +202,10 @@ fn a_handover_waits_for_each_os_step_and_never_holds_the_resource_twice() {
     let out = h.transfer(A, src, "fay-c", c);
     assert!(refusals(&out).is_empty(), "{out:?}");
     assert_eq!(h.t.state_of("arm").unwrap().queued, 1);
-    assert!(h.t.policy_decided(id, PolicyOutcome::Allow, h.now).is_err());
+    assert!(
+        h.t.policy_decided(id, PolicyOutcome::allow(), h.now)
+            .is_err()
+    );
     let out = h.heartbeat(A, &[(src, 3)]);
     assert!(matches!(
         Harness::sent(&out, A).as_slice(),

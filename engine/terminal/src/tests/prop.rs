@@ -248,7 +248,7 @@ impl World {
                 pending.retain(|p| p.phase == crate::HandoverPhase::Deciding);
                 if let Some(p) = pending.get(usize::from(pick) % pending.len().max(1)) {
                     let outcome = match outcome {
-                        0 => PolicyOutcome::Allow,
+                        0 => PolicyOutcome::allow(),
                         1 => PolicyOutcome::Reject { why: "p".into() },
                         _ => PolicyOutcome::RequireHuman,
                     };

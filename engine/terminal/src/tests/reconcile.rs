@@ -95,7 +95,7 @@ fn a_killed_t1_revoke_fails_at_release_and_an_operator_clears_it() {
     let out = h.transfer(A, src, "fay-b", cred);
     let (id, ..) = question(&out);
     h.t.access_mut().kill_next_revoke();
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     // HO-5 for T0–T2: the source is restored; TS-4: marked, not clean.
     assert_eq!(failed_code(&out), ErrorCode::E_HANDOVER_FAILED_AT_RELEASE);
     assert_eq!(h.state(src), Some(SessionState::Active));
@@ -134,7 +134,7 @@ fn a_killed_t4_grant_fails_at_acquire_and_is_revoked() {
     let out = h.transfer(A, src, "fay-b", cred);
     let (id, ..) = question(&out);
     h.t.access_mut().kill_next_grant();
-    let out = decide(&mut h, id, PolicyOutcome::Allow);
+    let out = decide(&mut h, id, PolicyOutcome::allow());
     assert_eq!(failed_code(&out), ErrorCode::E_HANDOVER_FAILED_AT_ACQUIRE);
     assert_eq!(h.state(src), None);
     // Marked, then cleared by the cleanup revoke within the same input.
