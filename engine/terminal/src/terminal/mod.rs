@@ -29,8 +29,7 @@ pub use handover::{AdminHandover, HandoverAdmission, HandoverPhase, PolicyAnswer
 pub use os_ops::UnknownOsOp;
 pub use views::{HandoverInfo, ResourceInfo, SessionInfo};
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use dtp_codec::{
     AccessMode, ControlMessage, ErrorCode, SessionId, SessionState, SessionStateChanged,
@@ -186,9 +185,6 @@ pub struct Terminal<A: OsAccess> {
     pub(crate) next_op: u64,
     pub(crate) out: VecDeque<Output>,
     pub(crate) next_timer: Option<UnixMs>,
-    /// Session timers by due instant, earliest on top; entries may be
-    /// stale (module `timers`).
-    pub(crate) timers: BinaryHeap<Reverse<(UnixMs, SessionId)>>,
 }
 
 impl<A: OsAccess> Terminal<A> {
@@ -226,7 +222,6 @@ impl<A: OsAccess> Terminal<A> {
             next_op: 1,
             out: VecDeque::new(),
             next_timer: None,
-            timers: BinaryHeap::new(),
         })
     }
 
@@ -400,10 +395,6 @@ impl<A: OsAccess> Terminal<A> {
         self.out.push_back(Output::StateChanged(change));
         if let Some((conn, msg)) = notify {
             self.send(conn, msg);
-        }
-        if to == SessionState::Active {
-            // Created, or a handover rolled back: its timers run again.
-            self.arm(id);
         }
         true
     }
