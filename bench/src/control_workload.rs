@@ -23,6 +23,10 @@
 //!   SessionStateChanged(terminated, `handed_over`) and asks back. A
 //!   *handover* is a grant that follows such a loss; its latency runs from
 //!   the winner's AuthRequest to its AuthResult.
+//! - **`idle`**: every Fay takes a resource of its own and holds the
+//!   session to the end of the run, beating (SPEC LIV-2) at a fixed
+//!   interval: the many-sessions case of a soak. What it measures is
+//!   heartbeats answered and sessions kept, not decisions.
 
 use dtp_codec::AccessMode;
 use dtp_crypto::cap::NoiseKeypair;
@@ -49,6 +53,8 @@ pub enum ControlMode {
     Decisions,
     /// Pairs take a shared resource from each other.
     Handovers,
+    /// Each Fay holds one session with heartbeats until the end.
+    Idle,
 }
 
 impl ControlMode {
@@ -57,6 +63,7 @@ impl ControlMode {
         match self {
             Self::Decisions => "decisions",
             Self::Handovers => "handovers",
+            Self::Idle => "idle",
         }
     }
 
@@ -65,6 +72,7 @@ impl ControlMode {
         match name {
             "decisions" => Some(Self::Decisions),
             "handovers" => Some(Self::Handovers),
+            "idle" => Some(Self::Idle),
             _ => None,
         }
     }
@@ -89,7 +97,7 @@ pub struct ControlPlan {
     pub mode: ControlMode,
     /// Fays (runtimes), one connection each; even for handovers.
     pub fays: usize,
-    /// Distinct resources, shared round-robin: Fay `i` (decisions) or pair
+    /// Distinct resources, shared round-robin: Fay `i` (decisions, idle) or pair
     /// `i / 2` (handovers) uses resource `i % resources`.
     pub resources: usize,
     /// Resource `k` is `{resource_prefix}{k}`.
@@ -99,7 +107,7 @@ pub struct ControlPlan {
 }
 
 impl ControlPlan {
-    /// One resource per Fay (decisions) or per pair (handovers).
+    /// One resource per Fay (decisions, idle) or per pair (handovers).
     pub fn new(mode: ControlMode, fays: usize, resource_prefix: &str) -> Self {
         Self {
             mode,
@@ -110,10 +118,11 @@ impl ControlPlan {
         }
     }
 
-    /// One resource per Fay (decisions) or per pair (handovers), at least 1.
+    /// One resource per Fay (decisions, idle) or per pair (handovers), at
+    /// least 1.
     pub fn default_resources(mode: ControlMode, fays: usize) -> usize {
         match mode {
-            ControlMode::Decisions => fays,
+            ControlMode::Decisions | ControlMode::Idle => fays,
             ControlMode::Handovers => fays / 2,
         }
         .max(1)
@@ -144,7 +153,7 @@ impl ControlPlan {
     /// The resource Fay `i` asks for.
     pub fn resource_of(&self, i: usize) -> String {
         let slot = match self.mode {
-            ControlMode::Decisions => i,
+            ControlMode::Decisions | ControlMode::Idle => i,
             ControlMode::Handovers => i / 2,
         };
         self.resource_id(slot % self.resources.max(1))

@@ -439,6 +439,9 @@ impl Config {
             batch_wait_us: self.io.batch_wait_us,
             send_zc_threshold: self.io.send_zc_threshold,
             connect_timeout: Duration::from_millis(self.io.connect_timeout_ms),
+            // The gateway only accepts: its outgoing connections (none
+            // today) would go from the kernel's choice of address.
+            bind_sources: Vec::new(),
         };
         driver.validate().map_err(|e| format!("io: {e}"))?;
         let limits = Limits {

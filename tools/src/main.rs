@@ -328,6 +328,14 @@ struct LoadCli {
     /// gateway under test keeps its own setting.
     #[arg(long, default_value = LOAD_CONGESTION, value_name = "NAME")]
     congestion: String,
+    /// Local addresses the connections come from, taken in turn: a
+    /// comma-separated list, each an address or a range of IPv4 addresses
+    /// (`127.0.0.2-127.0.0.9`). One source address reaches one server
+    /// address from at most the ephemeral port range (~28k ports by
+    /// default), so more connections than that need several. Default: the
+    /// kernel picks.
+    #[arg(long, value_name = "ADDRS", value_parser = parse_sources)]
+    source: Option<Sources>,
     /// Write the result as JSON to FILE (with --dtp: plus a `dtp` object of
     /// the counters below).
     #[arg(long, value_name = "FILE")]
@@ -588,6 +596,39 @@ fn workload(name: &str) -> Result<dtp_bench::workload::Workload, CliError> {
     })
 }
 
+/// `--source`: the addresses connections come from.
+#[derive(Clone, Debug)]
+struct Sources(Vec<std::net::IpAddr>);
+
+/// Most addresses `--source` may name (a range is counted by its size).
+const MAX_SOURCES: usize = 4096;
+
+/// Parses `--source`: addresses and IPv4 ranges, comma-separated.
+fn parse_sources(text: &str) -> Result<Sources, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{part}` is neither an IP address nor a range A-B of IPv4 addresses");
+        match part.split_once('-') {
+            None => out.push(part.parse::<std::net::IpAddr>().map_err(|_| bad())?),
+            Some((a, b)) => {
+                let a: std::net::Ipv4Addr = a.trim().parse().map_err(|_| bad())?;
+                let b: std::net::Ipv4Addr = b.trim().parse().map_err(|_| bad())?;
+                let (a, b) = (u32::from(a), u32::from(b));
+                if a > b || (b - a) as usize >= MAX_SOURCES {
+                    return Err(format!(
+                        "`{part}`: a range runs from the lower address up, {MAX_SOURCES} addresses at most"
+                    ));
+                }
+                out.extend((a..=b).map(|ip| std::net::IpAddr::V4(ip.into())));
+            }
+        }
+        if out.len() > MAX_SOURCES {
+            return Err(format!("at most {MAX_SOURCES} source addresses"));
+        }
+    }
+    Ok(Sources(out))
+}
+
 fn run_load(a: LoadCli) -> Result<(), CliError> {
     if let Some(m) = &a.realtime.realtime {
         return run_realtime_load(&a, m);
@@ -631,7 +672,10 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
         rate: a.rate,
         window: a.window,
         shards: a.shards.unwrap_or(cores).max(1),
-        driver: load_driver(a.connections, a.send_zc_threshold, &a.congestion),
+        driver: dtp_transports::DriverConfig {
+            bind_sources: a.source.clone().map(|s| s.0).unwrap_or_default(),
+            ..load_driver(a.connections, a.send_zc_threshold, &a.congestion)
+        },
         payload: a.payload,
     };
     if a.dtp {
@@ -924,7 +968,10 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
         warmup: std::time::Duration::from_secs_f64(a.warmup),
         duration: std::time::Duration::from_secs_f64(duration),
         shards: a.shards.unwrap_or(cores).max(1),
-        driver: load_driver(a.connections, 0, &a.congestion),
+        driver: dtp_transports::DriverConfig {
+            bind_sources: a.source.clone().map(|s| s.0).unwrap_or_default(),
+            ..load_driver(a.connections, 0, &a.congestion)
+        },
         policy: r.policy().map_err(bad)?,
         kick: r.kick,
     };

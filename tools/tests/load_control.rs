@@ -155,13 +155,55 @@ fn decisions_and_handovers_run_against_dtp_serve() {
     });
 }
 
+/// `idle`: every Fay holds its session for the whole run with heartbeats
+/// the terminal answers (SPEC LIV-2), opening one at a time
+/// (`--max-opening 1`) from two loopback source addresses; none is lost.
+#[test]
+fn idle_fays_hold_their_sessions_with_heartbeats() {
+    let setup = Setup::new("load-control-idle");
+    let plain: Vec<String> = (0..4).map(|i| format!("idle-{i}")).collect();
+    let serve = Serve::start(&setup.config(&terminal_section(&plain, &[], 64)));
+    let extra = [
+        "--resource-prefix",
+        "idle-",
+        "--heartbeat-ms",
+        "1000",
+        "--max-opening",
+        "1",
+        "--source",
+        "127.0.0.2,127.0.0.3",
+        "--duration",
+        "2.5",
+        "--warmup",
+        "0",
+    ];
+    let v = run(&setup, &serve, "idle", &extra);
+    check_shape(&v);
+    let c = &v["control"];
+    assert_eq!(c["mode"], "idle");
+    assert_eq!(c["granted"], 4, "{v:#}");
+    assert_eq!(c["held_at_end"], 4, "{v:#}");
+    assert_eq!((&c["lost"], &c["ended"]), (&0.into(), &0.into()), "{v:#}");
+    // Each Fay beats within a second of its grant, then every second.
+    let sent = c["heartbeats_sent"].as_u64().unwrap();
+    assert!(sent >= 8, "{v:#}");
+    assert_eq!(c["heartbeats_answered"], sent, "{v:#}");
+    assert!(c["heartbeat_latency_us"]["p50"].as_f64().unwrap() > 0.0);
+    support::eventually("no sessions left", || {
+        (serve.ctl_ok(&["sessions"]) == "no sessions\n").then_some(())
+    });
+}
+
 #[test]
 fn control_options_are_checked_before_anything_runs() {
     let setup = Setup::new("load-control-options");
     // Nothing listens there: every case must fail before connecting.
     let target = "127.0.0.1:9";
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 8] = [
         &["--control", "sometimes"],
+        &["--control", "idle", "--heartbeat-ms", "500"],
+        &["--control", "idle", "--max-opening", "0"],
+        &["--control", "idle", "--source", "127.0.0.9-127.0.0.2"],
         &["--control", "handovers", "--connections", "3"],
         &["--control", "decisions", "--access-mode", "fly"],
         &["--control", "decisions", "--resources", "0"],

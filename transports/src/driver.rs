@@ -126,6 +126,13 @@ pub struct DriverConfig {
     /// How long an outgoing connect may take before it fails with
     /// ETIMEDOUT (io_uring: a linked timeout; epoll: a deadline).
     pub connect_timeout: Duration,
+    /// Local addresses that outgoing TCP connections bind to, in turn
+    /// (those of the destination's family); empty: the kernel picks. One
+    /// source address reaches one destination from at most the ephemeral
+    /// port range (~28k ports by default, 64k at most), so a load
+    /// generator holding more connections to one server spreads them over
+    /// several (127.0.0.2, 127.0.0.3, … on loopback).
+    pub bind_sources: Vec<std::net::IpAddr>,
 }
 
 impl Default for DriverConfig {
@@ -149,6 +156,7 @@ impl Default for DriverConfig {
             batch_wait_us: 100,
             send_zc_threshold: 0,
             connect_timeout: Duration::from_secs(10),
+            bind_sources: Vec::new(),
         }
     }
 }

@@ -71,6 +71,8 @@ pub struct Epoll {
     pending: Vec<Event>,
     waker: Arc<mio::Waker>,
     pub(crate) config: DriverConfig,
+    /// The source addresses of outgoing TCP connections, in turn.
+    sources: crate::socket::Sources,
     stats: DriverStats,
 }
 
@@ -106,6 +108,7 @@ impl Epoll {
             returned: Vec::new(),
             waker,
             config: config.clone(),
+            sources: crate::socket::Sources::new(&config.bind_sources),
             stats: DriverStats::default(),
         })
     }
@@ -177,7 +180,8 @@ impl Epoll {
     }
 
     pub(crate) fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
-        let (stream, addr) = crate::socket::connect_socket(to, true, "epoll")?;
+        let from = self.sources.pick(to);
+        let (stream, addr) = crate::socket::connect_socket(to, from, true, "epoll")?;
         let failed = match stream.connect(&addr) {
             Ok(()) => None,
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => None,

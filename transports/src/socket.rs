@@ -4,7 +4,7 @@
 //! gateways off one port.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -203,10 +203,48 @@ fn process_alive(pid: libc::pid_t) -> bool {
         .is_some_and(|state| state != "Z" && state != "X")
 }
 
+/// The local addresses outgoing TCP connections bind to, taken in turn
+/// ([`DriverConfig::bind_sources`]).
+#[derive(Debug, Default)]
+pub(crate) struct Sources {
+    addrs: Vec<IpAddr>,
+    next: usize,
+}
+
+impl Sources {
+    /// Takes `addrs` in turn.
+    pub(crate) fn new(addrs: &[IpAddr]) -> Self {
+        Self {
+            addrs: addrs.to_vec(),
+            next: 0,
+        }
+    }
+
+    /// The source of the next connection to `to`: the next address of its
+    /// family; `None` (the kernel picks) for a Unix path, or when no
+    /// address of that family is configured.
+    pub(crate) fn pick(&mut self, to: &Endpoint) -> Option<IpAddr> {
+        let Endpoint::Tcp(dst) = to else {
+            return None;
+        };
+        for _ in 0..self.addrs.len() {
+            let at = self.next % self.addrs.len();
+            self.next = self.next.wrapping_add(1);
+            let ip = self.addrs[at];
+            if ip.is_ipv4() == dst.is_ipv4() {
+                return Some(ip);
+            }
+        }
+        None
+    }
+}
+
 /// An outgoing stream socket for `to` and its address, non-blocking when
-/// asked (epoll) and close-on-exec.
+/// asked (epoll) and close-on-exec; bound to `from` (port chosen at
+/// connect) when given.
 pub(crate) fn connect_socket(
     to: &Endpoint,
+    from: Option<IpAddr>,
     nonblocking: bool,
     transport: &'static str,
 ) -> Result<(Socket, SockAddr), TransportError> {
@@ -225,7 +263,33 @@ pub(crate) fn connect_socket(
     } else {
         Type::STREAM.cloexec()
     };
-    Ok((Socket::new(domain, ty, None)?, addr))
+    let socket = Socket::new(domain, ty, None)?;
+    if let Some(ip) = from {
+        bind_address_no_port(&socket);
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    Ok((socket, addr))
+}
+
+/// IP_BIND_ADDRESS_NO_PORT: a bind to a source address leaves the port to
+/// the connect, which picks one free for that destination — so one
+/// source address is not limited to one ephemeral range for all
+/// destinations together. Best effort: without it the bind reserves a
+/// port at once, which still works.
+fn bind_address_no_port(socket: &Socket) {
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor is the open socket borrowed for this call;
+    // the option value is a c_int that outlives the call, and its size is
+    // the length passed.
+    let _ = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&raw const on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// Applies the per-connection socket options of `config` (TCP_NODELAY,

@@ -655,3 +655,51 @@ fn trn2_one_hog_cannot_take_the_send_chunks_every_connection_needs() {
         client.send(hog, &piece).unwrap();
     }
 }
+
+/// SPEC TRN-1: with `bind_sources`, outgoing TCP connections come from
+/// those addresses in turn (a load generator's way past one address's
+/// ephemeral ports); a destination of another family gets the kernel's
+/// choice.
+#[test]
+fn trn1_connections_come_from_the_bind_sources_in_turn() {
+    for backend in backends() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = Endpoint::Tcp(listener.local_addr().unwrap());
+        let sources: Vec<std::net::IpAddr> = ["127.0.0.2", "127.0.0.3", "::1"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let mut client = driver(DriverConfig {
+            bind_sources: sources,
+            ..config(backend)
+        });
+        for _ in 0..4 {
+            client.connect(&to).unwrap();
+        }
+        let mut up = 0;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut events = Vec::new();
+        while up < 4 {
+            assert!(Instant::now() < deadline, "{backend:?}: not connected");
+            client
+                .poll(&mut events, Some(Duration::from_millis(5)))
+                .unwrap();
+            for e in events.drain(..) {
+                match e {
+                    Event::Connected { .. } => up += 1,
+                    Event::Closed { reason, .. } => panic!("{backend:?}: {reason:?}"),
+                    _ => {}
+                }
+            }
+        }
+        let mut from: Vec<String> = (0..4)
+            .map(|_| listener.accept().unwrap().1.ip().to_string())
+            .collect();
+        from.sort();
+        assert_eq!(
+            from,
+            ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"],
+            "{backend:?}"
+        );
+    }
+}

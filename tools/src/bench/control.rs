@@ -43,6 +43,7 @@ fn prefix(mode: ControlMode) -> &'static str {
     match mode {
         ControlMode::Decisions => "dec-",
         ControlMode::Handovers => "ho-",
+        ControlMode::Idle => "idle-",
     }
 }
 
@@ -147,7 +148,7 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         payload: None,
     };
     let mut edges: Vec<Result<Sample, String>> = Vec::new();
-    let result = control::run(&load, &spec, |_, _| {}, |_| edges.push(server.sample()))
+    let result = control::run(&load, &spec, |_, _, _| {}, |_| edges.push(server.sample()))
         .map_err(|e| format!("control {}: {e}", mode.name()))?;
     let mut edges = edges.into_iter();
     let (Some(start), Some(end)) = (edges.next(), edges.next()) else {

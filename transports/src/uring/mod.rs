@@ -127,6 +127,8 @@ pub struct Uring {
     /// Completions taken off the queue, reused across polls.
     cqes: Vec<cqueue::Entry>,
     pub(crate) config: DriverConfig,
+    /// The source addresses of outgoing TCP connections, in turn.
+    sources: crate::socket::Sources,
     stats: DriverStats,
     /// Completions a wait holds out for (1 where the kernel lacks min-wait).
     batch: u32,
@@ -183,6 +185,7 @@ impl Uring {
             returned: Vec::new(),
             cqes: Vec::with_capacity(256),
             config: config.clone(),
+            sources: crate::socket::Sources::new(&config.bind_sources),
             stats: DriverStats::default(),
         };
         for bid in 0..this.bufs.recv_count() {
@@ -301,7 +304,8 @@ impl Uring {
     }
 
     pub(crate) fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
-        let (socket, sa) = crate::socket::connect_socket(to, false, "io_uring")?;
+        let from = self.sources.pick(to);
+        let (socket, sa) = crate::socket::connect_socket(to, from, false, "io_uring")?;
         let sa = Box::new(sa);
         let fd: OwnedFd = socket.into();
         let raw = fd.as_raw_fd();

@@ -67,9 +67,17 @@ pub trait FayApp {
     /// One logical connection's state.
     type Flow;
 
-    /// The next flow to start, `None` once all are started (asked up to
-    /// [`WAVE`] times per tick).
+    /// The next flow to start, `None` once all are started or while the
+    /// application holds the rest back (asked up to [`WAVE`] times per
+    /// tick).
     fn new_flow(&mut self) -> Option<Self::Flow>;
+
+    /// Whether flows are held back that [`FayApp::new_flow`] will still
+    /// give (a bounded ramp): the client keeps asking, and is not done
+    /// while there are. By default none are.
+    fn has_more_flows(&self) -> bool {
+        false
+    }
 
     /// Whether the client should open a transport connection for `flow`.
     fn wants_connection(&self, flow: &Self::Flow) -> bool;
@@ -169,7 +177,7 @@ pub struct DtpClient<A: FayApp> {
     to_connect: VecDeque<usize>,
     /// Connections being opened, and their flow.
     connecting: HashMap<ConnId, usize>,
-    /// The application has no more flows to start.
+    /// The application has no more flows to start (none held back).
     all_started: bool,
     counts: ConnCounts,
     rng: SystemRandom,
@@ -420,7 +428,7 @@ impl<A: FayApp> FrameService for DtpClient<A> {
         }
         for _ in 0..WAVE {
             let Some(flow) = self.app.new_flow() else {
-                self.all_started = true;
+                self.all_started = !self.app.has_more_flows();
                 break;
             };
             self.to_connect.push_back(self.flows.len());

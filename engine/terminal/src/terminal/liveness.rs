@@ -57,10 +57,16 @@ impl<A: OsAccess> Terminal<A> {
         self.begin(now);
         self.conns.remove(&conn);
         self.last_conn_of.retain(|_, c| *c != conn);
+        let mut detached = Vec::new();
         for rec in self.sessions.values_mut() {
             if rec.binding == Binding::Conn(conn) {
                 rec.binding = Binding::Detached(now);
+                detached.push(rec.id);
             }
+        }
+        for id in detached {
+            // Its liveness clock starts: a deadline earlier than any it had.
+            self.arm(id);
         }
         let from_conn = |o: &Origin| matches!(o, Origin::Auth { conn: c, .. } if *c == conn);
         for queue in self.queues.values_mut() {

@@ -29,7 +29,8 @@ pub use handover::{AdminHandover, HandoverAdmission, HandoverPhase, PolicyAnswer
 pub use os_ops::UnknownOsOp;
 pub use views::{HandoverInfo, ResourceInfo, SessionInfo};
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 use dtp_codec::{
     AccessMode, ControlMessage, ErrorCode, SessionId, SessionState, SessionStateChanged,
@@ -185,6 +186,9 @@ pub struct Terminal<A: OsAccess> {
     pub(crate) next_op: u64,
     pub(crate) out: VecDeque<Output>,
     pub(crate) next_timer: Option<UnixMs>,
+    /// Session timers by due instant, earliest on top; entries may be
+    /// stale (module `timers`).
+    pub(crate) timers: BinaryHeap<Reverse<(UnixMs, SessionId)>>,
 }
 
 impl<A: OsAccess> Terminal<A> {
@@ -222,6 +226,7 @@ impl<A: OsAccess> Terminal<A> {
             next_op: 1,
             out: VecDeque::new(),
             next_timer: None,
+            timers: BinaryHeap::new(),
         })
     }
 
@@ -395,6 +400,10 @@ impl<A: OsAccess> Terminal<A> {
         self.out.push_back(Output::StateChanged(change));
         if let Some((conn, msg)) = notify {
             self.send(conn, msg);
+        }
+        if to == SessionState::Active {
+            // Created, or a handover rolled back: its timers run again.
+            self.arm(id);
         }
         true
     }

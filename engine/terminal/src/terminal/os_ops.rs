@@ -401,6 +401,7 @@ impl<A: OsAccess> Terminal<A> {
                 if let Some(rec) = self.sessions.get_mut(&id) {
                     rec.revoke_retry_at = Some(retry);
                 }
+                self.arm(id);
             }
         }
     }

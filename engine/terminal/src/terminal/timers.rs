@@ -1,6 +1,20 @@
 //! The timers of SPEC TS-16 (credential expiry), LIV-4 (liveness), TS-12
 //! (revoke retries) and HO-7 (handover deadlines): when the next one is due,
 //! and running those that are.
+//!
+//! Session timers are filed in a min-heap ([`Terminal::timers`]) by due
+//! instant, so that an input costs O(log n) however many sessions there
+//! are (a full scan per input made every heartbeat O(sessions): with many
+//! sessions, the control thread's whole time). An entry may be stale — the
+//! session ended, or its deadline moved later (a heartbeat, a rebind) —
+//! and is checked when it reaches the top: a stale one is dropped, or
+//! filed again at the session's real deadline. So every change that can
+//! bring a session's deadline *earlier* files it ([`Terminal::arm`]): a
+//! session becoming active, a connection going down, a revoke to retry.
+//! Handover deadlines are few (one per resource at most) and scanned.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 use dtp_codec::{SessionId, SessionState};
 
@@ -12,8 +26,15 @@ use crate::time::UnixMs;
 impl<A: OsAccess> Terminal<A> {
     /// Runs every timer due at `now`.
     pub(crate) fn run_timers(&mut self, now: UnixMs) {
-        let ids: Vec<SessionId> = self.sessions.keys().copied().collect();
-        for id in ids {
+        let mut due = BTreeSet::new();
+        while let Some(&Reverse((at, id))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            due.insert(id);
+        }
+        for id in due {
             let Some(rec) = self.sessions.get(&id) else {
                 continue;
             };
@@ -38,6 +59,8 @@ impl<A: OsAccess> Terminal<A> {
                 }
                 _ => {}
             }
+            // Not due after all (a stale entry), or due again later.
+            self.arm(id);
         }
         let late: Vec<String> = self
             .evaluations
@@ -50,15 +73,44 @@ impl<A: OsAccess> Terminal<A> {
         }
     }
 
-    /// The earliest instant a timer is due.
-    pub(crate) fn compute_next_timer(&self) -> Option<UnixMs> {
-        let sessions = self.sessions.values().flat_map(|rec| match rec.state {
-            SessionState::Active => [expiry(rec), self.dead_at(rec)],
-            SessionState::Terminating => [rec.revoke_retry_at, None],
-            _ => [None, None],
-        });
-        let handovers = self.evaluations.values().map(|e| Some(e.deadline.plus(1)));
-        sessions.chain(handovers).flatten().min()
+    /// The earliest instant a timer is due: the first session entry that
+    /// is not stale (stale ones are dropped or filed again on the way), or
+    /// a handover deadline.
+    pub(crate) fn compute_next_timer(&mut self) -> Option<UnixMs> {
+        let session = loop {
+            let Some(&Reverse((at, id))) = self.timers.peek() else {
+                break None;
+            };
+            match self.sessions.get(&id).and_then(|rec| self.deadline(rec)) {
+                Some(d) if d == at => break Some(at),
+                other => {
+                    self.timers.pop();
+                    if let Some(d) = other {
+                        self.timers.push(Reverse((d, id)));
+                    }
+                }
+            }
+        };
+        let handovers = self.evaluations.values().map(|e| e.deadline.plus(1)).min();
+        session.into_iter().chain(handovers).min()
+    }
+
+    /// Files session `id` at its next deadline, if it has one: called
+    /// wherever that deadline may have come earlier (see the module docs).
+    pub(crate) fn arm(&mut self, id: SessionId) {
+        if let Some(d) = self.sessions.get(&id).and_then(|rec| self.deadline(rec)) {
+            self.timers.push(Reverse((d, id)));
+        }
+    }
+
+    /// A session's next deadline: credential expiry or liveness while
+    /// active, the revoke retry while terminating.
+    fn deadline(&self, rec: &SessionRecord) -> Option<UnixMs> {
+        match rec.state {
+            SessionState::Active => [expiry(rec), self.dead_at(rec)].into_iter().flatten().min(),
+            SessionState::Terminating => rec.revoke_retry_at,
+            _ => None,
+        }
     }
 
     /// SPEC LIV-4: when a session whose connection is down is judged dead.

@@ -202,3 +202,54 @@ fn inputs_run_due_timers_even_without_a_tick() {
     let out = h.heartbeat(B, &[(id, 0)]);
     assert_eq!(refusals(&out), [ErrorCode::E_SESSION_TERMINATED]);
 }
+
+/// Session timers are filed, not scanned: a session whose liveness clock
+/// started (connection down) and was then stopped by a heartbeat on
+/// another connection leaves an early entry behind. The terminal wakes for
+/// it, finds nothing due, and its next timer is the other session's death;
+/// after that, the credential expiry of the one left.
+#[test]
+fn a_stale_timer_wakes_once_and_the_next_one_is_found() {
+    let mut h = Harness::new();
+    let a = h.session(A, "fay-a", "arm", Write);
+    let b = h.session(B, "fay-b", "cam", Write);
+    let expiry = h.t.poll_timeout().unwrap();
+    h.t.connection_down(A, h.now);
+    let a_dead = h.now.plus(THRESHOLD + 1);
+    assert_eq!(h.t.poll_timeout(), Some(a_dead));
+    h.now = h.now.plus(1_000);
+    h.t.connection_down(B, h.now);
+    let b_dead = h.now.plus(THRESHOLD + 1);
+    assert_eq!(h.t.poll_timeout(), Some(a_dead), "the earlier of the two");
+    h.t.identify(C, "fay-a", h.now).unwrap();
+    h.heartbeat(C, &[(a, 0)]);
+    h.advance(a_dead.0 - h.now.0);
+    assert_eq!(h.state(a), Some(SessionState::Active));
+    assert_eq!(h.t.poll_timeout(), Some(b_dead));
+    h.advance(b_dead.0 - h.now.0);
+    assert!(h.state(b).is_none(), "b died on time");
+    assert_eq!(h.state(a), Some(SessionState::Active));
+    assert_eq!(h.t.poll_timeout(), Some(expiry));
+    assert!(expiry > b_dead);
+}
+
+/// A heartbeat moves no deadline earlier, so it files no timer: the
+/// timer heap does not grow with the beats of many sessions.
+#[test]
+fn heartbeats_file_no_timers() {
+    let mut h = Harness::new();
+    let ids: Vec<_> = ["arm", "cam", "screen"]
+        .iter()
+        .enumerate()
+        .map(|(i, r)| h.session(A, &format!("fay-{i}"), r, Write))
+        .collect();
+    let filed = h.t.timers.len();
+    for n in 0..100 {
+        h.now = h.now.plus(1_000);
+        for id in &ids {
+            h.heartbeat(A, &[(*id, n)]);
+        }
+    }
+    assert_eq!(h.t.timers.len(), filed);
+    assert!(filed <= 2 * ids.len(), "{filed}");
+}

@@ -30,8 +30,13 @@ pub(crate) struct ControlCli {
     /// pairs of Fays take a shared resource from each other (its handover
     /// policy must let the requester win). Reports decisions (or handovers
     /// won) per second, latency from AuthRequest to AuthResult, and
-    /// refusals by code. The terminal must know the resources (see
-    /// --resources) and trust the issuer. `hold`: one Fay (--fay-key and
+    /// refusals by code. `idle`: each connection is a Fay that takes a
+    /// session on its own resource and holds it for the whole run with a
+    /// heartbeat every --heartbeat-ms (a soak: many quiet sessions);
+    /// reports sessions held, heartbeats answered and their latency,
+    /// sessions lost, and every 10 s a line with the sessions held. The
+    /// terminal must know the resources (see --resources) and trust the
+    /// issuer. `hold`: one Fay (--fay-key and
     /// --credential, or a credential minted from --issuer-key for
     /// --fay-id) opens a session on --resource, prints its id, keeps it
     /// alive with heartbeats until Ctrl-C (or --duration), then releases
@@ -55,10 +60,18 @@ pub(crate) struct ControlCli {
         requires = "control"
     )]
     pub(crate) fay_id: String,
-    /// With --control hold: milliseconds between two heartbeats (keep it
-    /// below the terminal's heartbeat_interval_ms, at least 1000).
-    #[arg(long, value_name = "MS", default_value_t = 1000, requires = "control")]
-    pub(crate) heartbeat_ms: u64,
+    /// With --control hold or idle: milliseconds between two heartbeats
+    /// (at most the terminal's heartbeat_interval_ms, at least 1000).
+    /// Default: 1000 for hold, 10000 (the terminal's default interval)
+    /// for idle.
+    #[arg(long, value_name = "MS", requires = "control")]
+    pub(crate) heartbeat_ms: Option<u64>,
+    /// With --control: Fays of a client shard opening at once (connecting,
+    /// in CAP, or waiting for their first AuthResult), at most; the next
+    /// starts as one is answered. Bounds the ramp so handshakes do not
+    /// time out in the terminal's listen backlog.
+    #[arg(long, value_name = "N", default_value_t = super::MAX_OPENING, requires = "control")]
+    pub(crate) max_opening: usize,
     /// With --control: the issuer's private key (`dtp cred issuer-key`)
     /// that signs one credential per Fay (Fay ids `MODE-fay-0`, …).
     #[arg(long, value_name = "FILE", requires = "control")]
@@ -116,8 +129,11 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: ControlCli, o: ControlArgs) -> Result<
     if name == "hold" {
         return run_hold(spec, &a, access, o);
     }
-    let mode = ControlMode::from_name(name)
-        .ok_or_else(|| usage(format!("--control {name:?}: decisions, handovers or hold")))?;
+    let mode = ControlMode::from_name(name).ok_or_else(|| {
+        usage(format!(
+            "--control {name:?}: decisions, handovers, idle or hold"
+        ))
+    })?;
     if o.fay_key.is_some() || o.credential.is_some() || a.resource.is_some() {
         return Err(usage(format!(
             "--fay-key, --credential and --resource apply to --control hold; {name} mints a credential per Fay from --issuer-key"
@@ -143,7 +159,13 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: ControlCli, o: ControlArgs) -> Result<
             None
         }
     };
-    let control = ControlSpec::mint(plan, access, &issuer, pinned).map_err(CliError::Io)?;
+    let mut control = ControlSpec::mint(plan, access, &issuer, pinned).map_err(CliError::Io)?;
+    control.heartbeat = heartbeat_of(&a, 10_000)?;
+    if a.max_opening == 0 {
+        return Err(usage("--max-opening must be at least 1".to_owned()));
+    }
+    control.max_opening = a.max_opening;
+    let mut lines = IdleLines::new(mode);
     let total = (spec.warmup + spec.duration).as_secs_f64();
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
         let b = indicatif::ProgressBar::new((total * 10.0) as u64);
@@ -156,10 +178,15 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: ControlCli, o: ControlArgs) -> Result<
     let result = super::run(
         spec,
         &control,
-        |secs, ops| {
+        |secs, ops, held| {
             if let Some(b) = &bar {
                 b.set_position((secs * 10.0) as u64);
-                b.set_message(format!("{ops} {}", mode.name()));
+                b.set_message(match mode {
+                    ControlMode::Idle => format!("{held} sessions held"),
+                    _ => format!("{ops} {}", mode.name()),
+                });
+            } else {
+                lines.at(secs, ops, held);
             }
         },
         |_| {},
@@ -173,7 +200,9 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: ControlCli, o: ControlArgs) -> Result<
         let v = json_report(&control, &result);
         std::fs::write(&path, format!("{v:#}\n")).map_err(|e| CliError::io(path.display(), e))?;
     }
-    result.verdict(spec, min_success).map_err(CliError::Io)
+    result
+        .verdict(spec, mode, min_success)
+        .map_err(CliError::Io)
 }
 
 /// `--control hold`: the Fay from its files or minted, then [`hold::run`].
@@ -189,9 +218,7 @@ fn run_hold(
             "--control hold needs --resource ID: the resource to hold a session on",
         ));
     };
-    if !(1000..=60_000).contains(&a.heartbeat_ms) {
-        return Err(usage("--heartbeat-ms must be in 1000..=60000 (SPEC LIV-2)"));
-    }
+    let heartbeat = heartbeat_of(a, 1000)?;
     if o.hold_for.is_some_and(|d| d.is_zero()) {
         return Err(usage("--duration must be positive"));
     }
@@ -224,9 +251,47 @@ fn run_hold(
         fay,
         resource_id,
         access,
-        heartbeat: std::time::Duration::from_millis(a.heartbeat_ms),
+        heartbeat,
         duration: o.hold_for,
     })
+}
+
+/// `--heartbeat-ms`, or `default_ms`, checked (SPEC LIV-2: 1–60 s).
+fn heartbeat_of(a: &ControlCli, default_ms: u64) -> Result<std::time::Duration, CliError> {
+    let ms = a.heartbeat_ms.unwrap_or(default_ms);
+    if !(1000..=60_000).contains(&ms) {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--heartbeat-ms must be in 1000..=60000 (SPEC LIV-2)",
+        ));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+/// `idle` without a terminal on stderr: a line every [`IdleLines::EVERY`]
+/// seconds with the sessions held and the heartbeats answered, for a
+/// script or a log to follow a long run.
+struct IdleLines {
+    on: bool,
+    next: f64,
+}
+
+impl IdleLines {
+    const EVERY: f64 = 10.0;
+
+    fn new(mode: ControlMode) -> Self {
+        Self {
+            on: mode == ControlMode::Idle,
+            next: Self::EVERY,
+        }
+    }
+
+    fn at(&mut self, secs: f64, answered: u64, held: u64) {
+        if self.on && secs >= self.next {
+            self.next += Self::EVERY;
+            eprintln!("{secs:7.1} s  {held} sessions held  {answered} heartbeats answered");
+        }
+    }
 }
 
 /// The issuer's private key from its file.
@@ -274,18 +339,29 @@ pub(crate) fn text_report(c: &ControlSpec, r: &ControlLoadResult) -> String {
             s.handovers,
             s.decisions as f64 / secs
         ),
+        ControlMode::Idle => format!(
+            "sessions    {} granted, {} held at the end, {} lost, {} ended by the terminal\n\
+             heartbeats  {} sent, {} answered  (every {} ms)\n",
+            s.granted,
+            r.held_at_end,
+            s.lost,
+            s.ended,
+            s.heartbeats_sent,
+            s.heartbeats_answered,
+            c.heartbeat.as_millis(),
+        ),
     };
     out += &format!(
-        "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (AuthRequest → AuthResult{})\n",
+        "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({})\n",
         l.p50_us,
         l.p90_us,
         l.p99_us,
         l.p999_us,
         l.max_us,
-        if c.plan.mode == ControlMode::Handovers {
-            " of the winner"
-        } else {
-            ""
+        match c.plan.mode {
+            ControlMode::Decisions => "AuthRequest → AuthResult",
+            ControlMode::Handovers => "AuthRequest → AuthResult of the winner",
+            ControlMode::Idle => "Heartbeat → HeartbeatAck",
         }
     );
     if s.release_latency.count() > 0 {
@@ -370,6 +446,14 @@ pub(crate) fn json_report(c: &ControlSpec, r: &ControlLoadResult) -> serde_json:
             "handover_failures": s.handover_failures,
             "failed_flows": r.failed_flows,
             "unfinished": r.unfinished,
+            "granted": s.granted,
+            "held_at_end": r.held_at_end,
+            "lost": s.lost,
+            "ended": s.ended,
+            "heartbeat_ms": c.heartbeat.as_millis() as u64,
+            "heartbeats_sent": s.heartbeats_sent,
+            "heartbeats_answered": s.heartbeats_answered,
+            "heartbeat_latency_us": summary(&s.heartbeat_latency),
         },
     })
 }

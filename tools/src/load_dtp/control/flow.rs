@@ -1,5 +1,6 @@
 //! One Fay of `dtp load --dtp --control`: a DTP session on one transport
-//! connection that loops AuthRequests (and releases) for its resource.
+//! connection that loops AuthRequests (and releases) for its resource, or
+//! (`idle`) holds one session with heartbeats to the end of the run.
 //!
 //! **Owns**: where its request loop is (`Step`), and what it measures into
 //! the shard's [`ControlStats`]. **Never touches**: sockets, the clock,
@@ -20,8 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use dtp_bench::control_workload::ControlMode;
 use dtp_codec::{
-    AccessMode, AuthOutcome, AuthRequest, AuthResult, ControlMessage, SessionId, SessionRelease,
-    SessionState,
+    AccessMode, AuthOutcome, AuthRequest, AuthResult, Beat, ControlMessage, Heartbeat,
+    HeartbeatAck, SessionId, SessionRelease, SessionState,
 };
 use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, FayConfig, OpenFailure};
 
@@ -48,6 +49,8 @@ pub(crate) struct ControlFlowConfig {
     /// End of the measured window: no request is sent from here on; the
     /// flow releases what it holds and closes.
     pub(crate) end: Instant,
+    /// `idle`: between two heartbeats of a held session (SPEC LIV-2).
+    pub(crate) heartbeat: Duration,
 }
 
 /// One Fay: who it is and what it asks for.
@@ -59,6 +62,9 @@ pub(crate) struct FaySetup {
     pub(crate) fay_id: String,
     /// The resource it asks for.
     pub(crate) resource_id: String,
+    /// Its place in the plan: spreads the Fays' heartbeats over the
+    /// interval ([`beat_offset`]).
+    pub(crate) slot: usize,
 }
 
 /// Where a flow's connection is.
@@ -85,8 +91,12 @@ enum Step {
     Idle,
     /// An AuthRequest awaits its AuthResult.
     Requesting { request_id: u64, at: Instant },
-    /// A session is held (handovers: until the other Fay takes it).
-    Holding { session_id: SessionId },
+    /// A session is held (handovers: until the other Fay takes it; idle:
+    /// to the end, beating at `next_beat`).
+    Holding {
+        session_id: SessionId,
+        next_beat: Instant,
+    },
     /// A SessionRelease awaits SessionStateChanged(terminated).
     Releasing { session_id: SessionId, at: Instant },
 }
@@ -106,6 +116,15 @@ pub(crate) struct ControlFlow {
     /// handover won.
     lost_to_handover: bool,
     fresh_failures: u32,
+    /// The next heartbeat's sequence number (SPEC LIV-2: from 0, per
+    /// session) and the last one sent, unanswered, with its send time.
+    beat_sequence: u64,
+    beat_in_flight: Option<(u64, Instant)>,
+    /// It got its first AuthResult (or gave up): it no longer counts
+    /// against the opening limit ([`Self::is_opening`]).
+    settled: bool,
+    /// It still held its session when the window ended.
+    held_to_end: bool,
     /// The error of this batch of events (the one that closes a
     /// connection comes just before its close).
     last_error: Option<(dtp_codec::ErrorCode, String)>,
@@ -124,6 +143,10 @@ impl ControlFlow {
             next_request: 1,
             lost_to_handover: false,
             fresh_failures: 0,
+            beat_sequence: 0,
+            beat_in_flight: None,
+            settled: false,
+            held_to_end: false,
             last_error: None,
         }
     }
@@ -138,6 +161,22 @@ impl ControlFlow {
         matches!(self.phase, Phase::Finished | Phase::Failed)
     }
 
+    /// Whether it is still opening: connecting, in CAP, or waiting for its
+    /// first AuthResult (the client bounds how many do that at once).
+    pub(crate) fn is_opening(&self) -> bool {
+        !self.settled && !self.is_finished()
+    }
+
+    /// Whether it still held its session when the window ended.
+    pub(crate) fn held_to_end(&self) -> bool {
+        self.held_to_end
+    }
+
+    /// Whether it holds a session now.
+    pub(crate) fn is_holding(&self) -> bool {
+        self.phase == Phase::Open && matches!(self.step, Step::Holding { .. })
+    }
+
     /// When the connection next times out: the endpoint's deadline, the
     /// window's end (a holder releases then) and the stall deadline.
     pub(crate) fn poll_timeout(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
@@ -147,6 +186,9 @@ impl ControlFlow {
         let ep = ep.poll_timeout();
         let own = match self.step {
             Step::Requesting { at, .. } | Step::Releasing { at, .. } => Some(at + STALL),
+            Step::Holding { next_beat, .. } if self.config.mode == ControlMode::Idle => {
+                Some(next_beat.min(self.config.end))
+            }
             Step::Holding { .. } => (now < self.config.end).then_some(self.config.end),
             Step::Idle => None,
         };
@@ -198,6 +240,9 @@ impl ControlFlow {
     /// error, and the flow gives up.
     pub(crate) fn handle_lost(&mut self, ep: Option<DtpEndpoint>, stats: &mut ControlStats) {
         let established = ep.is_some_and(|ep| ep.session_id().is_some());
+        if self.is_holding() {
+            stats.lost += 1;
+        }
         match self.phase {
             Phase::Closing | Phase::Finished => self.phase = Phase::Finished,
             Phase::Failed => {}
@@ -215,6 +260,9 @@ impl ControlFlow {
 
     fn retry_or_fail(&mut self) {
         self.fresh_failures += 1;
+        if self.fresh_failures >= MAX_FRESH_ATTEMPTS {
+            self.settled = true;
+        }
         self.phase = if self.fresh_failures >= MAX_FRESH_ATTEMPTS {
             Phase::Failed
         } else {
@@ -231,7 +279,11 @@ impl ControlFlow {
                     stats.established += 1;
                 }
                 DtpEvent::Control(ControlMessage::AuthResult(r)) => {
+                    self.settled = true;
                     self.on_auth_result(r, now, stats);
+                }
+                DtpEvent::Control(ControlMessage::HeartbeatAck(a)) => {
+                    self.on_heartbeat_ack(&a, now, stats);
                 }
                 DtpEvent::Control(ControlMessage::SessionStateChanged(c))
                     if c.new_state == SessionState::Terminated =>
@@ -258,8 +310,12 @@ impl ControlFlow {
                     if code != dtp_codec::ErrorCode::NORMAL {
                         stats.failures.record(code, message);
                     }
+                    if self.is_holding() {
+                        stats.lost += 1;
+                    }
                     stats.errors += 1;
                     self.phase = Phase::Failed;
+                    self.settled = true;
                 }
                 _ => {}
             }
@@ -298,7 +354,12 @@ impl ControlFlow {
                     stats.handovers += 1;
                     stats.handover_latency.record(latency);
                 }
-                Step::Holding { session_id }
+                self.beat_sequence = 0;
+                self.beat_in_flight = None;
+                Step::Holding {
+                    session_id,
+                    next_beat: now + beat_offset(self.setup.slot, self.config.heartbeat),
+                }
             }
             AuthOutcome::Refused { code, message } => {
                 tracing::debug!(%code, %message, "AuthRequest refused");
@@ -326,18 +387,40 @@ impl ControlFlow {
                 }
                 self.step = Step::Idle;
             }
-            Step::Holding { session_id } if session_id == id => {
+            Step::Holding { session_id, .. } if session_id == id => {
                 if reason == Some(HANDED_OVER) {
                     self.lost_to_handover = true;
                 } else {
                     tracing::debug!(?reason, "a held session ended");
                     stats.errors += 1;
+                    stats.ended += 1;
                 }
                 self.step = Step::Idle;
             }
             // A release answered after a handover already ended the
             // session (or the other way round): nothing more to do.
             _ => {}
+        }
+    }
+
+    /// SPEC LIV-2: the terminal acknowledged a heartbeat of the session
+    /// held; its latency when it answers the last one sent.
+    fn on_heartbeat_ack(&mut self, a: &HeartbeatAck, now: Instant, stats: &mut ControlStats) {
+        let Step::Holding { session_id, .. } = self.step else {
+            return;
+        };
+        for beat in a.beats.iter().filter(|b| b.session_id == session_id) {
+            stats.heartbeats_answered += 1;
+            if let Some((sequence, at)) = self.beat_in_flight
+                && sequence == beat.sequence_number
+            {
+                self.beat_in_flight = None;
+                if self.measuring(now) {
+                    stats
+                        .heartbeat_latency
+                        .record(now.saturating_duration_since(at));
+                }
+            }
         }
     }
 
@@ -380,14 +463,34 @@ impl ControlFlow {
                 return;
             }
             Step::Requesting { .. } | Step::Releasing { .. } => return,
-            Step::Holding { session_id }
+            Step::Holding { session_id, .. }
                 if self.config.mode == ControlMode::Decisions || now >= self.config.end =>
             {
+                self.held_to_end |= now >= self.config.end;
                 self.step = Step::Releasing {
                     session_id,
                     at: now,
                 };
                 ControlMessage::SessionRelease(SessionRelease { session_id })
+            }
+            Step::Holding {
+                session_id,
+                next_beat,
+            } if self.config.mode == ControlMode::Idle && now >= next_beat => {
+                self.step = Step::Holding {
+                    session_id,
+                    next_beat: now + self.config.heartbeat,
+                };
+                let sequence_number = self.beat_sequence;
+                self.beat_sequence += 1;
+                self.beat_in_flight = Some((sequence_number, now));
+                stats.heartbeats_sent += 1;
+                ControlMessage::Heartbeat(Heartbeat {
+                    beats: vec![Beat {
+                        session_id,
+                        sequence_number,
+                    }],
+                })
             }
             Step::Holding { .. } => return,
             Step::Idle if now >= self.config.end => {
@@ -418,6 +521,15 @@ impl ControlFlow {
             self.phase = Phase::Failed;
         }
     }
+}
+
+/// When Fay `slot`'s first heartbeat falls after its grant: a share of the
+/// interval that differs from slot to slot (the golden ratio's steps), so
+/// Fays that were granted together do not beat together.
+pub(crate) fn beat_offset(slot: usize, interval: Duration) -> Duration {
+    const PHI_FRACTION: f64 = 0.618_033_988_749_895;
+    let share = (slot as f64 * PHI_FRACTION).fract();
+    interval.mul_f64(share)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use bytes::BytesMut;
 use dtp_bench::control_workload::{ControlMode, ControlPlan};
 use dtp_bench::dtp_workload::BenchKeys;
 use dtp_codec::{
-    AccessMode, AuthOutcome, AuthResult, ControlMessage, ErrorCode, Limits, SessionId,
-    SessionState, SessionStateChanged, peek_frame_len,
+    AccessMode, AuthOutcome, AuthResult, ControlMessage, ErrorCode, HeartbeatAck, Limits,
+    SessionId, SessionState, SessionStateChanged, peek_frame_len,
 };
 use dtp_engine::Outbox;
 use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, EndpointHandler, drive_endpoint};
@@ -44,10 +44,23 @@ struct Pair {
     next_session: u128,
     requests: u64,
     releases: u64,
+    /// The sequence numbers of the heartbeats the terminal got.
+    beats: Vec<u64>,
 }
 
 impl Pair {
     fn new(mode: ControlMode, answer: Answer) -> Self {
+        Self::with(
+            mode,
+            answer,
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        )
+    }
+
+    /// A pair whose window lasts `window`, its Fay beating every
+    /// `heartbeat` while it holds a session (idle).
+    fn with(mode: ControlMode, answer: Answer, window: Duration, heartbeat: Duration) -> Self {
         let keys = BenchKeys::generate().unwrap();
         let plan = ControlPlan::new(mode, 2, "r-");
         let spec = ControlSpec::mint(
@@ -62,7 +75,8 @@ impl Pair {
             mode,
             access: AccessMode::Write,
             measure_from: now,
-            end: now + Duration::from_millis(50),
+            end: now + window,
+            heartbeat,
         };
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut fill = |b: &mut [u8]| {
@@ -94,6 +108,7 @@ impl Pair {
             next_session: 1,
             requests: 0,
             releases: 0,
+            beats: Vec::new(),
         }
     }
 
@@ -133,6 +148,14 @@ impl Pair {
                 ControlMessage::SessionRelease(r) => {
                     self.releases += 1;
                     self.reply(ended(r.session_id, "client_release"));
+                }
+                ControlMessage::Heartbeat(h) => {
+                    self.beats.extend(h.beats.iter().map(|b| b.sequence_number));
+                    if self.answer != Answer::Silent {
+                        self.reply(ControlMessage::HeartbeatAck(HeartbeatAck {
+                            beats: h.beats,
+                        }));
+                    }
                 }
                 _ => {}
             }
@@ -300,4 +323,82 @@ fn an_unanswered_request_times_out_and_the_flow_gives_up() {
     assert_eq!(p.flow.phase(), Phase::Failed);
     assert_eq!(p.stats.timeouts, 1);
     assert_eq!(p.requests, 1);
+}
+
+#[test]
+fn idle_holds_one_session_beats_in_sequence_and_releases_at_the_end() {
+    let heartbeat = Duration::from_millis(20);
+    let mut p = Pair::with(
+        ControlMode::Idle,
+        Answer::Grant,
+        Duration::from_millis(300),
+        heartbeat,
+    );
+    p.run(2000);
+    assert_eq!(p.flow.phase(), Phase::Finished);
+    assert!(p.flow.held_to_end());
+    assert_eq!((p.requests, p.releases), (1, 1), "one session, held");
+    // Beats from 0, one per interval after the first (which falls within
+    // one interval of the grant): 14 to 15 in 300 ms.
+    let n = p.beats.len() as u64;
+    assert!((14..=15).contains(&n), "{:?}", p.beats);
+    assert_eq!(p.beats, (0..n).collect::<Vec<_>>());
+    assert_eq!(p.stats.heartbeats_sent, n);
+    assert_eq!(p.stats.heartbeats_answered, n);
+    assert_eq!(p.stats.heartbeat_latency.count(), n);
+    assert_eq!((p.stats.errors, p.stats.lost, p.stats.ended), (0, 0, 0));
+}
+
+#[test]
+fn idle_counts_a_session_the_terminal_ended_and_asks_again() {
+    let mut p = Pair::with(
+        ControlMode::Idle,
+        Answer::GrantThenHandOver,
+        Duration::from_millis(30),
+        Duration::from_millis(20),
+    );
+    p.run(2000);
+    assert_eq!(p.flow.phase(), Phase::Finished);
+    // A handover is no loss; the Fay asks again at once, every time.
+    assert!(p.requests > 2, "{}", p.requests);
+    assert_eq!((p.stats.ended, p.stats.lost), (0, 0));
+}
+
+#[test]
+fn unanswered_heartbeats_are_counted_not_answered() {
+    // The terminal grants (scripted below) and then never acks.
+    let mut p = Pair::with(
+        ControlMode::Idle,
+        Answer::Grant,
+        Duration::from_millis(100),
+        Duration::from_millis(20),
+    );
+    for _ in 0..1000 {
+        if p.flow.is_holding() {
+            break;
+        }
+        p.run(1);
+    }
+    assert!(p.flow.is_holding());
+    p.answer = Answer::Silent;
+    p.run(2000);
+    assert!(p.stats.heartbeats_sent >= 4, "{:?}", p.stats);
+    assert_eq!(p.stats.heartbeats_answered, 0);
+}
+
+#[test]
+fn first_beats_spread_over_the_interval() {
+    let interval = Duration::from_secs(10);
+    let mut offsets: Vec<Duration> = (0..100)
+        .map(|slot| super::beat_offset(slot, interval))
+        .collect();
+    assert!(offsets.iter().all(|o| *o < interval));
+    offsets.sort();
+    // No two of 100 Fays closer than a fifth of an even share (the golden
+    // ratio's steps are spread about evenly), none in the same instant.
+    let even = interval / 100;
+    assert!(
+        offsets.windows(2).all(|w| w[1] - w[0] > even / 5),
+        "{offsets:?}"
+    );
 }

@@ -36,6 +36,15 @@ pub(crate) struct ControlStats {
     pub(crate) established: u64,
     /// Refusals and connection closes by code, with the terminal's message.
     pub(crate) failures: Failures,
+    /// `idle`: heartbeats sent and HeartbeatAcks received, over the run.
+    pub(crate) heartbeats_sent: u64,
+    pub(crate) heartbeats_answered: u64,
+    /// `idle`: heartbeat → its HeartbeatAck, inside the window.
+    pub(crate) heartbeat_latency: LatencyRecorder,
+    /// Sessions held whose connection was lost or closed by the terminal.
+    pub(crate) lost: u64,
+    /// Sessions held that the terminal ended (other than by a handover).
+    pub(crate) ended: u64,
 }
 
 impl ControlStats {
@@ -54,6 +63,11 @@ impl ControlStats {
             granted: 0,
             established: 0,
             failures: Failures::default(),
+            heartbeats_sent: 0,
+            heartbeats_answered: 0,
+            heartbeat_latency: LatencyRecorder::new(),
+            lost: 0,
+            ended: 0,
         }
     }
 
@@ -73,6 +87,11 @@ impl ControlStats {
         self.granted += o.granted;
         self.established += o.established;
         self.failures.merge(&o.failures);
+        self.heartbeats_sent += o.heartbeats_sent;
+        self.heartbeats_answered += o.heartbeats_answered;
+        self.heartbeat_latency.merge(&o.heartbeat_latency);
+        self.lost += o.lost;
+        self.ended += o.ended;
     }
 
     /// Refusals in all.
