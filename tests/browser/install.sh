@@ -5,13 +5,18 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# Two tests may call this at once, and other installs may hold dpkg's
+# lock: one caller at a time, each waiting for dpkg rather than failing.
+exec 9>"${TMPDIR:-/tmp}/dtp-browser-install.lock"
+flock 9
+
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium fonts-liberation)
 command -v node >/dev/null && command -v npm >/dev/null || need+=(nodejs npm)
 if [ "${#need[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 if [ ! -d "$here/node_modules/playwright-core" ]; then

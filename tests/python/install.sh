@@ -7,8 +7,8 @@ venv="$here/.venv"
 
 if ! command -v python3 >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends python3 python3-venv >/dev/null
 fi
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"

@@ -30,10 +30,21 @@ fn load(setup: &Setup, target: &str, extra: &[&str]) -> Output {
         .args(["load", "--dtp", "--target", target])
         .args(["--issuer-key", &dir("issuer.key")])
         .args(["--pin-terminal", &dir("terminal.key.pub")])
-        .args(["--shards", "1", "--duration", "1", "--warmup", "0.2"])
+        .args(["--shards", "1"])
+        .args(default_unless_given(extra, "--duration", "1"))
+        .args(default_unless_given(extra, "--warmup", "0.2"))
         .args(extra)
         .output()
         .unwrap()
+}
+
+/// `[flag, value]` unless `extra` gives `flag` itself.
+fn default_unless_given<'a>(extra: &[&str], flag: &'a str, value: &'a str) -> Vec<&'a str> {
+    if extra.contains(&flag) {
+        Vec::new()
+    } else {
+        vec![flag, value]
+    }
 }
 
 /// Runs a control mode and returns its JSON report.

@@ -46,6 +46,10 @@ struct Pair {
     releases: u64,
     /// The sequence numbers of the heartbeats the terminal got.
     beats: Vec<u64>,
+    /// Bytes on the wire each way: kept between `run` calls, so that a run
+    /// cut short loses nothing in flight.
+    to_term: BytesMut,
+    to_fay: BytesMut,
 }
 
 impl Pair {
@@ -109,6 +113,8 @@ impl Pair {
             requests: 0,
             releases: 0,
             beats: Vec::new(),
+            to_term: BytesMut::new(),
+            to_fay: BytesMut::new(),
         }
     }
 
@@ -179,44 +185,51 @@ impl Pair {
 
     /// Runs 1 ms steps until the flow finishes (or `max_steps`).
     fn run(&mut self, max_steps: usize) {
-        let mut to_term = BytesMut::new();
-        let mut to_fay = BytesMut::new();
+        let mut to_term = std::mem::take(&mut self.to_term);
+        let mut to_fay = std::mem::take(&mut self.to_fay);
         for _ in 0..max_steps {
             if self.flow.is_finished() {
-                return;
+                break;
             }
-            self.drive(&mut to_term);
-            for f in frames(&mut to_term) {
-                self.term.handle_frame(f, self.now);
-            }
-            self.serve();
-            self.term.poll_transmit(&mut to_fay);
-            for f in frames(&mut to_fay) {
-                if self.closing {
-                    break;
-                }
-                if let Some(ep) = self.ep.as_mut() {
-                    ep.handle_frame(f, self.now);
-                }
-                self.drive(&mut to_term);
-            }
-            to_fay.clear();
+            self.step(&mut to_term, &mut to_fay);
+        }
+        self.to_term = to_term;
+        self.to_fay = to_fay;
+    }
+
+    /// One 1 ms step: the wire both ways, then the clock and due timers.
+    fn step(&mut self, to_term: &mut BytesMut, to_fay: &mut BytesMut) {
+        self.drive(to_term);
+        for f in frames(to_term) {
+            self.term.handle_frame(f, self.now);
+        }
+        self.serve();
+        self.term.poll_transmit(to_fay);
+        for f in frames(to_fay) {
             if self.closing {
-                self.flow.handle_lost(self.ep.take(), &mut self.stats);
-                continue;
+                break;
             }
-            self.now += Duration::from_millis(1);
-            let due = self
-                .ep
-                .as_ref()
-                .and_then(|ep| self.flow.poll_timeout(ep, self.now))
-                .is_some_and(|t| t <= self.now);
-            if due {
-                if let Some(ep) = self.ep.as_mut() {
-                    ep.handle_timeout(self.now);
-                }
-                self.drive(&mut to_term);
+            if let Some(ep) = self.ep.as_mut() {
+                ep.handle_frame(f, self.now);
             }
+            self.drive(to_term);
+        }
+        to_fay.clear();
+        if self.closing {
+            self.flow.handle_lost(self.ep.take(), &mut self.stats);
+            return;
+        }
+        self.now += Duration::from_millis(1);
+        let due = self
+            .ep
+            .as_ref()
+            .and_then(|ep| self.flow.poll_timeout(ep, self.now))
+            .is_some_and(|t| t <= self.now);
+        if due {
+            if let Some(ep) = self.ep.as_mut() {
+                ep.handle_timeout(self.now);
+            }
+            self.drive(to_term);
         }
     }
 }
