@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use dtp_codec::Limits;
-use dtp_transports::{BackendChoice, Driver, DriverConfig, Endpoint, Transport, Waker};
+use dtp_transports::{BackendChoice, DriverConfig, Endpoint, Sockets, Transport, Waker};
 
 use crate::control::{self, ControlLink, ControlMetrics, ControlPlane, ShardLink};
 use crate::service::Service;
@@ -396,10 +396,11 @@ impl Engine {
     }
 }
 
-/// The socket transport of [`Engine::start`]: a [`Driver`] on the
-/// configured backend.
-fn socket_transport(config: &EngineConfig, _shard: usize) -> io::Result<Driver> {
-    Driver::new(config.driver.clone())
+/// The socket transport of [`Engine::start`]: every scheme a core's
+/// sockets speak ([`Sockets`]: TCP, Unix, WebSocket) on the configured
+/// backend.
+fn socket_transport(config: &EngineConfig, _shard: usize) -> io::Result<Sockets> {
+    dtp_transports::sockets(config.driver.clone())
 }
 
 #[allow(

@@ -244,7 +244,8 @@ struct ServeCli {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Listen on this endpoint instead of the configured ones: `HOST:PORT`
-    /// (TCP) or `unix:PATH`. With a TCP address the realtime front end
+    /// (TCP), `unix:PATH`, or `ws:HOST:PORT/PATH` (DTP frames as WebSocket
+    /// binary messages, subprotocol dtp.v1). With a TCP port the realtime front end
     /// moves to the same IP on a free port (printed), unless
     /// --realtime-listen says where.
     #[arg(long, value_name = "ENDPOINT")]
@@ -288,8 +289,9 @@ struct ServeCli {
 
 #[derive(Args)]
 struct LoadCli {
-    /// The gateway to load: `HOST:PORT` (TCP) or `unix:PATH` (the realtime
-    /// modes and `--control hold` need TCP).
+    /// The gateway to load: `HOST:PORT` (TCP), `unix:PATH` or
+    /// `ws:HOST:PORT/PATH` (DTP over WebSocket; the realtime modes and
+    /// `--control hold` need TCP).
     #[arg(long, default_value = "127.0.0.1:7700", value_name = "ENDPOINT")]
     target: dtp_transports::Endpoint,
     /// pingpong, stream or connections.

@@ -217,7 +217,7 @@ fn configure(args: &ServeArgs<'_>) -> Result<Config, CliError> {
     let mut config = Config::load(args.config).map_err(bad_config)?;
     if let Some(at) = &args.listen {
         config.engine.listen = vec![at.clone()];
-        if let Some(addr) = at.tcp() {
+        if let Some(addr) = at.tcp_port() {
             config.realtime.listen = SocketAddr::new(addr.ip(), 0);
         }
     }
@@ -329,7 +329,7 @@ fn claim_ports(
     let mut ports: Vec<Port> = engine
         .listen
         .iter()
-        .filter_map(|l| Some(("engine.listen", l.at.tcp()?)))
+        .filter_map(|l| Some(("engine.listen", l.at.tcp_port()?)))
         .collect();
     ports.extend(realtime.map(|r| ("realtime.listen", r.listen)));
     let admin = config.admin.listen.map(|a| ("admin.listen", a));
@@ -379,7 +379,7 @@ fn refuse_shared_ports(
     let bound: Vec<SocketAddr> = engine
         .local_addrs()
         .iter()
-        .filter_map(|a| a.tcp())
+        .filter_map(|a| a.tcp_port())
         .collect();
     let foreign = match dtp_transports::foreign_listeners(&bound) {
         Ok(f) => f,

@@ -22,9 +22,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Output, Stdio};
 
-use dtp_codec::AccessMode;
-use dtp_test_kit::Keys;
-use support::{Scratch, dtp};
+use support::{Scratch, dtp, fay_args, load_keys as keys};
 
 /// The IO backends: the `[io] backend` / `DTP_IO_BACKEND` value and the
 /// name `dtp serve` and `dtp load` report.
@@ -172,34 +170,6 @@ fn one_line_error(out: &Output, code: i32) -> String {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.starts_with("error: "), "{err}");
     err
-}
-
-fn keys() -> Keys {
-    Keys::new(41, "bench-fay", &[("bench", &[AccessMode::Read])])
-}
-
-/// Writes the Fay's key and credential of `keys` into `dir`: the `dtp
-/// load` arguments that use them (`--dtp`, the files, the terminal pinned).
-fn fay_args(dir: &Path, keys: &Keys) -> Vec<String> {
-    let (key, credential) = (dir.join("fay.key"), dir.join("fay.cred"));
-    std::fs::write(&key, keys.fay.to_text()).unwrap();
-    std::fs::write(&credential, keys.credential.to_text()).unwrap();
-    let pin: String = keys
-        .terminal
-        .public()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    [
-        "--dtp".to_owned(),
-        "--fay-key".to_owned(),
-        key.display().to_string(),
-        "--credential".to_owned(),
-        credential.display().to_string(),
-        "--pin-terminal".to_owned(),
-        pin,
-    ]
-    .into()
 }
 
 /// SPEC TRN-1: the DTP protocol over a Unix socket, through the built

@@ -53,6 +53,15 @@ impl Endpoint {
             _ => None,
         }
     }
+
+    /// The TCP port this endpoint takes, whatever it carries on it
+    /// (`tcp:` and `ws:`): what a listener binds, or a client connects to.
+    pub fn tcp_port(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Tcp(a) | Self::Ws { addr: a, .. } => Some(*a),
+            _ => None,
+        }
+    }
 }
 
 impl From<SocketAddr> for Endpoint {

@@ -294,3 +294,36 @@ pub(crate) fn audit_records(path: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["record"].clone())
         .collect()
 }
+
+/// The keys of a `dtp load --dtp` Fay: `bench-fay`, reading `bench`.
+pub(crate) fn load_keys() -> dtp_test_kit::Keys {
+    dtp_test_kit::Keys::new(
+        41,
+        "bench-fay",
+        &[("bench", &[dtp_codec::AccessMode::Read])],
+    )
+}
+
+/// Writes the Fay's key and credential of `keys` into `dir`: the `dtp
+/// load` arguments that use them (`--dtp`, the files, the terminal pinned).
+pub(crate) fn fay_args(dir: &Path, keys: &dtp_test_kit::Keys) -> Vec<String> {
+    let (key, credential) = (dir.join("fay.key"), dir.join("fay.cred"));
+    std::fs::write(&key, keys.fay.to_text()).unwrap();
+    std::fs::write(&credential, keys.credential.to_text()).unwrap();
+    let pin: String = keys
+        .terminal
+        .public()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    [
+        "--dtp".to_owned(),
+        "--fay-key".to_owned(),
+        key.display().to_string(),
+        "--credential".to_owned(),
+        credential.display().to_string(),
+        "--pin-terminal".to_owned(),
+        pin,
+    ]
+    .into()
+}

@@ -73,7 +73,7 @@ impl Default for WsConfig {
 }
 
 /// The inner connection's limit for a payload limit of `limit` bytes.
-fn with_headers(limit: usize) -> usize {
+pub(crate) fn with_headers(limit: usize) -> usize {
     limit + limit / 16 + 64
 }
 
@@ -477,7 +477,7 @@ impl<T: Transport> Transport for WebSocket<T> {
     }
 
     fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
-        if !self.conns.contains_key(&conn) {
+        if self.conns.is_empty() || !self.conns.contains_key(&conn) {
             return self.inner.send(conn, bytes);
         }
         let inner_queued = self.inner.queued(conn);
@@ -518,7 +518,7 @@ impl<T: Transport> Transport for WebSocket<T> {
     }
 
     fn send_shared(&mut self, conn: ConnId, bytes: &Bytes) -> Result<(), SendError> {
-        if self.conns.contains_key(&conn) {
+        if !self.conns.is_empty() && self.conns.contains_key(&conn) {
             // Framed per connection (a client masks): copied.
             self.send(conn, bytes)
         } else {
@@ -528,6 +528,9 @@ impl<T: Transport> Transport for WebSocket<T> {
 
     fn queued(&self, conn: ConnId) -> usize {
         let inner = self.inner.queued(conn);
+        if self.conns.is_empty() {
+            return inner;
+        }
         match self.conns.get(&conn) {
             Some(c) => c.unsent(inner),
             None => inner,
@@ -572,6 +575,11 @@ impl<T: Transport> Transport for WebSocket<T> {
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
+        if self.listeners.is_empty() && self.conns.is_empty() {
+            // Nothing of ours: every event is the inner transport's, as it
+            // is (a TCP-only engine pays no lookup per event).
+            return self.inner.poll(events, timeout);
+        }
         let next = self.expire_handshakes(Instant::now());
         let timeout = match (timeout, next) {
             (Some(t), Some(n)) => Some(t.min(n)),

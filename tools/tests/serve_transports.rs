@@ -1,0 +1,187 @@
+//! SPEC TRN-1 … TRN-5 through the built binaries: one `dtp serve` listens
+//! on every transport at once (`[engine] listen` with a TCP port, a Unix
+//! socket and a `ws:` endpoint), and `dtp load --dtp --target SCHEME:…`
+//! streams over each for a few seconds: every fragment sent is
+//! acknowledged once, on both IO backends; with cuts mid-stream
+//! (`--disconnect-every`) each session resumes on the same transport.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the failure report"
+)]
+
+#[allow(
+    dead_code,
+    reason = "the support module is shared by the serve tests; each uses part of it"
+)]
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use support::{Scratch, dtp, fay_args, load_keys};
+
+/// The IO backends: the `DTP_IO_BACKEND` value and the name reported.
+const BACKENDS: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
+
+/// A `dtp serve` on several listeners, killed when dropped.
+struct Gateway {
+    child: Child,
+    /// The endpoints it printed (`listening …`), TCP as `tcp:HOST:PORT`.
+    listening: Vec<String>,
+}
+
+impl Gateway {
+    /// `dtp serve --config CONFIG` (two shards, no admin port, no realtime
+    /// front end) on `backend`, once it printed its backend line (after
+    /// every `listening` line).
+    fn start(config: &Path, backend: &str) -> Self {
+        let mut child = dtp()
+            .args([
+                "serve",
+                "--shards",
+                "2",
+                "--no-pin",
+                "--no-admin",
+                "--no-realtime",
+            ])
+            .arg("--config")
+            .arg(config)
+            .env("DTP_IO_BACKEND", backend)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut listening = Vec::new();
+        loop {
+            let line = lines.next().expect("serve exited").unwrap();
+            if let Some(at) = line.strip_prefix("listening ") {
+                let at = if at.contains(':') && at.parse::<std::net::SocketAddr>().is_ok() {
+                    format!("tcp:{at}")
+                } else {
+                    at.to_owned()
+                };
+                listening.push(at);
+            } else if line.starts_with("backend ") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Gateway { child, listening }
+    }
+
+    /// The endpoint it listens on with `scheme`.
+    fn at(&self, scheme: &str) -> &str {
+        self.listening
+            .iter()
+            .find(|a| a.starts_with(&format!("{scheme}:")))
+            .unwrap_or_else(|| panic!("no {scheme}: listener in {:?}", self.listening))
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `dtp load --dtp --target TARGET --workload stream` for `secs` seconds on
+/// two connections with `extra` arguments; the report, which must say the
+/// run succeeded.
+fn stream(
+    dir: &Path,
+    fay: &[String],
+    target: &str,
+    backend: &str,
+    secs: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    let json = dir.join("load.json");
+    let _ = std::fs::remove_file(&json);
+    let out = dtp()
+        .args(["load", "--shards", "1", "--warmup", "0", "--target", target])
+        .args(fay)
+        .args(["--workload", "stream", "--connections", "2"])
+        .args(["--duration", secs])
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .env("DTP_IO_BACKEND", backend)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{target} on {backend}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// Every fragment sent was delivered once, with nothing failed.
+fn assert_every_fragment_once(v: &serde_json::Value, what: &str) {
+    let dtp = &v["dtp"];
+    let sent = dtp["sent"].as_u64().unwrap();
+    assert!(sent > 0, "{what}: {v:#}");
+    assert_eq!(dtp["delivered"].as_u64(), Some(sent), "{what}: {v:#}");
+    assert_eq!(dtp["lost"].as_u64(), Some(0), "{what}: {v:#}");
+    assert_eq!(dtp["duplicated"].as_u64(), Some(0), "{what}: {v:#}");
+    assert_eq!(dtp["failed_flows"].as_u64(), Some(0), "{what}: {v:#}");
+    assert_eq!(v["errors"].as_u64(), Some(0), "{what}: {v:#}");
+}
+
+/// The schemes one gateway serves DTP on.
+const SCHEMES: [&str; 3] = ["tcp", "unix", "ws"];
+
+#[test]
+fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
+    let scratch = Scratch::new("transports");
+    let dir = &scratch.0;
+    let keys = load_keys();
+    let section = keys.write_files(dir).dtp_section("");
+    let fay = fay_args(dir, &keys);
+    for (backend, name) in BACKENDS {
+        let sock = dir.join(format!("g-{backend}.sock"));
+        let config = dir.join(format!("{backend}.toml"));
+        let listen = format!(
+            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\"]\n\n",
+            sock.display()
+        );
+        std::fs::write(&config, format!("{listen}{section}")).unwrap();
+        let gateway = Gateway::start(&config, backend);
+        assert_eq!(
+            gateway.listening.len(),
+            SCHEMES.len(),
+            "{:?}",
+            gateway.listening
+        );
+        for scheme in SCHEMES {
+            let target = gateway.at(scheme);
+            let v = stream(dir, &fay, target, backend, "1.5", &[]);
+            assert_eq!(v["backend"].as_str(), Some(name), "{v:#}");
+            assert_every_fragment_once(&v, &format!("{target} on {backend}"));
+            // Cut every connection at its 200th fragment: each resumes its
+            // session on a new connection of the same transport.
+            if backend == "uring" {
+                let v = stream(
+                    dir,
+                    &fay,
+                    target,
+                    backend,
+                    "1.5",
+                    &["--disconnect-every", "200"],
+                );
+                let what = format!("{target} with cuts");
+                assert_every_fragment_once(&v, &what);
+                let (cuts, resumes) = (&v["dtp"]["cuts"], &v["dtp"]["resumes"]);
+                assert!(cuts.as_u64().unwrap() > 0, "{what}: {v:#}");
+                assert_eq!(cuts, resumes, "{what}: {v:#}");
+            }
+        }
+    }
+}
