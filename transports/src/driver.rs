@@ -273,6 +273,13 @@ pub struct DriverStats {
     /// connection whose peer does not read cannot take the chunks every
     /// other connection needs).
     pub send_reserve_refusals: u64,
+    /// io_uring: closes whose cancel had to walk every pending operation
+    /// of the ring (by file descriptor), for want of knowing which of the
+    /// connection's operations were pending. Closing many connections at
+    /// once costs the square of their number this way, so it stays 0 in
+    /// the normal course: each pending operation is cancelled by its own
+    /// user data, which the kernel looks up in a hash table.
+    pub cancel_walks: u64,
 }
 
 pub(crate) enum Backend {

@@ -115,7 +115,7 @@ def main():
     ap.add_argument("--ramp", type=float, default=180.0, help="seconds allowed for the ramp; the hold starts then")
     ap.add_argument("--sample", type=float, default=10.0)
     ap.add_argument("--heartbeat-ms", type=int, default=10_000)
-    ap.add_argument("--max-opening", type=int, default=256)
+    ap.add_argument("--max-opening", type=int, default=32, help="handshakes in flight per load generator")
     ap.add_argument("--sources", default="127.0.0.2-127.0.0.9")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -187,6 +187,10 @@ trust = ["{work}/issuer.key.pub"]
 
 [terminal.control]
 terminal_id = "soak-{i}"
+
+[terminal.control.liveness]
+heartbeat_interval_ms = {a.heartbeat_ms}
+heartbeat_timeout_ms = {3 * a.heartbeat_ms}
 
 [terminal.control.limits]
 per_terminal = {n + 64}

@@ -17,6 +17,9 @@ pub(super) struct BufRing {
     layout: Layout,
     mask: u16,
     tail: u16,
+    /// Buffers pushed and not yet taken by a completion: what the kernel
+    /// has (or will have, once published) to receive into.
+    given: usize,
 }
 
 impl BufRing {
@@ -34,6 +37,7 @@ impl BufRing {
             layout,
             mask: entries - 1,
             tail: 0,
+            given: 0,
         })
     }
 
@@ -53,6 +57,17 @@ impl BufRing {
         entry.set_len(len);
         entry.set_bid(bid);
         self.tail = self.tail.wrapping_add(1);
+        self.given += 1;
+    }
+
+    /// A completion took one buffer.
+    pub(super) fn taken(&mut self) {
+        self.given = self.given.saturating_sub(1);
+    }
+
+    /// Buffers the kernel has to receive into, published or about to be.
+    pub(super) fn available(&self) -> usize {
+        self.given
     }
 
     /// Makes every pushed entry visible to the kernel (release store).

@@ -4,6 +4,7 @@
 //! waits for the cancelled operation's own completion before any buffer it
 //! may touch is reused (SPEC MEM-7).
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -114,8 +115,9 @@ pub struct Uring {
     conns: Slots<Conn>,
     listeners: Slots<Listener>,
     book: SendBook,
-    /// Connections whose receive waits for buffers.
-    starved: Vec<ConnId>,
+    /// Connections whose receive waits for buffers, in the order they
+    /// began to wait.
+    starved: VecDeque<ConnId>,
     waker: Arc<EventFd>,
     wake_buf: Box<u64>,
     wake_armed: bool,
@@ -176,7 +178,7 @@ impl Uring {
             conns: Slots::with_capacity(config.max_connections),
             listeners: Slots::with_capacity(64),
             book: SendBook::default(),
-            starved: Vec::new(),
+            starved: VecDeque::new(),
             waker: Arc::new(EventFd::new()?),
             wake_buf: Box::new(0),
             wake_armed: false,
@@ -377,7 +379,7 @@ impl Uring {
                 tracing::warn!("could not submit a receive cancel; reading goes on");
             }
         } else if !paused && !c.recv_armed {
-            self.starved.push(conn);
+            self.starved.push_back(conn);
         }
     }
 
@@ -404,17 +406,40 @@ impl Uring {
             return;
         }
         c.closing = Some(reason);
-        if c.ops > 0 {
-            // Cancel every operation on the socket (receive, a send to a
-            // peer that stopped reading, a connect); each still completes,
-            // and only then is the connection and its memory freed.
-            let fd = c.fd.as_raw_fd();
-            let e = opcode::AsyncCancel2::new(CancelBuilder::fd(Fd(fd)).all())
-                .build()
-                .user_data(user_data(Op::Cancel, conn.0));
-            if self.push(e).is_err() {
-                tracing::warn!("could not submit a cancel; operations end when the ring closes");
-            }
+        if c.ops == 0 {
+            return;
+        }
+        // Cancel every operation on the socket (receive, a send to a peer
+        // that stopped reading, a connect); each still completes, and only
+        // then is the connection and its memory freed. Each is cancelled by
+        // its own user data, which the kernel finds in a hash table: a
+        // cancel by file descriptor walks every pending operation of the
+        // ring, so closing n connections at once would cost n².
+        let pending = [
+            (c.recv_armed, Op::Recv),
+            (c.out.sendq.in_flight(), Op::Send),
+            (c.connecting.is_some(), Op::Connect),
+        ];
+        let fd = Fd(c.fd.as_raw_fd());
+        let mut any = false;
+        for (_, op) in pending.into_iter().filter(|(on, _)| *on) {
+            any = true;
+            self.cancel(conn, CancelBuilder::user_data(user_data(op, conn.0)).all());
+        }
+        if !any {
+            // An operation we keep no flag for: the walk it takes.
+            self.stats.cancel_walks += 1;
+            self.cancel(conn, CancelBuilder::fd(fd).all());
+        }
+    }
+
+    /// Submits one cancel of `conn`'s operations.
+    fn cancel(&mut self, conn: ConnId, which: CancelBuilder) {
+        let e = opcode::AsyncCancel2::new(which)
+            .build()
+            .user_data(user_data(Op::Cancel, conn.0));
+        if self.push(e).is_err() {
+            tracing::warn!("could not submit a cancel; operations end when the ring closes");
         }
     }
 
@@ -571,9 +596,17 @@ impl Uring {
     ) -> io::Result<()> {
         self.take_returns();
         crate::transport::hand_over(&mut self.pending, events);
-        // Receives that starved for buffers get another chance first.
-        for conn in std::mem::take(&mut self.starved) {
+        // Receives that starved for buffers get another chance first, as
+        // many as the ring has buffers for, longest waiting first. Re-arming
+        // every one when few buffers came back would only see most fail
+        // with ENOBUFS again: a storm of submissions, poll after poll, when
+        // thousands of connections receive at the same moment.
+        let mut room = self.buf_ring.available();
+        while room > 0
+            && let Some(conn) = self.starved.pop_front()
+        {
             self.arm_recv(conn)?;
+            room -= 1;
         }
         self.start_sends(events)?;
         self.buf_ring.publish();
@@ -734,11 +767,12 @@ impl Uring {
     ) -> io::Result<()> {
         let conn = self.conns.find_packed(packed).map(ConnId);
         let chunk = match cqueue::buffer_select(flags) {
-            Some(bid) => Some(
+            Some(bid) => Some({
+                self.buf_ring.taken();
                 self.bufs
                     .filled(bid, res.max(0) as u32)
-                    .map_err(|e| io::Error::other(format!("receive buffer {bid}: {e}")))?,
-            ),
+                    .map_err(|e| io::Error::other(format!("receive buffer {bid}: {e}")))?
+            }),
             None => None,
         };
         let more = cqueue::more(flags);
@@ -772,7 +806,7 @@ impl Uring {
                 if let Some(c) = self.conns.get_mut(conn.0) {
                     c.needs_recv = true;
                 }
-                self.starved.push(conn);
+                self.starved.push_back(conn);
                 starved = true;
             }
             // Cancelled by a pause (or a close): re-armed below unless paused.
