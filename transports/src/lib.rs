@@ -16,6 +16,10 @@
 //!   (`DTP_IO_BACKEND=epoll` forces the fallback). Sends are bounded per
 //!   connection in pool chunks: a full queue is [`SendError::BufferFull`],
 //!   never growth (SPEC TRN-2, MEM-8);
+//! * UDP datagram sockets on the same two backends ([`Datagrams`]:
+//!   multishot `recvmsg` into the provided buffer ring on io_uring,
+//!   `recvmsg` on readiness on epoll, `sendmsg` with UDP GSO where the
+//!   kernel has it), what QUIC runs on;
 //! * the in-memory transport ([`MemoryHub`], [`MemoryTransport`]) for
 //!   deterministic tests, and the [`FaultInjector`] that wraps any
 //!   transport to cut, drop, delay and re-chunk;
@@ -39,6 +43,7 @@ mod sendq;
 mod slots;
 mod socket;
 mod transport;
+mod udp;
 mod uring;
 mod waker;
 mod ws;
@@ -56,6 +61,7 @@ pub use sendq::SendError;
 pub use slots::SlotId;
 pub use socket::{foreign_listeners, probe_listen, probe_unix};
 pub use transport::{Callbacks, ConnectionState, EVENTS_KEPT, Event, Transport, TransportError};
+pub use udp::{Datagram, Datagrams, UdpEvent, UdpId};
 pub use uring::Uring;
 pub use ws::{SUBPROTOCOL as WS_SUBPROTOCOL, WebSocket, WsConfig};
 
