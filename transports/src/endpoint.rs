@@ -36,7 +36,7 @@ pub enum Endpoint {
     },
     /// DTP over QUIC (RFC 9000, TLS 1.3, ALPN `dtp/1`) on UDP: one
     /// bidirectional stream carries the connection's byte stream. Port 0
-    /// in a listen picks a free port. Spoken by the `Quic` transport.
+    /// in a listen picks a free port. Spoken by [`Quic`](crate::Quic).
     Quic(SocketAddr),
 }
 
