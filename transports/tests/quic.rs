@@ -12,23 +12,16 @@
     reason = "tests: a panic is the failure report"
 )]
 
+mod backends;
+
+use backends::{closed, driver, on_both_backends, received};
+
 use std::time::{Duration, Instant};
 
 use dtp_transports::{
-    BackendPreference, CertPin, CloseReason, ConnId, Driver, DriverConfig, Endpoint, Event, Quic,
-    QuicConfig, Transport, WebSocket, WsConfig,
+    BackendPreference, CertPin, CloseReason, Endpoint, Event, Quic, QuicConfig, Transport,
+    WebSocket, WsConfig,
 };
-
-fn driver(backend: BackendPreference) -> Driver {
-    Driver::new(DriverConfig {
-        backend,
-        chunk_size: 16 * 1024,
-        recv_buffers: 16,
-        send_chunks: 64,
-        ..DriverConfig::default()
-    })
-    .unwrap()
-}
 
 fn any_port() -> Endpoint {
     Endpoint::Quic("127.0.0.1:0".parse().unwrap())
@@ -52,35 +45,6 @@ fn until<S: Transport, C: Transport>(
     }
 }
 
-fn closed(events: &[Event], id: ConnId) -> Option<CloseReason> {
-    events.iter().find_map(|e| match e {
-        Event::Closed { conn, reason } if *conn == id => Some(*reason),
-        _ => None,
-    })
-}
-
-fn received(events: &[Event], id: ConnId) -> Vec<u8> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Received { conn, data } if *conn == id => Some(data.to_vec()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
-macro_rules! on_both_backends {
-    ($($test:ident),* $(,)?) => {$(
-        mod $test {
-            #[test]
-            fn uring() { super::$test(dtp_transports::BackendPreference::Uring) }
-            #[test]
-            fn epoll() { super::$test(dtp_transports::BackendPreference::Epoll) }
-        }
-    )*};
-}
-
 on_both_backends!(
     a_server_whose_certificate_is_not_pinned_is_refused,
     other_endpoints_pass_through_alone_and_stacked_on_websocket,
@@ -88,10 +52,10 @@ on_both_backends!(
 );
 
 fn a_server_whose_certificate_is_not_pinned_is_refused(backend: BackendPreference) {
-    let mut server = Quic::new(driver(backend), QuicConfig::default()).unwrap();
-    let other = Quic::new(driver(backend), QuicConfig::default()).unwrap();
+    let mut server = Quic::new(driver(backend, 16 * 1024), QuicConfig::default()).unwrap();
+    let other = Quic::new(driver(backend, 16 * 1024), QuicConfig::default()).unwrap();
     let mut client = Quic::new(
-        driver(backend),
+        driver(backend, 16 * 1024),
         QuicConfig {
             pins: vec![CertPin::Sha256(other.fingerprint())],
             ..QuicConfig::default()
@@ -116,7 +80,7 @@ fn a_server_whose_certificate_is_not_pinned_is_refused(backend: BackendPreferenc
 }
 
 fn other_endpoints_pass_through_alone_and_stacked_on_websocket(backend: BackendPreference) {
-    let ws = |backend| WebSocket::new(driver(backend), WsConfig::default());
+    let ws = |backend| WebSocket::new(driver(backend, 16 * 1024), WsConfig::default());
     let mut server = Quic::new(ws(backend), QuicConfig::default()).unwrap();
     let pin = CertPin::Sha256(server.fingerprint());
     let mut client = Quic::new(
@@ -173,13 +137,13 @@ fn keep_alive_holds_an_idle_connection_and_the_idle_timeout_ends_a_vanished_peer
     backend: BackendPreference,
 ) {
     let config = QuicConfig {
-        idle_timeout: Duration::from_millis(1500),
-        keep_alive: Duration::from_millis(150),
+        idle_timeout: Duration::from_millis(2000),
+        keep_alive: Duration::from_millis(200),
         ..QuicConfig::default()
     };
-    let mut server = Quic::new(driver(backend), config.clone()).unwrap();
+    let mut server = Quic::new(driver(backend, 16 * 1024), config.clone()).unwrap();
     let mut client = Quic::new(
-        driver(backend),
+        driver(backend, 16 * 1024),
         QuicConfig {
             pins: vec![CertPin::Sha256(server.fingerprint())],
             ..config

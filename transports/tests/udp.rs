@@ -11,23 +11,14 @@
     reason = "tests: a panic is the failure report"
 )]
 
+mod backends;
+
+use backends::{driver, on_both_backends};
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use dtp_transports::{
-    BackendPreference, Datagrams, Driver, DriverConfig, SendError, Transport, UdpEvent, UdpId,
-};
-
-fn driver(backend: BackendPreference, chunk_size: u32) -> Driver {
-    Driver::new(DriverConfig {
-        backend,
-        chunk_size,
-        recv_buffers: 16,
-        send_chunks: 16,
-        ..DriverConfig::default()
-    })
-    .unwrap()
-}
+use dtp_transports::{BackendPreference, Datagrams, Driver, SendError, Transport, UdpEvent, UdpId};
 
 fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -64,17 +55,6 @@ fn poll_once(d: &mut Driver, got: &mut Got) {
             UdpEvent::Error { socket, errno } => got.errors.push((socket, errno)),
         }
     }
-}
-
-macro_rules! on_both_backends {
-    ($($test:ident),* $(,)?) => {$(
-        mod $test {
-            #[test]
-            fn uring() { super::$test(dtp_transports::BackendPreference::Uring) }
-            #[test]
-            fn epoll() { super::$test(dtp_transports::BackendPreference::Epoll) }
-        }
-    )*};
 }
 
 on_both_backends!(

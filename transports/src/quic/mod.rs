@@ -648,8 +648,10 @@ impl<T: Transport + Datagrams> Transport for Quic<T> {
 
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
         crate::transport::hand_over(&mut self.pending, events);
+        // Timers fire only after what has arrived is taken in (below): a
+        // thread that was descheduled past an idle timeout must not close
+        // a connection whose keep-alives wait in the socket.
         let now = Instant::now();
-        self.expire(now);
         self.drive_touched(now, events);
         let wait = if !events.is_empty() || !self.touched.is_empty() {
             Some(Duration::ZERO)
