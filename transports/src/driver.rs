@@ -402,6 +402,44 @@ impl Driver {
     }
 }
 
+/// UDP datagrams on the backend chosen at start-up.
+impl crate::udp::Datagrams for Driver {
+    fn bind_udp(
+        &mut self,
+        at: std::net::SocketAddr,
+        peer: Option<std::net::SocketAddr>,
+        shared: bool,
+    ) -> Result<(crate::udp::UdpId, std::net::SocketAddr), TransportError> {
+        dispatch!(mut self, b => b.bind_udp(at, peer, shared))
+    }
+
+    fn send_to(
+        &mut self,
+        socket: crate::udp::UdpId,
+        to: std::net::SocketAddr,
+        data: &[u8],
+        segment: usize,
+    ) -> Result<(), SendError> {
+        dispatch!(mut self, b => b.send_to(socket, to, data, segment))
+    }
+
+    fn max_segments(&self, socket: crate::udp::UdpId) -> usize {
+        dispatch!(self, b => b.max_segments(socket))
+    }
+
+    fn udp_room(&self, socket: crate::udp::UdpId) -> bool {
+        dispatch!(self, b => b.udp_room(socket))
+    }
+
+    fn close_udp(&mut self, socket: crate::udp::UdpId) {
+        dispatch!(mut self, b => b.close_udp(socket))
+    }
+
+    fn take_udp_events(&mut self, out: &mut Vec<crate::udp::UdpEvent>) {
+        dispatch!(mut self, b => b.take_udp_events(out))
+    }
+}
+
 /// SPEC TRN-1 … TRN-5 over sockets: the backend chosen at start-up, TCP and
 /// Unix stream sockets alike.
 impl Transport for Driver {

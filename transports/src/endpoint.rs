@@ -10,11 +10,12 @@ use std::str::FromStr;
 /// kinds and refuses the others with
 /// [`TransportError::UnsupportedEndpoint`](crate::TransportError).
 ///
-/// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`, `mem:NAME`
-/// by [`fmt::Display`] and read back by [`FromStr`], which also takes the
-/// URL-like `tcp://…` and `ws://…` forms and a bare `HOST:PORT` (TCP).
-/// More kinds (QUIC, RTSP-interleaved, BLE) join as their transports do,
-/// hence `non_exhaustive`.
+/// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`,
+/// `quic:HOST:PORT`, `mem:NAME` by [`fmt::Display`] and read back by
+/// [`FromStr`], which also takes the URL-like `tcp://…`, `ws://…` and
+/// `quic://…` forms and a bare `HOST:PORT` (TCP). More kinds
+/// (RTSP-interleaved, BLE) join as their transports do, hence
+/// `non_exhaustive`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Endpoint {
@@ -33,16 +34,21 @@ pub enum Endpoint {
         /// The request path.
         path: String,
     },
+    /// DTP over QUIC (RFC 9000, TLS 1.3, ALPN `dtp/1`) on UDP: one
+    /// bidirectional stream carries the connection's byte stream. Port 0
+    /// in a listen picks a free port. Spoken by [`Quic`](crate::Quic).
+    Quic(SocketAddr),
 }
 
 impl Endpoint {
-    /// The scheme of this kind of endpoint (`tcp`, `unix`, `mem`).
+    /// The scheme of this kind of endpoint (`tcp`, `unix`, `mem`, `ws`, `quic`).
     pub fn scheme(&self) -> &'static str {
         match self {
             Self::Tcp(_) => "tcp",
             Self::Unix(_) => "unix",
             Self::Memory(_) => "mem",
             Self::Ws { .. } => "ws",
+            Self::Quic(_) => "quic",
         }
     }
 
@@ -77,6 +83,7 @@ impl fmt::Display for Endpoint {
             Self::Unix(path) => write!(f, "unix:{}", path.display()),
             Self::Memory(name) => write!(f, "mem:{name}"),
             Self::Ws { addr, path } => write!(f, "ws:{addr}{path}"),
+            Self::Quic(addr) => write!(f, "quic:{addr}"),
         }
     }
 }
@@ -118,7 +125,7 @@ impl FromStr for Endpoint {
         };
         let Some((scheme, rest)) = s.split_once(':') else {
             return Err(error(
-                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, mem:NAME or HOST:PORT",
+                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, mem:NAME or HOST:PORT",
             ));
         };
         let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -149,11 +156,14 @@ impl FromStr for Endpoint {
                     path: path.to_owned(),
                 })
             }
+            "quic" => socket_addr(rest)
+                .map(Self::Quic)
+                .ok_or_else(|| error("expected quic:IP:PORT (or localhost:PORT)")),
             "mem" if rest.is_empty() => Err(error("a mem: endpoint needs a name")),
             "mem" => Ok(Self::Memory(rest.to_owned())),
             _ => socket_addr(s).map(Self::Tcp).ok_or_else(|| {
                 error(
-                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, mem:NAME or HOST:PORT",
+                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, mem:NAME or HOST:PORT",
                 )
             }),
         }
@@ -176,6 +186,8 @@ mod tests {
             "mem:gateway",
             "ws:127.0.0.1:7001/dtp",
             "ws:[::1]:80/",
+            "quic:127.0.0.1:4433",
+            "quic:[::1]:0",
         ] {
             let e: Endpoint = text.parse().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(e.to_string(), text);
@@ -209,6 +221,11 @@ mod tests {
             ws("/a/b")
         );
         assert_eq!("ws:localhost:7001".parse::<Endpoint>().unwrap(), ws("/"));
+        let quic = Endpoint::Quic("127.0.0.1:4433".parse().unwrap());
+        for text in ["quic://127.0.0.1:4433", "quic:localhost:4433"] {
+            assert_eq!(text.parse::<Endpoint>().unwrap(), quic, "{text}");
+        }
+        assert_eq!(quic.scheme(), "quic");
     }
 
     #[test]
@@ -223,6 +240,9 @@ mod tests {
             "localhost",
             "ws:nowhere/x",
             "ws:127.0.0.1:80/a b",
+            "quic:nowhere",
+            "quic:1.2.3.4",
+            "quic://",
         ] {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(e.to_string().starts_with("endpoint "), "{e}");

@@ -25,8 +25,12 @@ use crate::slots::Slots;
 use crate::socket::ListenSocket;
 use crate::transport::{Event, Transport, TransportError};
 
+mod udp;
+
 const WAKE: Token = Token(usize::MAX);
 const LISTENER_BIT: u64 = 1 << 62;
+/// Tokens of UDP sockets ([`crate::Datagrams`]).
+const UDP_BIT: u64 = 1 << 61;
 /// Most chunks read from one connection per poll, so one busy peer cannot
 /// starve the others.
 const READS_PER_POLL: usize = 4;
@@ -62,6 +66,12 @@ pub struct Epoll {
     listeners: Slots<ListenSocket>,
     book: SendBook,
     to_read: Vec<ConnId>,
+    /// UDP sockets ([`crate::Datagrams`]).
+    udp: Slots<udp::UdpSock>,
+    /// UDP sockets readable and not yet drained.
+    udp_to_read: Vec<crate::slots::SlotId>,
+    /// What the UDP sockets received, for `take_udp_events`.
+    udp_events: Vec<crate::udp::UdpEvent>,
     /// Outgoing connects and when they time out.
     connect_deadlines: Vec<(ConnId, std::time::Instant)>,
     /// Chunks lent as `Bytes` come back here.
@@ -102,6 +112,9 @@ impl Epoll {
             listeners: Slots::with_capacity(64),
             book: SendBook::default(),
             to_read: Vec::new(),
+            udp: Slots::with_capacity(config.max_connections),
+            udp_to_read: Vec::new(),
+            udp_events: Vec::new(),
             pending: Vec::new(),
             connect_deadlines: Vec::new(),
             returns: Default::default(),
@@ -267,7 +280,12 @@ impl Epoll {
         self.take_returns();
         self.flush_all();
         self.read_ready();
-        let busy = !self.pending.is_empty() || !events.is_empty() || self.has_ready_reads();
+        self.read_udp();
+        let busy = !self.pending.is_empty()
+            || !events.is_empty()
+            || !self.udp_events.is_empty()
+            || self.has_ready_reads()
+            || self.has_ready_udp();
         let timeout = if busy { Some(Duration::ZERO) } else { timeout };
         // Wake in time for the first connect deadline.
         let timeout = match self.connect_deadlines.iter().map(|(_, d)| *d).min() {
@@ -299,11 +317,14 @@ impl Epoll {
                 self.pending.push(Event::Woken);
             } else if token.0 as u64 & LISTENER_BIT != 0 {
                 self.accept_all(token.0 as u64 & !LISTENER_BIT)?;
+            } else if token.0 as u64 & UDP_BIT != 0 {
+                self.on_udp_ready(token.0 as u64 & !UDP_BIT, readable, writable);
             } else if let Some(id) = self.conns.find_packed(token.0 as u64) {
                 self.on_ready(ConnId(id), readable, writable);
             }
         }
         self.read_ready();
+        self.read_udp();
         self.flush_all();
         self.expire_connects();
         crate::transport::hand_over(&mut self.pending, events);

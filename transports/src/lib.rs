@@ -16,6 +16,14 @@
 //!   (`DTP_IO_BACKEND=epoll` forces the fallback). Sends are bounded per
 //!   connection in pool chunks: a full queue is [`SendError::BufferFull`],
 //!   never growth (SPEC TRN-2, MEM-8);
+//! * UDP datagram sockets on the same two backends ([`Datagrams`]:
+//!   multishot `recvmsg` into the provided buffer ring on io_uring,
+//!   `recvmsg` on readiness on epoll, `sendmsg` with UDP GSO where the
+//!   kernel has it), what QUIC runs on;
+//! * DTP over QUIC ([`Quic`]): quinn-proto driven on those UDP sockets by
+//!   the core's own thread, one bidirectional stream per connection,
+//!   TLS 1.3 through rustls with a made or loaded certificate that
+//!   clients pin;
 //! * the in-memory transport ([`MemoryHub`], [`MemoryTransport`]) for
 //!   deterministic tests, and the [`FaultInjector`] that wraps any
 //!   transport to cut, drop, delay and re-chunk;
@@ -35,11 +43,13 @@ mod forward;
 mod lent;
 mod mem;
 mod ops;
+mod quic;
 mod sendq;
 mod slots;
 mod socket;
 mod sockets;
 mod transport;
+mod udp;
 mod uring;
 mod waker;
 mod ws;
@@ -53,11 +63,15 @@ pub use epoll::Epoll;
 pub use fault::{FaultInjector, FaultPlan, FaultStats, Rechunk};
 pub use lent::RecvBuf;
 pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
+pub use quic::{
+    ALPN as QUIC_ALPN, CertPin, Quic, QuicConfig, QuicConfigError, QuicIdentity, cert_sha256,
+};
 pub use sendq::SendError;
 pub use slots::SlotId;
 pub use socket::{foreign_listeners, probe_listen, probe_unix};
 pub use sockets::{Sockets, sockets};
 pub use transport::{Callbacks, ConnectionState, EVENTS_KEPT, Event, Transport, TransportError};
+pub use udp::{Datagram, Datagrams, UdpEvent, UdpId};
 pub use uring::Uring;
 pub use ws::{SUBPROTOCOL as WS_SUBPROTOCOL, WebSocket, WsConfig};
 

@@ -28,6 +28,7 @@ use crate::transport::{Event, Transport, TransportError};
 use crate::waker::EventFd;
 
 mod bufring;
+mod udp;
 use bufring::BufRing;
 
 /// Bytes received in one poll from which the next wait holds out for a
@@ -57,6 +58,10 @@ enum Op {
     Wake = 6,
     /// The timeout linked to a connect.
     ConnectTimeout = 7,
+    /// A UDP socket's multishot `recvmsg`.
+    UdpRecv = 8,
+    /// A UDP socket's `sendmsg`.
+    UdpSend = 9,
 }
 
 fn user_data(op: Op, id: SlotId) -> u64 {
@@ -118,6 +123,12 @@ pub struct Uring {
     /// Connections whose receive waits for buffers, in the order they
     /// began to wait.
     starved: VecDeque<ConnId>,
+    /// UDP sockets ([`crate::Datagrams`]).
+    udp: Slots<udp::UdpSock>,
+    /// UDP sockets whose receive waits for buffers.
+    udp_starved: Vec<SlotId>,
+    /// What the UDP sockets received, for `take_udp_events`.
+    udp_events: Vec<crate::udp::UdpEvent>,
     waker: Arc<EventFd>,
     wake_buf: Box<u64>,
     wake_armed: bool,
@@ -179,6 +190,9 @@ impl Uring {
             listeners: Slots::with_capacity(64),
             book: SendBook::default(),
             starved: VecDeque::new(),
+            udp: Slots::with_capacity(config.max_connections),
+            udp_starved: Vec::new(),
+            udp_events: Vec::new(),
             waker: Arc::new(EventFd::new()?),
             wake_buf: Box::new(0),
             wake_armed: false,
@@ -608,6 +622,7 @@ impl Uring {
             self.arm_recv(conn)?;
             room -= 1;
         }
+        self.rearm_starved_udp()?;
         self.start_sends(events)?;
         self.buf_ring.publish();
         let wait_for = if events.is_empty() {
@@ -702,6 +717,8 @@ impl Uring {
             x if x == Op::Recv as u8 => self.on_recv(packed, res, flags, events),
             x if x == Op::Send as u8 => self.on_send(packed, res, flags, events),
             x if x == Op::Connect as u8 => self.on_connect(packed, res, events),
+            x if x == Op::UdpRecv as u8 => self.on_udp_recv(packed, res, flags),
+            x if x == Op::UdpSend as u8 => self.on_udp_send(packed, res),
             x if x == Op::ConnectTimeout as u8 => {
                 if let Some(id) = self.conns.find_packed(packed) {
                     if let Some(c) = self.conns.get_mut(id) {
@@ -954,6 +971,7 @@ impl Drop for Uring {
         for id in &ids {
             self.begin_close(ConnId(*id), CloseReason::Local);
         }
+        self.close_all_udp();
         let mut sink = Vec::new();
         for _ in 0..50 {
             let pending: u32 = self
@@ -961,7 +979,8 @@ impl Drop for Uring {
                 .ids()
                 .filter_map(|id| self.conns.get(id))
                 .map(|c| c.ops)
-                .sum();
+                .sum::<u32>()
+                + self.udp_ops();
             if pending == 0 {
                 break;
             }
@@ -976,8 +995,10 @@ impl Drop for Uring {
             .ids()
             .filter_map(|id| self.conns.get(id))
             .map(|c| c.ops)
-            .sum();
+            .sum::<u32>()
+            + self.udp_ops();
         if pending > 0 {
+            self.abandon_udp();
             // A send may still read a shared segment after the ring closes:
             // its memory is kept (leaked), as the pool keeps its chunks.
             for id in self.conns.ids().collect::<Vec<_>>() {

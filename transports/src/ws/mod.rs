@@ -610,3 +610,42 @@ impl<T: Transport> Transport for WebSocket<T> {
         self.inner.region()
     }
 }
+
+/// A WebSocket transport over one with UDP sockets has them too, so that
+/// QUIC stacks on it (`Quic<WebSocket<Driver>>`).
+impl<T: Transport + crate::udp::Datagrams> crate::udp::Datagrams for WebSocket<T> {
+    fn bind_udp(
+        &mut self,
+        at: std::net::SocketAddr,
+        peer: Option<std::net::SocketAddr>,
+        shared: bool,
+    ) -> Result<(crate::udp::UdpId, std::net::SocketAddr), TransportError> {
+        self.inner.bind_udp(at, peer, shared)
+    }
+
+    fn send_to(
+        &mut self,
+        socket: crate::udp::UdpId,
+        to: std::net::SocketAddr,
+        data: &[u8],
+        segment: usize,
+    ) -> Result<(), SendError> {
+        self.inner.send_to(socket, to, data, segment)
+    }
+
+    fn max_segments(&self, socket: crate::udp::UdpId) -> usize {
+        self.inner.max_segments(socket)
+    }
+
+    fn udp_room(&self, socket: crate::udp::UdpId) -> bool {
+        self.inner.udp_room(socket)
+    }
+
+    fn close_udp(&mut self, socket: crate::udp::UdpId) {
+        self.inner.close_udp(socket);
+    }
+
+    fn take_udp_events(&mut self, out: &mut Vec<crate::udp::UdpEvent>) {
+        self.inner.take_udp_events(out);
+    }
+}

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use dtp_transports::{
-    BackendPreference, ConnId, ConnectionState, Driver, DriverConfig, Endpoint, Event,
-    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, SendError, Transport, WebSocket,
-    WsConfig,
+    BackendPreference, CertPin, ConnId, ConnectionState, Driver, DriverConfig, Endpoint, Event,
+    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, Quic, QuicConfig, SendError,
+    Transport, WebSocket, WsConfig,
 };
 
 /// Every transport's send queue holds this much (so TRN-2 reads the same on all).
@@ -55,12 +55,17 @@ pub(crate) enum Base {
     /// DTP over WebSocket on TCP, io_uring and epoll.
     WsUring,
     WsEpoll,
+    /// DTP over QUIC on UDP, io_uring and epoll.
+    QuicUring,
+    QuicEpoll,
 }
 
 impl Base {
     fn backend(self) -> BackendPreference {
         match self {
-            Self::TcpUring | Self::UnixUring | Self::WsUring => BackendPreference::Uring,
+            Self::TcpUring | Self::UnixUring | Self::WsUring | Self::QuicUring => {
+                BackendPreference::Uring
+            }
             _ => BackendPreference::Epoll,
         }
     }
@@ -110,6 +115,26 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
         probe.local_addr().unwrap()
     };
     match base {
+        Base::QuicUring | Base::QuicEpoll => {
+            let backend = base.backend();
+            let (server, client) = quic_pair(
+                Driver::new(driver(backend, QUEUE)).unwrap(),
+                Driver::new(driver(backend, QUEUE)).unwrap(),
+            );
+            let listen = Endpoint::Quic("127.0.0.1:0".parse().unwrap());
+            // A UDP port nobody listens on: the connected client socket
+            // hears the ICMP refusal.
+            let nowhere = std::net::UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap();
+            (
+                Box::new(server) as Boxed,
+                Box::new(client) as Boxed,
+                listen,
+                Endpoint::Quic(nowhere),
+            )
+        }
         Base::WsUring | Base::WsEpoll => {
             let backend = base.backend();
             let listen = Endpoint::Ws {
@@ -155,6 +180,30 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
             )
         }
     }
+}
+
+/// A QUIC server and a client that pins the server's certificate, each
+/// on its inner transport, with the suite's send queue and a small
+/// receive window (so that a paused reader stops its peer soon).
+pub(crate) fn quic_pair<T>(server: T, client: T) -> (Quic<T>, Quic<T>)
+where
+    T: Transport + dtp_transports::Datagrams,
+{
+    let config = QuicConfig {
+        max_send_queue: QUEUE,
+        receive_window: 4 * QUEUE as u32,
+        ..QuicConfig::default()
+    };
+    let server = Quic::new(server, config.clone()).unwrap();
+    let client = Quic::new(
+        client,
+        QuicConfig {
+            pins: vec![CertPin::Sha256(server.fingerprint())],
+            ..config
+        },
+    )
+    .unwrap();
+    (server, client)
 }
 
 /// What one side has seen, checked as it arrives against the event order
