@@ -9,7 +9,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use dtp_codec::Limits;
-use dtp_transports::{BackendChoice, DriverConfig, Endpoint, Sockets, Transport, Waker};
+use dtp_transports::{
+    BackendChoice, DriverConfig, Endpoint, QuicConfig, Sockets, Transport, Waker,
+};
 
 use crate::control::{self, ControlLink, ControlMetrics, ControlPlane, ShardLink};
 use crate::service::Service;
@@ -34,6 +36,11 @@ pub struct EngineConfig {
     pub drain: Duration,
     /// Slots of each control ring (one per direction per shard).
     pub control_ring: usize,
+    /// QUIC for [`Engine::start`]'s socket transports (`quic:` listeners
+    /// and targets); `None`: no QUIC, and a `quic:` endpoint is refused.
+    /// Give an identity made once ([`dtp_transports::QuicIdentity::made_once`])
+    /// so that every shard presents the same certificate.
+    pub quic: Option<QuicConfig>,
 }
 
 impl EngineConfig {
@@ -83,6 +90,7 @@ impl Default for EngineConfig {
             limits: Limits::default(),
             drain: Duration::from_secs(5),
             control_ring: 1024,
+            quic: None,
         }
     }
 }
@@ -397,10 +405,10 @@ impl Engine {
 }
 
 /// The socket transport of [`Engine::start`]: every scheme a core's
-/// sockets speak ([`Sockets`]: TCP, Unix, WebSocket) on the configured
-/// backend.
+/// sockets speak ([`Sockets`]: TCP, Unix, WebSocket, and QUIC when
+/// configured) on the configured backend.
 fn socket_transport(config: &EngineConfig, _shard: usize) -> io::Result<Sockets> {
-    dtp_transports::sockets(config.driver.clone())
+    dtp_transports::sockets(config.driver.clone(), config.quic.as_ref())
 }
 
 #[allow(

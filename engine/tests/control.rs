@@ -130,6 +130,7 @@ fn config(backend: BackendPreference, ring: usize) -> EngineConfig {
         },
         drain: Duration::from_secs(2),
         control_ring: ring,
+        quic: None,
     }
 }
 

@@ -62,6 +62,7 @@ fn config(backend: BackendPreference, shards: usize) -> EngineConfig {
         },
         drain: Duration::from_secs(2),
         control_ring: 64,
+        quic: None,
     }
 }
 

@@ -101,6 +101,7 @@ fn start(backend: BackendPreference) -> dtp_engine::EngineHandle {
             limits: Limits::default(),
             drain: Duration::from_secs(2),
             control_ring: 64,
+            quic: None,
         },
         |_| {
             let listeners = [

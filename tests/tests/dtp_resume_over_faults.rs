@@ -232,6 +232,7 @@ fn stream_through_cuts(backend: BackendPreference, disconnects: u32) {
             limits: Limits::default(),
             drain: Duration::from_secs(2),
             control_ring: 64,
+            quic: None,
         },
         move |_| Framed::new(DtpGateway::new(t.clone(), r.clone(), Sink(l.clone()))),
     )

@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub(crate) limits: LimitsSection,
     pub(crate) admin: AdminSection,
     pub(crate) dtp: DtpSection,
+    /// DTP over QUIC (`quic:` listeners): the certificate and timers.
+    pub(crate) quic: QuicSection,
     /// The terminal control plane (SPEC §2–3); absent, the gateway runs
     /// the minimal control plane (heartbeat acks only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,6 +89,67 @@ impl Default for DtpSection {
             idle_timeout_ms: dtp_gateway::dtp::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
             revoked_at_run_time: dtp_crypto::cred::SharedRevocations::new(),
         }
+    }
+}
+
+/// SPEC TRN-1, TRN-4: DTP over QUIC, used when `[engine] listen` has a
+/// `quic:HOST:PORT` endpoint (TLS 1.3, ALPN `dtp/1`).
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct QuicSection {
+    /// The certificate chain the gateway presents (PEM); empty: a
+    /// self-signed one made at start-up for `localhost` and 127.0.0.1,
+    /// whose SHA-256 `dtp serve` prints for clients to pin.
+    pub(crate) cert: String,
+    /// The certificate's private key (PEM); with `cert` only.
+    pub(crate) key: String,
+    /// Milliseconds a QUIC connection may hear nothing before it is closed.
+    pub(crate) idle_timeout_ms: u64,
+    /// Milliseconds between keep-alives of an idle QUIC connection; below
+    /// `idle_timeout_ms`.
+    pub(crate) keep_alive_ms: u64,
+}
+
+impl Default for QuicSection {
+    fn default() -> Self {
+        let q = dtp_transports::QuicConfig::default();
+        Self {
+            cert: String::new(),
+            key: String::new(),
+            idle_timeout_ms: q.idle_timeout.as_millis() as u64,
+            keep_alive_ms: q.keep_alive.as_millis() as u64,
+        }
+    }
+}
+
+impl QuicSection {
+    /// The QUIC configuration of a gateway, its certificate made or read
+    /// once for every shard; errors name the key.
+    pub(crate) fn server(&self) -> Result<dtp_transports::QuicConfig, String> {
+        use dtp_transports::QuicIdentity;
+        let identity = match (self.cert.is_empty(), self.key.is_empty()) {
+            (true, true) => QuicIdentity::SelfSigned {
+                names: vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+            },
+            (false, false) => QuicIdentity::Files {
+                cert: self.cert.clone().into(),
+                key: self.key.clone().into(),
+            },
+            _ => return Err("quic.cert and quic.key go together: give both or neither".into()),
+        };
+        let config = dtp_transports::QuicConfig {
+            identity: identity.made_once().map_err(|e| e.to_string())?,
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            keep_alive: Duration::from_millis(self.keep_alive_ms),
+            ..dtp_transports::QuicConfig::default()
+        };
+        if config.keep_alive.is_zero() || config.keep_alive >= config.idle_timeout {
+            return Err(format!(
+                "quic.keep_alive_ms {} must be positive and below quic.idle_timeout_ms {}",
+                self.keep_alive_ms, self.idle_timeout_ms
+            ));
+        }
+        Ok(config)
     }
 }
 
@@ -398,6 +461,8 @@ impl Config {
             .chain(dtp.trust.iter_mut())
             .chain(std::iter::once(&mut dtp.session_store))
             .chain(std::iter::once(&mut self.admin.token_file))
+            .chain(std::iter::once(&mut self.quic.cert))
+            .chain(std::iter::once(&mut self.quic.key))
         {
             resolve(base, name);
         }
@@ -472,6 +537,20 @@ impl Config {
             limits,
             drain: Duration::from_millis(self.engine.drain_ms),
             control_ring: self.engine.control_ring,
+            quic: None,
+        };
+        let quic = self
+            .engine
+            .listen
+            .iter()
+            .any(|at| matches!(at, Endpoint::Quic(_)));
+        let config = EngineConfig {
+            quic: if quic {
+                Some(self.quic.server()?)
+            } else {
+                None
+            },
+            ..config
         };
         config.validate().map_err(|e| format!("io/limits: {e}"))?;
         Ok(config)

@@ -41,6 +41,8 @@ pub(crate) struct LoadSpec {
     /// Payload bytes per request (pingpong) or frame (stream); `None`: the
     /// workload's standard size (66 B, 16 KiB).
     pub(crate) payload: Option<usize>,
+    /// QUIC for a `quic:` target (the server's certificate pinned).
+    pub(crate) quic: Option<dtp_transports::QuicConfig>,
 }
 
 /// What one client shard measured (merged across shards at the end).
@@ -471,6 +473,7 @@ pub(crate) fn run(
         limits: dtp_codec::Limits::default(),
         drain: Duration::from_secs(2),
         control_ring: 1024,
+        quic: spec.quic.clone(),
     };
     let engine = Engine::start(config, move |i| {
         let share = base.connections / shards + usize::from(i < base.connections % shards);

@@ -363,6 +363,12 @@ struct LoadCli {
     /// terminal key is accepted (a warning says so).
     #[arg(long, value_name = "PUBFILE_OR_HEX", requires = "dtp")]
     pin_terminal: Option<String>,
+    /// With a `quic:HOST:PORT` target: the gateway's certificate, pinned —
+    /// the 64 hex digits of its SHA-256 (`dtp serve` prints them as `quic
+    /// certificate sha256 …`) or its PEM file. No other certificate is
+    /// accepted, and no system roots are used.
+    #[arg(long, value_name = "SHA256_OR_PEMFILE")]
+    quic_pin: Option<String>,
     /// With --dtp: cut every connection at its N-th fragment sent — that
     /// fragment's sealed frame goes out only up to a random byte inside it,
     /// then the connection closes — reconnect, resume the session and go
@@ -679,6 +685,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
             ..load_driver(a.connections, a.send_zc_threshold, &a.congestion)
         },
         payload: a.payload,
+        quic: quic_client(&a.target, a.quic_pin.as_deref())?,
     };
     if a.dtp {
         return load_dtp::run_cli(
@@ -770,6 +777,40 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
 
 /// Refuses, before any work, the `dtp load` arguments that cannot work
 /// (the rest are checked where they are used).
+/// The QUIC configuration of a load on `target`: `None` unless it is a
+/// `quic:` endpoint, which needs `pin` (SPEC TRN-4: the certificate is
+/// pinned, by SHA-256 or PEM file).
+fn quic_client(
+    target: &dtp_transports::Endpoint,
+    pin: Option<&str>,
+) -> Result<Option<dtp_transports::QuicConfig>, CliError> {
+    let bad = |what: String| Err(CliError::usage("BAD_ARGUMENT", what));
+    let quic = matches!(target, dtp_transports::Endpoint::Quic(_));
+    let pin = match (quic, pin) {
+        (false, None) => return Ok(None),
+        (false, Some(_)) => return bad("--quic-pin applies to a quic:HOST:PORT target only".into()),
+        (true, None) => {
+            return bad(format!(
+                "{target} needs --quic-pin: the gateway's certificate SHA-256 (dtp serve prints it) or its PEM file"
+            ));
+        }
+        (true, Some(pin)) => pin,
+    };
+    let pin = match cred_cmd::parse::parse_hex32(pin) {
+        Some(sha) => dtp_transports::CertPin::Sha256(sha),
+        None if std::path::Path::new(pin).is_file() => dtp_transports::CertPin::File(pin.into()),
+        None => {
+            return bad(format!(
+                "--quic-pin `{pin}` is neither 64 hex digits nor a file"
+            ));
+        }
+    };
+    Ok(Some(dtp_transports::QuicConfig {
+        pins: vec![pin],
+        ..dtp_transports::QuicConfig::default()
+    }))
+}
+
 fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), CliError> {
     let bad = |what: String| Err(CliError::usage("BAD_ARGUMENT", what));
     if a.rate == Some(0) {

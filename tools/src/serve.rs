@@ -85,6 +85,10 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     let health = Health::new(engine_config.shard_count());
     let control = health.probed(control);
     let dtp_listeners = engine_config.listen.len();
+    let quic_fingerprint = engine_config
+        .quic
+        .as_ref()
+        .and_then(|q| q.identity.fingerprint());
     let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
     let realtime_config = realtime.as_ref().map(|r| r.config.clone());
     let up = health.clone();
@@ -139,6 +143,13 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             Some(addr) => say(&format!("listening {addr}")),
             None => say(&format!("listening {at}")),
         }
+    }
+    if let Some(sha) = quic_fingerprint {
+        // What a client pins (`dtp load --quic-pin`).
+        say(&format!(
+            "quic certificate sha256 {}",
+            crate::cred_cmd::parse::hex(&sha)
+        ));
     }
     let realtime_tcp: Vec<_> = realtime_addrs.iter().filter_map(|a| a.tcp()).collect();
     if let Some(c) = &realtime_config {

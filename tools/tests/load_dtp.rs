@@ -48,6 +48,7 @@ impl Setup {
                 limits: Limits::default(),
                 drain: Duration::from_secs(1),
                 control_ring: 64,
+                quic: None,
             },
             move |_| {
                 Framed::new(DtpGateway::new(

@@ -1,6 +1,7 @@
 //! SPEC TRN-1 … TRN-5 through the built binaries: one `dtp serve` listens
 //! on every transport at once (`[engine] listen` with a TCP port, a Unix
-//! socket and a `ws:` endpoint), and `dtp load --dtp --target SCHEME:…`
+//! socket, a `ws:` and a `quic:` endpoint; the QUIC certificate made at
+//! start-up and pinned by the client from the line the gateway prints), and `dtp load --dtp --target SCHEME:…`
 //! streams over each for a few seconds: every fragment sent is
 //! acknowledged once, on both IO backends; with cuts mid-stream
 //! (`--disconnect-every`) each session resumes on the same transport.
@@ -31,6 +32,8 @@ struct Gateway {
     child: Child,
     /// The endpoints it printed (`listening …`), TCP as `tcp:HOST:PORT`.
     listening: Vec<String>,
+    /// The SHA-256 of its QUIC certificate, as printed (hex).
+    quic_pin: Option<String>,
 }
 
 impl Gateway {
@@ -57,6 +60,7 @@ impl Gateway {
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut listening = Vec::new();
+        let mut quic_pin = None;
         loop {
             let line = lines.next().expect("serve exited").unwrap();
             if let Some(at) = line.strip_prefix("listening ") {
@@ -66,12 +70,29 @@ impl Gateway {
                     at.to_owned()
                 };
                 listening.push(at);
+            } else if let Some(sha) = line.strip_prefix("quic certificate sha256 ") {
+                quic_pin = Some(sha.to_owned());
             } else if line.starts_with("backend ") {
                 break;
             }
         }
         std::thread::spawn(move || for _ in lines {});
-        Gateway { child, listening }
+        Gateway {
+            child,
+            listening,
+            quic_pin,
+        }
+    }
+
+    /// `dtp load`'s arguments for its endpoint with `scheme`: the target,
+    /// and for QUIC the certificate pinned.
+    fn target(&self, scheme: &str) -> Vec<String> {
+        let mut args = vec!["--target".to_owned(), self.at(scheme).to_owned()];
+        if scheme == "quic" {
+            let pin = self.quic_pin.clone().expect("no quic certificate line");
+            args.extend(["--quic-pin".to_owned(), pin]);
+        }
+        args
     }
 
     /// The endpoint it listens on with `scheme`.
@@ -96,7 +117,7 @@ impl Drop for Gateway {
 fn stream(
     dir: &Path,
     fay: &[String],
-    target: &str,
+    target: &[String],
     backend: &str,
     secs: &str,
     extra: &[&str],
@@ -104,7 +125,8 @@ fn stream(
     let json = dir.join("load.json");
     let _ = std::fs::remove_file(&json);
     let out = dtp()
-        .args(["load", "--shards", "1", "--warmup", "0", "--target", target])
+        .args(["load", "--shards", "1", "--warmup", "0"])
+        .args(target)
         .args(fay)
         .args(["--workload", "stream", "--connections", "2"])
         .args(["--duration", secs])
@@ -116,7 +138,7 @@ fn stream(
         .unwrap();
     assert!(
         out.status.success(),
-        "{target} on {backend}: {}\n{}",
+        "{target:?} on {backend}: {}\n{}",
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
@@ -136,7 +158,7 @@ fn assert_every_fragment_once(v: &serde_json::Value, what: &str) {
 }
 
 /// The schemes one gateway serves DTP on.
-const SCHEMES: [&str; 3] = ["tcp", "unix", "ws"];
+const SCHEMES: [&str; 4] = ["tcp", "unix", "ws", "quic"];
 
 #[test]
 fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
@@ -149,7 +171,7 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
         let sock = dir.join(format!("g-{backend}.sock"));
         let config = dir.join(format!("{backend}.toml"));
         let listen = format!(
-            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\"]\n\n",
+            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\", \"quic:127.0.0.1:0\"]\n\n",
             sock.display()
         );
         std::fs::write(&config, format!("{listen}{section}")).unwrap();
@@ -161,27 +183,54 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
             gateway.listening
         );
         for scheme in SCHEMES {
-            let target = gateway.at(scheme);
-            let v = stream(dir, &fay, target, backend, "1.5", &[]);
+            let target = gateway.target(scheme);
+            let at = gateway.at(scheme);
+            let v = stream(dir, &fay, &target, backend, "1.5", &[]);
             assert_eq!(v["backend"].as_str(), Some(name), "{v:#}");
-            assert_every_fragment_once(&v, &format!("{target} on {backend}"));
+            assert_every_fragment_once(&v, &format!("{at} on {backend}"));
             // Cut every connection at its 200th fragment: each resumes its
             // session on a new connection of the same transport.
             if backend == "uring" {
                 let v = stream(
                     dir,
                     &fay,
-                    target,
+                    &target,
                     backend,
                     "1.5",
                     &["--disconnect-every", "200"],
                 );
-                let what = format!("{target} with cuts");
+                let what = format!("{at} with cuts");
                 assert_every_fragment_once(&v, &what);
                 let (cuts, resumes) = (&v["dtp"]["cuts"], &v["dtp"]["resumes"]);
                 assert!(cuts.as_u64().unwrap() > 0, "{what}: {v:#}");
                 assert_eq!(cuts, resumes, "{what}: {v:#}");
             }
         }
+    }
+}
+
+/// A `quic:` target needs the gateway's certificate pinned, and a pin
+/// needs a `quic:` target: each refused before anything runs, one line,
+/// exit status 2.
+#[test]
+fn quic_pins_are_checked_before_anything_runs() {
+    let pin = "00".repeat(32);
+    let cases: [(&[&str], &str); 3] = [
+        (&["--target", "quic:127.0.0.1:9"], "needs --quic-pin"),
+        (
+            &["--target", "127.0.0.1:9", "--quic-pin", &pin],
+            "quic:HOST:PORT target only",
+        ),
+        (
+            &["--target", "quic:127.0.0.1:9", "--quic-pin", "nothex"],
+            "neither 64 hex digits nor a file",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = dtp().arg("load").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
 }

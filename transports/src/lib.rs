@@ -64,7 +64,8 @@ pub use fault::{FaultInjector, FaultPlan, FaultStats, Rechunk};
 pub use lent::RecvBuf;
 pub use mem::{MemoryConfig, MemoryHub, MemoryTransport};
 pub use quic::{
-    ALPN as QUIC_ALPN, CertPin, Quic, QuicConfig, QuicConfigError, QuicIdentity, cert_sha256,
+    ALPN as QUIC_ALPN, CertPin, Quic, QuicConfig, QuicConfigError, QuicIdentity, SecretDer,
+    cert_sha256,
 };
 pub use sendq::SendError;
 pub use slots::SlotId;

@@ -146,6 +146,7 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         shards: r.shards,
         driver: crate::load_driver(r.fays, 0, crate::LOAD_CONGESTION),
         payload: None,
+        quic: None,
     };
     let mut edges: Vec<Result<Sample, String>> = Vec::new();
     let result = control::run(&load, &spec, |_, _, _| {}, |_| edges.push(server.sample()))

@@ -176,6 +176,7 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
         shards: plan.shards,
         driver: crate::load_driver(32 * 1024, 0, crate::LOAD_CONGESTION),
         payload: None,
+        quic: None,
     };
     let cores = Cores {
         machine: plan.shards,

@@ -131,6 +131,26 @@ const DOCS: &[(&str, &str)] = &[
         "Milliseconds a DTP connection with no agreement may go without traffic before it is closed (SESSION_TIMEOUT); above 60000, the longest heartbeat interval (SPEC LIV-2).",
     ),
     (
+        "quic",
+        "DTP over QUIC (SPEC TRN-1, TRN-4), for `quic:HOST:PORT` listeners: TLS 1.3 with ALPN dtp/1, one bidirectional stream per connection.",
+    ),
+    (
+        "quic.cert",
+        "The certificate chain presented (PEM); empty: a self-signed one made at start-up, whose SHA-256 dtp serve prints for clients to pin (dtp load --quic-pin). Relative to this file's folder.",
+    ),
+    (
+        "quic.key",
+        "The certificate's private key (PEM); with quic.cert only.",
+    ),
+    (
+        "quic.idle_timeout_ms",
+        "Milliseconds a QUIC connection may hear nothing before it is closed.",
+    ),
+    (
+        "quic.keep_alive_ms",
+        "Milliseconds between keep-alives of an idle QUIC connection; below quic.idle_timeout_ms.",
+    ),
+    (
         "realtime",
         "The realtime front end (SPEC §4): SSE, WebSocket realtime.v1, snapshots, publication.",
     ),

@@ -38,7 +38,7 @@
 //!   not serialised (the last one wins), so run them from one place.
 
 mod files;
-mod parse;
+pub(crate) mod parse;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

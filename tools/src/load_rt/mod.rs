@@ -270,6 +270,7 @@ pub(crate) fn run(
         limits: dtp_codec::Limits::default(),
         drain: Duration::from_secs(2),
         control_ring: 64,
+        quic: None,
     };
     let (s2, w2, st) = (spec.clone(), window.clone(), shared.clone());
     // The policy is checked once here; each client builds its own.

@@ -30,6 +30,15 @@ pub enum QuicIdentity {
         /// The names the certificate is for (e.g. `localhost`).
         names: Vec<String>,
     },
+    /// A certificate and its private key in memory (DER; PKCS #8 key):
+    /// what [`QuicIdentity::made_once`] gives, so that every core presents
+    /// the same certificate and a client pins one.
+    Der {
+        /// The certificate.
+        cert: Vec<u8>,
+        /// The private key.
+        key: SecretDer,
+    },
     /// A certificate chain and its private key, PEM files.
     Files {
         /// The certificate chain (PEM, the server's certificate first).
@@ -212,7 +221,44 @@ impl QuicConfig {
     }
 }
 
+/// A private key's DER bytes, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretDer(pub Vec<u8>);
+
+impl fmt::Debug for SecretDer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretDer(..)")
+    }
+}
+
 impl QuicIdentity {
+    /// This identity with its certificate made (self-signed) or read
+    /// (files) now, once: the [`QuicIdentity::Der`] every core of a gateway
+    /// then presents. The error names what failed.
+    pub fn made_once(&self) -> Result<QuicIdentity, QuicConfigError> {
+        if let Self::Der { .. } = self {
+            return Ok(self.clone());
+        }
+        let (chain, key) = self.load()?;
+        let cert = chain
+            .first()
+            .ok_or_else(|| error("quic identity: the certificate file holds no certificate"))?;
+        Ok(Self::Der {
+            cert: cert.to_vec(),
+            key: SecretDer(key.secret_der().to_vec()),
+        })
+    }
+
+    /// The SHA-256 of the certificate a [`QuicIdentity::Der`] presents
+    /// (what a client pins); `None` for the others, whose certificate is
+    /// made or read when a transport is built.
+    pub fn fingerprint(&self) -> Option<[u8; 32]> {
+        match self {
+            Self::Der { cert, .. } => Some(cert_sha256(cert)),
+            _ => None,
+        }
+    }
+
     /// The certificate chain and key.
     fn load(
         &self,
@@ -224,6 +270,10 @@ impl QuicIdentity {
                 let key = PrivatePkcs8KeyDer::from(made.signing_key.serialize_der());
                 Ok((vec![made.cert.der().clone()], key.into()))
             }
+            Self::Der { cert, key } => Ok((
+                vec![CertificateDer::from(cert.clone())],
+                PrivatePkcs8KeyDer::from(key.0.clone()).into(),
+            )),
             Self::Files { cert, key } => {
                 let read = |path: &PathBuf, what: &str| {
                     std::fs::read(path)

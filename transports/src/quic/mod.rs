@@ -74,7 +74,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointConfig};
 
-pub use config::{ALPN, CertPin, QuicConfig, QuicConfigError, QuicIdentity, cert_sha256};
+pub use config::{
+    ALPN, CertPin, QuicConfig, QuicConfigError, QuicIdentity, SecretDer, cert_sha256,
+};
 use conn::QConn;
 
 use crate::driver::{BackendChoice, CloseReason, ConnId, DriverStats, ListenerId, Waker};

@@ -391,6 +391,7 @@ fn an_admin_call_made_while_the_engine_starts_is_answered() {
             limits: dtp_codec::Limits::default(),
             drain: Duration::from_secs(1),
             control_ring: 16,
+            quic: None,
         },
         |_| Nothing,
         Box::new(plane),

@@ -49,6 +49,7 @@ fn a_fay_gets_a_session_beats_and_releases_over_tcp() {
             limits: Limits::default(),
             drain: Duration::from_secs(2),
             control_ring: 64,
+            quic: None,
         },
         move |_| {
             Framed::new(DtpGateway::new(

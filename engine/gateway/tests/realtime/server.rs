@@ -112,6 +112,7 @@ pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
             limits: Limits::default(),
             drain: Duration::from_secs(1),
             control_ring: 1024,
+            quic: None,
         },
         move |i| RealtimeFront::new(config.clone(), i, m.clone()),
         Box::new(plane),

@@ -241,6 +241,7 @@ pub(crate) fn run(
         limits: dtp_codec::Limits::default(),
         drain: Duration::from_secs(2),
         control_ring: 1024,
+        quic: spec.quic.clone(),
     };
     let engine = Engine::start(config, move |i| {
         ControlClient::new(
