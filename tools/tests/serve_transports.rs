@@ -4,6 +4,8 @@
 //! streams over each for a few seconds: every fragment sent is
 //! acknowledged once, on both IO backends; with cuts mid-stream
 //! (`--disconnect-every`) each session resumes on the same transport.
+//! The same load against `dtp bench`'s tokio-tungstenite peer checks that
+//! the peer serves DTP over WebSocket as our gateway does.
 
 #![allow(
     clippy::unwrap_used,
@@ -19,14 +21,15 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use support::{Scratch, dtp, fay_args, load_keys};
 
 /// The IO backends: the `DTP_IO_BACKEND` value and the name reported.
 const BACKENDS: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
 
-/// A `dtp serve` on several listeners, killed when dropped.
+/// A `dtp serve` on several listeners (or `dtp bench`'s WebSocket peer),
+/// killed when dropped.
 struct Gateway {
     child: Child,
     /// The endpoints it printed (`listening …`), TCP as `tcp:HOST:PORT`.
@@ -38,7 +41,8 @@ impl Gateway {
     /// front end) on `backend`, once it printed its backend line (after
     /// every `listening` line).
     fn start(config: &Path, backend: &str) -> Self {
-        let mut child = dtp()
+        let mut serve = dtp();
+        serve
             .args([
                 "serve",
                 "--shards",
@@ -49,7 +53,25 @@ impl Gateway {
             ])
             .arg("--config")
             .arg(config)
-            .env("DTP_IO_BACKEND", backend)
+            .env("DTP_IO_BACKEND", backend);
+        Self::spawn(serve, |line| line.starts_with("backend "))
+    }
+
+    /// `dtp bench`'s tokio-tungstenite peer (`dtp __peer-tokio
+    /// --websocket /dtp`) with the `[dtp]` keys of `config`, once it printed
+    /// its `listening ws:…` line.
+    fn ws_peer(config: &Path) -> Self {
+        let mut peer = dtp();
+        peer.args(["__peer-tokio", "--listen", "127.0.0.1:0", "--workers", "2"])
+            .args(["--websocket", "/dtp", "--config"])
+            .arg(config);
+        Self::spawn(peer, |line| line.starts_with("listening "))
+    }
+
+    /// Runs `cmd`, collecting the endpoints of its `listening` lines until
+    /// a line `done` accepts.
+    fn spawn(mut cmd: Command, done: impl Fn(&str) -> bool) -> Self {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -58,7 +80,7 @@ impl Gateway {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut listening = Vec::new();
         loop {
-            let line = lines.next().expect("serve exited").unwrap();
+            let line = lines.next().expect("the server exited").unwrap();
             if let Some(at) = line.strip_prefix("listening ") {
                 let at = if at.contains(':') && at.parse::<std::net::SocketAddr>().is_ok() {
                     format!("tcp:{at}")
@@ -66,7 +88,8 @@ impl Gateway {
                     at.to_owned()
                 };
                 listening.push(at);
-            } else if line.starts_with("backend ") {
+            }
+            if done(&line) {
                 break;
             }
         }
@@ -101,12 +124,25 @@ fn stream(
     secs: &str,
     extra: &[&str],
 ) -> serde_json::Value {
+    load(dir, fay, target, backend, "stream", secs, extra)
+}
+
+/// `dtp load --dtp --target TARGET --workload WORKLOAD`, as [`stream`].
+fn load(
+    dir: &Path,
+    fay: &[String],
+    target: &str,
+    backend: &str,
+    workload: &str,
+    secs: &str,
+    extra: &[&str],
+) -> serde_json::Value {
     let json = dir.join("load.json");
     let _ = std::fs::remove_file(&json);
     let out = dtp()
         .args(["load", "--shards", "1", "--warmup", "0", "--target", target])
         .args(fay)
-        .args(["--workload", "stream", "--connections", "2"])
+        .args(["--workload", workload, "--connections", "2"])
         .args(["--duration", secs])
         .args(extra)
         .arg("--json")
@@ -184,4 +220,41 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
             }
         }
     }
+}
+
+/// The peer of `dtp-pingpong-ws` and `dtp-stream-ws` speaks DTP over
+/// WebSocket to our client (`dtp load --target ws:…`, which insists on the
+/// `dtp.v1` subprotocol): both workloads with every fragment delivered
+/// once, and sessions cut mid-stream resumed on new WebSocket connections.
+#[test]
+fn the_tokio_tungstenite_peer_serves_dtp_over_websocket() {
+    let scratch = Scratch::new("ws-peer");
+    let dir = &scratch.0;
+    let keys = load_keys();
+    let config = dir.join("dtp.toml");
+    std::fs::write(&config, keys.write_files(dir).dtp_section("")).unwrap();
+    let fay = fay_args(dir, &keys);
+    let peer = Gateway::ws_peer(&config);
+    let at = peer.at("ws");
+    assert!(
+        at.starts_with("ws:127.0.0.1:") && at.ends_with("/dtp"),
+        "{at}"
+    );
+    for workload in ["pingpong", "stream"] {
+        let v = load(dir, &fay, at, "uring", workload, "1.5", &[]);
+        assert_every_fragment_once(&v, &format!("{workload} against the peer"));
+    }
+    let v = stream(
+        dir,
+        &fay,
+        at,
+        "uring",
+        "1.5",
+        &["--disconnect-every", "200"],
+    );
+    let what = "the peer with cuts";
+    assert_every_fragment_once(&v, what);
+    let (cuts, resumes) = (&v["dtp"]["cuts"], &v["dtp"]["resumes"]);
+    assert!(cuts.as_u64().unwrap() > 0, "{what}: {v:#}");
+    assert_eq!(cuts, resumes, "{what}: {v:#}");
 }
