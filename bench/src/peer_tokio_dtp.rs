@@ -6,11 +6,11 @@
 //! CPU-per-byte ratio of `dtp bench` measures the IO path and the runtime,
 //! not two protocol implementations. It carries DTP straight on TCP, or
 //! with [`DtpPeerConfig::websocket`] over WebSocket with `tokio-tungstenite`
-//! ([`ws`]: binary messages, subprotocol `dtp.v1`, as our `ws:` transport),
-//! the carrier being the only part that differs ([`Wire`]).
+//! (`ws`: binary messages, subprotocol `dtp.v1`, as our `ws:` transport),
+//! the carrier being the only part that differs (`Wire`).
 //!
 //! **Owns**: the tokio driver of one terminal endpoint per accepted
-//! connection ([`drive_connection`], whatever the carrier) — frames split
+//! connection (`drive_connection`, whatever the carrier) — frames split
 //! off a `BytesMut` read buffer with
 //! [`peek_frame_len`] and handed to [`DtpEndpoint::handle_frame`] (which
 //! decrypts them in place), `poll_transmit` into a write buffer written
@@ -52,7 +52,7 @@
 //! - **Resume grace.** A Fay whose connection was cut reconnects at once
 //!   and may ask for its session before the old connection's task has seen
 //!   the end of its socket; the request then waits up to
-//!   [`RESUME_GRACE`](dtp_endpoint::RESUME_GRACE) (the gateway's grace),
+//!   [`RESUME_GRACE`] (the gateway's grace),
 //!   looking in the registry every [`RESUME_POLL`], before it is refused
 //!   with RESUME_FAILED.
 //! - **Bounded memory.** The registry holds at most
@@ -115,7 +115,7 @@ pub struct DtpPeerConfig {
     pub limits: Limits,
     /// `Some(path)`: carry DTP over WebSocket instead of straight on TCP,
     /// accepting upgrades at `path` only, with the subprotocol `dtp.v1`
-    /// (the tokio-tungstenite peer, [`ws`]).
+    /// (the tokio-tungstenite peer).
     pub websocket: Option<String>,
 }
 
