@@ -11,7 +11,8 @@
 //!   asks for which resource, the Fays' credentials, the `[terminal]`
 //!   section that serves it.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
-//! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on tokio.
+//! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on
+//!   tokio, over TCP or over WebSocket (tokio-tungstenite).
 //! - [`peer_tokio_uring`]: the same protocol on tokio-uring, one runtime per core.
 //! - [`loopback`]: the machine's loopback limit for `stream`.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.

@@ -315,8 +315,13 @@ impl<S> Drop for PeerHandle<S> {
 /// Prints the line [`parse_listening_line`] reads, for a peer run as a
 /// child process.
 pub(crate) fn print_listening(addr: SocketAddr) {
+    print_line(&format!("listening {addr}"));
+}
+
+/// Prints `line` on stdout at once (a parent reads it from a pipe).
+pub(crate) fn print_line(line: &str) {
     let mut out = io::stdout().lock();
-    let _ = writeln!(out, "listening {addr}");
+    let _ = writeln!(out, "{line}");
     let _ = out.flush();
 }
 

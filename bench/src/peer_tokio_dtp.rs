@@ -4,10 +4,14 @@
 //! sans-IO [`DtpEndpoint`] and the same application ([`DtpResponder`]) as
 //! our gateway (`dtp_gateway::dtp::DtpGateway`), so the
 //! CPU-per-byte ratio of `dtp bench` measures the IO path and the runtime,
-//! not two protocol implementations.
+//! not two protocol implementations. It carries DTP straight on TCP, or
+//! with [`DtpPeerConfig::websocket`] over WebSocket with `tokio-tungstenite`
+//! (`ws`: binary messages, subprotocol `dtp.v1`, as our `ws:` transport),
+//! the carrier being the only part that differs (`Wire`).
 //!
 //! **Owns**: the tokio driver of one terminal endpoint per accepted
-//! connection — frames split off a `BytesMut` read buffer with
+//! connection (`drive_connection`, whatever the carrier) — frames split
+//! off a `BytesMut` read buffer with
 //! [`peek_frame_len`] and handed to [`DtpEndpoint::handle_frame`] (which
 //! decrypts them in place), `poll_transmit` into a write buffer written
 //! with one `write_all` per read batch, `poll_event` to the application,
@@ -27,7 +31,8 @@
 //! [`READ_RESERVE`] of spare room, no pinning, no custom allocator, no
 //! socket options but `TCP_NODELAY`. [`serve`] runs it on a background
 //! thread for tests; [`run_child`] prints the same `listening ADDR` line
-//! and stops on the same end of standard input.
+//! (`listening ws:ADDR/PATH` over WebSocket, as `dtp serve` prints a `ws:`
+//! listener) and stops on the same end of standard input.
 //!
 //! # Choices
 //!
@@ -47,7 +52,7 @@
 //! - **Resume grace.** A Fay whose connection was cut reconnects at once
 //!   and may ask for its session before the old connection's task has seen
 //!   the end of its socket; the request then waits up to
-//!   [`RESUME_GRACE`](dtp_endpoint::RESUME_GRACE) (the gateway's grace),
+//!   [`RESUME_GRACE`] (the gateway's grace),
 //!   looking in the registry every [`RESUME_POLL`], before it is refused
 //!   with RESUME_FAILED.
 //! - **Bounded memory.** The registry holds at most
@@ -57,6 +62,8 @@
 //!   (the codec's `max_frame_len`).
 //! - **Randomness.** `ring`'s system generator, as in the gateway; if it
 //!   fails the connection is dropped rather than the process panicking.
+
+mod ws;
 
 use std::future::Future;
 use std::io;
@@ -81,6 +88,7 @@ use crate::peer_tokio::stdin_closed;
 use dtp_workload::dtp::{DtpResponder, ResponderSession};
 
 pub use crate::peer_tokio::{READ_RESERVE, SHUTDOWN_GRACE, parse_listening_line};
+pub use ws::{HANDSHAKE_TIMEOUT, SUBPROTOCOL};
 
 /// The peer's name in the report.
 pub const NAME: &str = "tokio-dtp";
@@ -105,6 +113,10 @@ pub struct DtpPeerConfig {
     /// equal to `terminal.endpoint.limits` (the endpoint checks every frame
     /// against its own), as [`DtpPeerConfig::new`] does.
     pub limits: Limits,
+    /// `Some(path)`: carry DTP over WebSocket instead of straight on TCP,
+    /// accepting upgrades at `path` only, with the subprotocol `dtp.v1`
+    /// (the tokio-tungstenite peer).
+    pub websocket: Option<String>,
 }
 
 impl DtpPeerConfig {
@@ -117,6 +129,24 @@ impl DtpPeerConfig {
             workers,
             terminal,
             limits,
+            websocket: None,
+        }
+    }
+
+    /// The same, carrying DTP over WebSocket at `path` (`/dtp`).
+    pub fn websocket(mut self, path: impl Into<String>) -> Self {
+        self.websocket = Some(path.into());
+        self
+    }
+
+    /// Prints the line `dtp bench` reads the address from once the peer is
+    /// bound: `listening ADDR`, or `listening ws:ADDR/PATH` over WebSocket
+    /// (the way `dtp serve` prints its endpoints).
+    pub fn announce(&self) -> impl FnOnce(SocketAddr) + Send + 'static {
+        let path = self.websocket.clone();
+        move |addr| match path {
+            Some(path) => crate::peer_tokio::print_line(&format!("listening ws:{addr}{path}")),
+            None => crate::peer_tokio::print_listening(addr),
         }
     }
 
@@ -196,7 +226,11 @@ where
 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.worker_threads())
-        .thread_name("tokio-dtp-peer-worker")
+        .thread_name(if config.websocket.is_some() {
+            "tokio-ws-dtp-peer-worker"
+        } else {
+            "tokio-dtp-peer-worker"
+        })
         .enable_all()
         .build()?;
     let shared = Arc::new(Shared {
@@ -206,6 +240,7 @@ where
         stats,
         rng: SystemRandom::new(),
     });
+    let websocket: Option<Arc<str>> = config.websocket.map(Arc::from);
     let result = runtime.block_on(async {
         let listener = TcpListener::bind(config.listen).await?;
         on_bound(listener.local_addr()?);
@@ -227,8 +262,13 @@ where
                     };
                     shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
                     let shared = Arc::clone(&shared);
+                    let websocket = websocket.clone();
                     tokio::spawn(async move {
-                        let clean = connection(sock, &shared).await.is_ok();
+                        let clean = match websocket {
+                            Some(path) => ws::connection(sock, &path, &shared).await,
+                            None => connection(sock, &shared).await,
+                        }
+                        .is_ok();
                         shared.stats.closed.fetch_add(1, Ordering::Relaxed);
                         if !clean {
                             shared.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -387,10 +427,55 @@ impl Conn {
     }
 }
 
-/// One connection: read, hand the frames to the endpoint, write what it
-/// produced once per batch, repeat; the endpoint's timers race the read.
-async fn connection(mut sock: TcpStream, shared: &Shared) -> Result<(), ConnError> {
+/// How a connection carries DTP's byte stream: TCP as it is ([`Tcp`]),
+/// or the payloads of WebSocket binary messages ([`ws::Ws`]). The rest of
+/// a connection — endpoint, application, timers, counters — is
+/// [`drive_connection`], the same for both.
+trait Wire {
+    /// Appends the next bytes received to `input`; `Ok(false)` once the
+    /// stream has ended. Cancel-safe: it races the endpoint's timer.
+    async fn read(&mut self, input: &mut BytesMut, limits: &Limits) -> io::Result<bool>;
+
+    /// Sends all of `output` and empties it.
+    async fn write(&mut self, output: &mut BytesMut) -> io::Result<()>;
+
+    /// Ends the connection in the carrier's own way once the loop is over
+    /// (dropping the socket is enough for TCP).
+    async fn close(&mut self) {}
+}
+
+/// DTP straight on TCP.
+struct Tcp(TcpStream);
+
+impl Wire for Tcp {
+    async fn read(&mut self, input: &mut BytesMut, limits: &Limits) -> io::Result<bool> {
+        // Room for the rest of a partial frame whose length is known, and
+        // at least READ_RESERVE (the plaintext peer's rule).
+        let want = match peek_frame_len(input, limits) {
+            Ok(total) => total.saturating_sub(input.len()).max(READ_RESERVE),
+            Err(_) => READ_RESERVE,
+        };
+        input.reserve(want);
+        Ok(self.0.read_buf(input).await? > 0)
+    }
+
+    async fn write(&mut self, output: &mut BytesMut) -> io::Result<()> {
+        self.0.write_all(output).await?;
+        output.clear();
+        Ok(())
+    }
+}
+
+/// One TCP connection (`TCP_NODELAY` on) carrying DTP.
+async fn connection(sock: TcpStream, shared: &Shared) -> Result<(), ConnError> {
     sock.set_nodelay(true)?;
+    drive_connection(Tcp(sock), shared).await
+}
+
+/// One connection on any carrier: read, hand the frames to the endpoint,
+/// write what it produced once per batch, repeat; the endpoint's timers
+/// race the read.
+async fn drive_connection(mut wire: impl Wire, shared: &Shared) -> Result<(), ConnError> {
     let start = Instant::now();
     let mut conn = Conn::open(shared, start)?;
     let mut input = BytesMut::new();
@@ -400,28 +485,20 @@ async fn connection(mut sock: TcpStream, shared: &Shared) -> Result<(), ConnErro
     let timer = tokio::time::sleep_until(armed.unwrap_or(start).into());
     tokio::pin!(timer);
     let outcome = loop {
-        if !output.is_empty() {
-            if let Err(e) = sock.write_all(&output).await {
-                break Err(e);
-            }
-            output.clear();
+        if !output.is_empty()
+            && let Err(e) = wire.write(&mut output).await
+        {
+            break Err(e);
         }
         if conn.ep.is_closed() {
             break Ok(());
         }
-        // Room for the rest of a partial frame whose length is known, and
-        // at least READ_RESERVE (the plaintext peer's rule).
-        let want = match peek_frame_len(&input, &shared.limits) {
-            Ok(total) => total.saturating_sub(input.len()).max(READ_RESERVE),
-            Err(_) => READ_RESERVE,
-        };
-        input.reserve(want);
         let now = tokio::select! {
-            read = sock.read_buf(&mut input) => {
+            read = wire.read(&mut input, &shared.limits) => {
                 let now = Instant::now();
                 match read {
-                    Ok(0) => break Ok(()),
-                    Ok(_) => conn.frames(shared, &mut input, &mut output, now),
+                    Ok(false) => break Ok(()),
+                    Ok(true) => conn.frames(shared, &mut input, &mut output, now),
                     Err(e) => break Err(e),
                 }
                 now
@@ -443,6 +520,7 @@ async fn connection(mut sock: TcpStream, shared: &Shared) -> Result<(), ConnErro
         }
         armed = next;
     };
+    wire.close().await;
     conn.flush_stats(&shared.stats);
     finish(conn.ep, shared, outcome)
 }
@@ -502,7 +580,8 @@ pub fn serve(config: DtpPeerConfig) -> io::Result<DtpPeerHandle> {
 /// [`parse_listening_line`]), and stops when its standard input reaches
 /// end of file (the parent closes the pipe, or dies).
 pub fn run_child(config: DtpPeerConfig) -> io::Result<()> {
-    run(config, crate::peer_tokio::print_listening, stdin_closed())
+    let announce = config.announce();
+    run(config, announce, stdin_closed())
 }
 
 #[cfg(test)]

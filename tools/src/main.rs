@@ -103,13 +103,14 @@ enum Command {
     /// stream (16 KiB frames, 4 connections), connections (10,000 idle
     /// connections: memory per connection), and the same over the full DTP protocol:
     /// dtp-pingpong, dtp-stream, resume (forced disconnects; its p50/p99
-    /// are resume latencies); and control (the terminal control plane:
+    /// are resume latencies); dtp-pingpong-ws and dtp-stream-ws (DTP over
+    /// WebSocket against a tokio-tungstenite peer); and control (the terminal control plane:
     /// AuthRequest → AuthResult decisions per second and handovers per
     /// second under a priority script, 64 Fays; no peer, absolute figures).
     /// Reports the server's CPU time per operation
     /// (from the OS), throughput, latency, and for the streams their limit
-    /// (loopback; for dtp-stream the lower of loopback and one core's
-    /// AES-256-GCM).
+    /// (loopback; for dtp-stream and dtp-stream-ws the lower of loopback
+    /// and one core's AES-256-GCM).
     Bench(BenchCli),
     /// (Internal) The realtime fan-out peer of `dtp bench`: SSE and
     /// `realtime.v1` on axum and a tokio broadcast channel.
@@ -135,6 +136,10 @@ enum Command {
         /// the peer runs the DTP protocol with its keys.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// With a DTP --config: carry DTP over WebSocket (tokio-tungstenite,
+        /// subprotocol dtp.v1) at this request path.
+        #[arg(long, value_name = "PATH", requires = "config")]
+        websocket: Option<String>,
     },
     /// The tokio-uring peer server used by `dtp bench` (internal).
     #[command(name = "__peer-tokio-uring", hide = true)]
@@ -409,10 +414,13 @@ struct BenchCli {
     /// against tokio, tokio-uring and the raw io_uring floor),
     /// dtp-pingpong, dtp-stream (the full DTP protocol: CAP, an agreement,
     /// AES-256-GCM sealed fragments, resume acks), resume (dtp-stream with
-    /// every connection cut and resumed every 2,048 fragments), control
-    /// (the terminal control plane, no peer), fanout-sse and fanout-ws (one
-    /// publisher, --subscribers SSE or realtime.v1 subscribers, against a
-    /// tokio/axum peer).
+    /// every connection cut and resumed every 2,048 fragments),
+    /// dtp-pingpong-ws and dtp-stream-ws (the same DTP workloads carried in
+    /// WebSocket binary messages, subprotocol dtp.v1: ours on a ws:
+    /// listener against a tokio-tungstenite peer, side `tokio-tungstenite`),
+    /// control (the terminal control plane, no peer), fanout-sse and
+    /// fanout-ws (one publisher, --subscribers SSE or realtime.v1
+    /// subscribers, against a tokio/axum peer).
     #[arg(long, default_value = bench::ALL_WORKLOADS)]
     workloads: String,
     /// Our gateway's IO backend: auto, uring or epoll.
@@ -571,7 +579,8 @@ fn main() -> ExitCode {
             listen,
             workers,
             config,
-        } => run_peer(listen, workers, config.as_deref()),
+            websocket,
+        } => run_peer(listen, workers, config.as_deref(), websocket),
         Command::PeerTokioUring { listen, workers } => run_peer_tokio_uring(listen, workers),
         Command::PeerFloor { listen, workers } => run_peer_floor(listen, workers),
         Command::Inspect(args) => args.limits.limits().and_then(|limits| {
@@ -898,6 +907,7 @@ fn run_peer(
     listen: std::net::SocketAddr,
     workers: usize,
     config: Option<&std::path::Path>,
+    websocket: Option<String>,
 ) -> Result<(), CliError> {
     let file = config::Config::load(config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
     let limits = file
@@ -909,17 +919,29 @@ fn run_peer(
         .terminal(limits)
         .map_err(|e| CliError::usage("BAD_CONFIG", e))?
     {
-        let config = dtp_bench::peer_tokio_dtp::DtpPeerConfig::new(
+        let mut config = dtp_bench::peer_tokio_dtp::DtpPeerConfig::new(
             listen,
             workers,
             std::sync::Arc::new(terminal),
         );
-        return dtp_bench::peer_tokio_dtp::run(
-            config,
-            |addr| println!("listening {addr}"),
-            std::future::pending::<()>(),
-        )
-        .map_err(|e| CliError::Io(format!("tokio DTP peer: {e}")));
+        if let Some(path) = websocket {
+            if !path.starts_with('/') {
+                return Err(CliError::usage(
+                    "BAD_ARGUMENT",
+                    format!("--websocket {path}: a request path starts with /"),
+                ));
+            }
+            config = config.websocket(path);
+        }
+        let announce = config.announce();
+        return dtp_bench::peer_tokio_dtp::run(config, announce, std::future::pending::<()>())
+            .map_err(|e| CliError::Io(format!("tokio DTP peer: {e}")));
+    }
+    if websocket.is_some() {
+        return Err(CliError::usage(
+            "BAD_ARGUMENT",
+            "--websocket needs a --config with [dtp] enabled = true".to_owned(),
+        ));
     }
     let config = dtp_bench::peer_tokio::PeerConfig::new(listen, workers);
     dtp_bench::peer_tokio::run(

@@ -88,6 +88,8 @@ fn bench_writes_the_documented_json_with_every_peer() {
             "dtp-pingpong",
             "dtp-stream",
             "resume",
+            "dtp-pingpong-ws",
+            "dtp-stream-ws",
             "fanout-sse",
             "fanout-ws"
         ]
@@ -115,6 +117,9 @@ fn bench_writes_the_documented_json_with_every_peer() {
         );
     }
     assert_eq!(names(&w[4]["peers"]), ["tokio"]);
+    for i in [6, 7] {
+        assert_eq!(names(&w[i]["peers"]), ["tokio-tungstenite"], "{}", w[i]);
+    }
     // stream against loopback; dtp-stream against the lowest of its limit
     // figures; resume against each side's own dtp-stream goodput.
     assert!(w[1]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
@@ -122,6 +127,12 @@ fn bench_writes_the_documented_json_with_every_peer() {
         w[4]["limit"]["figures"].as_array().unwrap().len() >= 2,
         "{}",
         w[4]
+    );
+    // dtp-stream-ws against the same run's dtp-stream limit figures.
+    assert_eq!(
+        w[7]["limit"]["figures"], w[4]["limit"]["figures"],
+        "{}",
+        w[7]
     );
     assert!(w[5]["limit"]["ours_fraction"].as_f64().unwrap() > 0.0);
     for side in [&w[5]["ours"], &w[5]["peer"]] {
@@ -131,7 +142,7 @@ fn bench_writes_the_documented_json_with_every_peer() {
         assert!(side["resume_p99_us"].is_number());
     }
     assert!(w[2]["ours"]["memory"]["bytes_per_connection"].is_number());
-    for i in [6, 7] {
+    for i in [8, 9] {
         for side in ["ours", "peer"] {
             let m = &w[i][side]["memory"];
             assert_eq!(m["connections"], 50, "{i} {side}: {m}");

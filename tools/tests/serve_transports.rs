@@ -20,14 +20,15 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use support::{Scratch, dtp, fay_args, load_keys};
 
 /// The IO backends: the `DTP_IO_BACKEND` value and the name reported.
 const BACKENDS: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
 
-/// A `dtp serve` on several listeners, killed when dropped.
+/// A `dtp serve` on several listeners (or `dtp bench`'s WebSocket peer),
+/// killed when dropped.
 struct Gateway {
     child: Child,
     /// The endpoints it printed (`listening …`), TCP as `tcp:HOST:PORT`.
@@ -41,7 +42,8 @@ impl Gateway {
     /// front end) on `backend`, once it printed its backend line (after
     /// every `listening` line).
     fn start(config: &Path, backend: &str) -> Self {
-        let mut child = dtp()
+        let mut serve = dtp();
+        serve
             .args([
                 "serve",
                 "--shards",
@@ -52,7 +54,25 @@ impl Gateway {
             ])
             .arg("--config")
             .arg(config)
-            .env("DTP_IO_BACKEND", backend)
+            .env("DTP_IO_BACKEND", backend);
+        Self::spawn(serve, |line| line.starts_with("backend "))
+    }
+
+    /// `dtp bench`'s tokio-tungstenite peer (`dtp __peer-tokio
+    /// --websocket /dtp`) with the `[dtp]` keys of `config`, once it printed
+    /// its `listening ws:…` line.
+    fn ws_peer(config: &Path) -> Self {
+        let mut peer = dtp();
+        peer.args(["__peer-tokio", "--listen", "127.0.0.1:0", "--workers", "2"])
+            .args(["--websocket", "/dtp", "--config"])
+            .arg(config);
+        Self::spawn(peer, |line| line.starts_with("listening "))
+    }
+
+    /// Runs `cmd`, collecting the endpoints of its `listening` lines (and
+    /// its QUIC certificate line) until a line `done` accepts.
+    fn spawn(mut cmd: Command, done: impl Fn(&str) -> bool) -> Self {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -62,7 +82,7 @@ impl Gateway {
         let mut listening = Vec::new();
         let mut quic_pin = None;
         loop {
-            let line = lines.next().expect("serve exited").unwrap();
+            let line = lines.next().expect("the server exited").unwrap();
             if let Some(at) = line.strip_prefix("listening ") {
                 let at = if at.contains(':') && at.parse::<std::net::SocketAddr>().is_ok() {
                     format!("tcp:{at}")
@@ -72,7 +92,8 @@ impl Gateway {
                 listening.push(at);
             } else if let Some(sha) = line.strip_prefix("quic certificate sha256 ") {
                 quic_pin = Some(sha.to_owned());
-            } else if line.starts_with("backend ") {
+            }
+            if done(&line) {
                 break;
             }
         }
@@ -111,14 +132,27 @@ impl Drop for Gateway {
     }
 }
 
-/// `dtp load --dtp --target TARGET --workload stream` for `secs` seconds on
-/// two connections with `extra` arguments; the report, which must say the
-/// run succeeded.
+/// `dtp load --dtp TARGET --workload stream` for `secs` seconds on two
+/// connections with `extra` arguments; the report, which must say the run
+/// succeeded.
 fn stream(
     dir: &Path,
     fay: &[String],
     target: &[String],
     backend: &str,
+    secs: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    load(dir, fay, target, backend, "stream", secs, extra)
+}
+
+/// `dtp load --dtp TARGET --workload WORKLOAD`, as [`stream`].
+fn load(
+    dir: &Path,
+    fay: &[String],
+    target: &[String],
+    backend: &str,
+    workload: &str,
     secs: &str,
     extra: &[&str],
 ) -> serde_json::Value {
@@ -128,7 +162,7 @@ fn stream(
         .args(["load", "--shards", "1", "--warmup", "0"])
         .args(target)
         .args(fay)
-        .args(["--workload", "stream", "--connections", "2"])
+        .args(["--workload", workload, "--connections", "2"])
         .args(["--duration", secs])
         .args(extra)
         .arg("--json")
@@ -233,4 +267,42 @@ fn quic_pins_are_checked_before_anything_runs() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
+}
+
+/// The peer of `dtp-pingpong-ws` and `dtp-stream-ws` speaks DTP over
+/// WebSocket to our client (`dtp load --target ws:…`, which insists on the
+/// `dtp.v1` subprotocol): both workloads with every fragment delivered
+/// once, and sessions cut mid-stream resumed on new WebSocket connections.
+#[test]
+fn the_tokio_tungstenite_peer_serves_dtp_over_websocket() {
+    let scratch = Scratch::new("ws-peer");
+    let dir = &scratch.0;
+    let keys = load_keys();
+    let config = dir.join("dtp.toml");
+    std::fs::write(&config, keys.write_files(dir).dtp_section("")).unwrap();
+    let fay = fay_args(dir, &keys);
+    let peer = Gateway::ws_peer(&config);
+    let at = peer.at("ws");
+    assert!(
+        at.starts_with("ws:127.0.0.1:") && at.ends_with("/dtp"),
+        "{at}"
+    );
+    let target = peer.target("ws");
+    for workload in ["pingpong", "stream"] {
+        let v = load(dir, &fay, &target, "uring", workload, "1.5", &[]);
+        assert_every_fragment_once(&v, &format!("{workload} against the peer"));
+    }
+    let v = stream(
+        dir,
+        &fay,
+        &target,
+        "uring",
+        "1.5",
+        &["--disconnect-every", "200"],
+    );
+    let what = "the peer with cuts";
+    assert_every_fragment_once(&v, what);
+    let (cuts, resumes) = (&v["dtp"]["cuts"], &v["dtp"]["resumes"]);
+    assert!(cuts.as_u64().unwrap() > 0, "{what}: {v:#}");
+    assert_eq!(cuts, resumes, "{what}: {v:#}");
 }

@@ -45,6 +45,9 @@ pub(crate) enum BenchWorkload {
     Plain(Workload),
     /// Over DTP (pingpong or stream).
     Dtp(Workload),
+    /// Over DTP carried by WebSocket (`ws:`, binary messages, `dtp.v1`),
+    /// against the tokio-tungstenite peer.
+    DtpWs(Workload),
     /// The DTP stream, each connection cut every [`RESUME_EVERY`] fragments
     /// and resumed.
     Resume,
@@ -61,8 +64,17 @@ pub(crate) enum BenchWorkload {
 const RESUME_EVERY: u64 = 2048;
 
 /// Every workload name, in the order of the default run.
-pub(crate) const ALL_WORKLOADS: &str =
-    "pingpong,stream,connections,dtp-pingpong,dtp-stream,resume,control,fanout-sse,fanout-ws";
+pub(crate) const ALL_WORKLOADS: &str = concat!(
+    "pingpong,stream,connections,",
+    "dtp-pingpong,dtp-stream,resume,dtp-pingpong-ws,dtp-stream-ws,",
+    "control,fanout-sse,fanout-ws"
+);
+
+/// The request path of the DTP-over-WebSocket servers (`ws:ADDR/dtp`).
+const WS_PATH: &str = "/dtp";
+
+/// The side name of the DTP-over-WebSocket peer.
+pub(crate) const TUNGSTENITE: &str = "tokio-tungstenite";
 
 impl BenchWorkload {
     /// The name in the report and on the command line.
@@ -72,6 +84,9 @@ impl BenchWorkload {
             Self::Dtp(Workload::Pingpong) => "dtp-pingpong",
             Self::Dtp(Workload::Stream) => "dtp-stream",
             Self::Dtp(Workload::Idle) => "dtp-connections",
+            Self::DtpWs(Workload::Pingpong) => "dtp-pingpong-ws",
+            Self::DtpWs(Workload::Stream) => "dtp-stream-ws",
+            Self::DtpWs(Workload::Idle) => "dtp-connections-ws",
             Self::Resume => "resume",
             Self::Control => "control",
             Self::Fanout(crate::load_rt::Mode::Sse) => "fanout-sse",
@@ -84,6 +99,8 @@ impl BenchWorkload {
         Some(match name {
             "dtp-pingpong" => Self::Dtp(Workload::Pingpong),
             "dtp-stream" => Self::Dtp(Workload::Stream),
+            "dtp-pingpong-ws" => Self::DtpWs(Workload::Pingpong),
+            "dtp-stream-ws" => Self::DtpWs(Workload::Stream),
             "resume" => Self::Resume,
             "control" => Self::Control,
             "fanout-sse" => Self::Fanout(crate::load_rt::Mode::Sse),
@@ -95,7 +112,7 @@ impl BenchWorkload {
     /// The plaintext workload it builds on (sizes, connections).
     fn base(self) -> Workload {
         match self {
-            Self::Plain(w) | Self::Dtp(w) => w,
+            Self::Plain(w) | Self::Dtp(w) | Self::DtpWs(w) => w,
             Self::Resume => Workload::Stream,
             Self::Control | Self::Fanout(_) => Workload::Pingpong,
         }
@@ -103,7 +120,15 @@ impl BenchWorkload {
 
     /// Whether it runs the DTP protocol (and so needs the run's keys).
     fn is_dtp(self) -> bool {
-        matches!(self, Self::Dtp(_) | Self::Resume | Self::Control)
+        matches!(
+            self,
+            Self::Dtp(_) | Self::DtpWs(_) | Self::Resume | Self::Control
+        )
+    }
+
+    /// Whether DTP is carried over WebSocket.
+    fn is_ws(self) -> bool {
+        matches!(self, Self::DtpWs(_))
     }
 
     /// The sides it runs, ours first.
@@ -111,6 +136,7 @@ impl BenchWorkload {
         match self {
             Self::Plain(_) => &[report::OURS, "tokio", "tokio-uring", "floor"],
             Self::Dtp(_) | Self::Resume | Self::Fanout(_) => &[report::OURS, "tokio"],
+            Self::DtpWs(_) => &[report::OURS, TUNGSTENITE],
             Self::Control => &[report::OURS],
         }
     }
@@ -299,6 +325,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
             "the tokio DTP peer runs the same sans-IO DTP endpoint as our gateway, from the dtp-endpoint crate (on tokio, not on our runtime)"
                 .to_owned(),
         );
+    }
+    if args.workloads.iter().any(|w| w.is_ws()) {
+        notes.push(format!(
+            "the {TUNGSTENITE} peer is the tokio DTP peer with DTP carried in WebSocket binary messages (subprotocol dtp.v1) by tokio-tungstenite; ours serves ws:127.0.0.1:PORT{WS_PATH}"
+        ));
     }
     let steps: usize = args
         .workloads

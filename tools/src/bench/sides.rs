@@ -14,7 +14,8 @@ use dtp_bench::workload::Workload;
 use dtp_codec::AeadAlgorithm;
 
 use super::{
-    BenchWorkload, DtpFiles, Plan, Progress, RESUME_EVERY, Server, control, entry, fail, fanout,
+    BenchWorkload, DtpFiles, Plan, Progress, RESUME_EVERY, Server, TUNGSTENITE, WS_PATH, control,
+    entry, fail, fanout,
 };
 use crate::load::{self, LoadResult, LoadSpec};
 use crate::load_dtp::{self, DtpSpec};
@@ -92,11 +93,16 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 /// The command line that starts `side`'s server for `bw`.
 fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<String>, String> {
     let shards = ctx.plan.shards.to_string();
+    let ws_listen = format!("ws:127.0.0.1:0{WS_PATH}");
     let mut args: Vec<String> = match side {
         OURS => vec![
             "serve",
             "--listen",
-            "127.0.0.1:0",
+            if bw.is_ws() {
+                &ws_listen
+            } else {
+                "127.0.0.1:0"
+            },
             "--no-admin",
             "--no-realtime",
             "--backend",
@@ -110,6 +116,15 @@ fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<Strin
             "127.0.0.1:0",
             "--workers",
             &shards,
+        ],
+        TUNGSTENITE => vec![
+            "__peer-tokio",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            &shards,
+            "--websocket",
+            WS_PATH,
         ],
         "tokio-uring" => vec![
             "__peer-tokio-uring",
@@ -152,9 +167,22 @@ fn fault(args: &mut Vec<String>, workload: &str, side: &str) {
 fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, String> {
     let plan = ctx.plan;
     let w = bw.base();
-    let server = Server::start(side, &server_args(ctx, bw, side)?, "listening ")?;
+    // Both servers print a WebSocket listener as `listening ws:ADDR/PATH`.
+    let prefix = if bw.is_ws() {
+        "listening ws:"
+    } else {
+        "listening "
+    };
+    let server = Server::start(side, &server_args(ctx, bw, side)?, prefix)?;
     let spec = LoadSpec {
-        target: server.addr.into(),
+        target: if bw.is_ws() {
+            dtp_transports::Endpoint::Ws {
+                addr: server.addr,
+                path: WS_PATH.to_owned(),
+            }
+        } else {
+            server.addr.into()
+        },
         workload: w,
         connections: match w {
             Workload::Pingpong => plan.pingpong_connections,
@@ -184,14 +212,14 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
         client: spec.shards,
     };
     let figures = match (ctx.dtp, bw) {
-        (Some(files), BenchWorkload::Dtp(_) | BenchWorkload::Resume) => {
+        (Some(files), BenchWorkload::Dtp(_) | BenchWorkload::DtpWs(_) | BenchWorkload::Resume) => {
             let dtp = DtpSpec {
                 fay: files.keys.fay_config(),
                 disconnect_every: (bw == BenchWorkload::Resume).then_some(RESUME_EVERY),
             };
             measure_dtp(&server, bw, &spec, &dtp, cores)
         }
-        (None, BenchWorkload::Dtp(_) | BenchWorkload::Resume) => {
+        (None, BenchWorkload::Dtp(_) | BenchWorkload::DtpWs(_) | BenchWorkload::Resume) => {
             Err("no keys for the DTP workloads".to_owned())
         }
         _ => measure(&server, bw, cores, |phase| {
@@ -339,8 +367,9 @@ fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<
 }
 
 /// The workload's limit figures of this run: loopback for `stream`; for
-/// `dtp-stream` loopback and one core's AES-256-GCM; for `resume` each
-/// side's own `dtp-stream` goodput of this run.
+/// `dtp-stream` loopback and one core's AES-256-GCM (`dtp-stream-ws` takes
+/// those of `dtp-stream` in the same run, or measures its own); for
+/// `resume` each side's own `dtp-stream` goodput of this run.
 fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<(), String> {
     let window = ctx.plan.duration.min(Duration::from_secs(3));
     let n = ctx.plan.stream_connections;
@@ -350,26 +379,41 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
             loopback_limit(window, n)?,
         ))
     };
-    let figures = match bw {
-        BenchWorkload::Plain(Workload::Stream) => vec![loopback()?],
-        BenchWorkload::Dtp(Workload::Stream) => vec![
-            loopback()?,
-            LimitFigure::new(
-                "sealed (AES-256-GCM, two cores raw)",
-                dtp_bench::sealed_limit::measure(window, congestion().as_deref())
-                    .map_err(|e| format!("sealed limit: {e}"))?
-                    .bytes_per_s,
-            ),
-            LimitFigure::new(
-                "aead (AES-256-GCM, one core)",
-                dtp_bench::aead_limit::measure(
-                    AeadAlgorithm::Aes256Gcm,
-                    16 * 1024,
-                    window.min(Duration::from_secs(1)),
+    let same_run = |name: &str| {
+        report
+            .workloads
+            .iter()
+            .find(|w| w.name == name)
+            .map(|w| w.limits.clone())
+            .filter(|l| !l.is_empty())
+    };
+    let reused = match bw {
+        BenchWorkload::DtpWs(Workload::Stream) => same_run("dtp-stream"),
+        _ => None,
+    };
+    let figures = match (bw, reused) {
+        (_, Some(same)) => same,
+        (BenchWorkload::Plain(Workload::Stream), None) => vec![loopback()?],
+        (BenchWorkload::Dtp(Workload::Stream) | BenchWorkload::DtpWs(Workload::Stream), None) => {
+            vec![
+                loopback()?,
+                LimitFigure::new(
+                    "sealed (AES-256-GCM, two cores raw)",
+                    dtp_bench::sealed_limit::measure(window, congestion().as_deref())
+                        .map_err(|e| format!("sealed limit: {e}"))?
+                        .bytes_per_s,
                 ),
-            ),
-        ],
-        BenchWorkload::Resume => {
+                LimitFigure::new(
+                    "aead (AES-256-GCM, one core)",
+                    dtp_bench::aead_limit::measure(
+                        AeadAlgorithm::Aes256Gcm,
+                        16 * 1024,
+                        window.min(Duration::from_secs(1)),
+                    ),
+                ),
+            ]
+        }
+        (BenchWorkload::Resume, None) => {
             let Some(stream) = report.workloads.iter().find(|w| w.name == "dtp-stream") else {
                 return Ok(());
             };

@@ -7,8 +7,9 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use dtp_codec::ws::{Decoder, FrameConfig, Role};
+use dtp_codec::ws::{FrameConfig, Role};
 
+use super::inbound::Inbound;
 use crate::driver::{CloseReason, ListenerId};
 
 /// Where the connection is.
@@ -30,9 +31,10 @@ pub(crate) struct WsConn {
     pub(crate) phase: Phase,
     /// When the handshake began (the handshake timeout counts from here).
     pub(crate) since: Instant,
-    /// Received bytes not yet decoded (a head or a frame not yet whole).
+    /// Received bytes of the opening handshake not yet read (a head not
+    /// yet whole); frames go to `inbound`.
     pub(crate) rx: BytesMut,
-    pub(crate) decoder: Decoder,
+    pub(crate) inbound: Inbound,
     /// A client's frames sent before the 101, held until it comes
     /// (RFC 6455 §4.1: no data before the server's response).
     pub(crate) held: Vec<u8>,
@@ -62,7 +64,7 @@ impl WsConn {
             phase,
             since: Instant::now(),
             rx: BytesMut::new(),
-            decoder: Decoder::new(cfg),
+            inbound: Inbound::new(cfg),
             held: Vec::new(),
             enqueued: 0,
             frames: VecDeque::new(),

@@ -25,15 +25,16 @@
 
 mod conn;
 mod handshake;
+mod inbound;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use dtp_codec::http::{HttpLimits, ResponseLimits, parse_request_head, parse_response_head};
-use dtp_codec::ws::{CloseCode, FrameError, Message, Opcode, Role, apply_mask, encode_header};
+use dtp_codec::ws::{CloseCode, Message, Opcode, Role, apply_mask, encode_header};
 
 use crate::driver::{BackendChoice, CloseReason, ConnId, DriverStats, ListenerId, Waker};
 use crate::endpoint::Endpoint;
@@ -43,6 +44,7 @@ use crate::transport::{Event, Transport, TransportError};
 
 use conn::{Phase, WsConn};
 pub use handshake::SUBPROTOCOL;
+use inbound::Piece;
 
 /// How [`WebSocket`] frames and bounds its connections.
 #[derive(Clone, Debug)]
@@ -205,11 +207,19 @@ impl<T: Transport> WebSocket<T> {
             },
             Event::Connected { conn } if self.conns.contains_key(&conn) => {}
             Event::Received { conn, data } if self.conns.contains_key(&conn) => {
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    c.rx.extend_from_slice(&data);
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                match c.phase {
+                    Phase::Open => self.frames(conn, data, events),
+                    // Nothing more is delivered.
+                    Phase::Closing => {}
+                    Phase::ServerHandshake { .. } | Phase::ClientHandshake { .. } => {
+                        c.rx.extend_from_slice(&data);
+                        drop(data);
+                        self.advance(conn, events);
+                    }
                 }
-                drop(data);
-                self.advance(conn, events);
             }
             Event::Writable { conn } => match self.conns.get(&conn) {
                 Some(c) if !(c.up && matches!(c.phase, Phase::Open)) => {}
@@ -240,7 +250,8 @@ impl<T: Transport> WebSocket<T> {
         }
     }
 
-    /// Reads what `conn` has received: its handshake head, then frames.
+    /// Reads what `conn` has received during its handshake: the head, then
+    /// any frames that came with it.
     fn advance(&mut self, conn: ConnId, events: &mut Vec<Event>) {
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
@@ -259,9 +270,11 @@ impl<T: Transport> WebSocket<T> {
                     }
                 }
                 Phase::Open => {
-                    if !self.next_message(conn, events) {
-                        return;
+                    let rest = std::mem::take(&mut c.rx);
+                    if !rest.is_empty() {
+                        self.frames(conn, RecvBuf::from(rest), events);
                     }
+                    return;
                 }
                 Phase::Closing => {
                     c.rx.clear();
@@ -349,48 +362,40 @@ impl<T: Transport> WebSocket<T> {
         }
     }
 
-    /// The next whole frame of an open connection. Returns whether to go
-    /// on reading.
-    fn next_message(&mut self, conn: ConnId, events: &mut Vec<Event>) -> bool {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return false;
-        };
-        if c.rx.is_empty() {
-            return false;
-        }
-        let decoded = c.decoder.decode(&mut c.rx);
-        let message = match decoded {
-            Ok((used, message)) => {
-                c.rx.advance(used);
-                message
+    /// The frames in `data`, received on an open connection: payload
+    /// pieces delivered as they are (lent, unmasked in place), pings
+    /// answered, a close echoed, a violation closed with its code.
+    fn frames(&mut self, conn: ConnId, mut data: RecvBuf, events: &mut Vec<Event>) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if !matches!(c.phase, Phase::Open) {
+                return;
             }
-            Err(FrameError::Incomplete { .. }) => return false,
-            Err(FrameError::Protocol(e)) => {
-                tracing::debug!(?conn, %e, "WebSocket protocol error");
-                self.fail(conn, e.close_code(), CloseReason::Error(libc::EPROTO));
-                return false;
-            }
-        };
-        match message {
-            None => {}
-            Some(Message::Binary(payload)) if !payload.is_empty() => events.push(Event::Received {
-                conn,
-                data: RecvBuf::from(BytesMut::from(Bytes::from(payload))),
-            }),
-            Some(Message::Binary(_) | Message::Pong(_)) => {}
-            Some(Message::Ping(payload)) => self.control(conn, Opcode::Pong, &payload),
-            Some(Message::Text(_)) => {
-                // DTP is binary: RFC 6455 §7.4.1's 1003, "cannot accept".
-                self.fail(conn, CloseCode(1003), CloseReason::Error(libc::EPROTO));
-                return false;
-            }
-            Some(Message::Close(frame)) => {
-                let code = frame.map_or(1000, |f| f.code.0);
-                self.fail(conn, CloseCode(code), CloseReason::PeerClosed);
-                return false;
+            let Some(piece) = c.inbound.next(&mut data) else {
+                return;
+            };
+            match piece {
+                Piece::Data(data) => {
+                    if !data.is_empty() {
+                        events.push(Event::Received { conn, data });
+                    }
+                }
+                Piece::Control(Message::Ping(payload)) => {
+                    self.control(conn, Opcode::Pong, &payload);
+                }
+                Piece::Control(Message::Close(frame)) => {
+                    let code = frame.map_or(1000, |f| f.code.0);
+                    self.fail(conn, CloseCode(code), CloseReason::PeerClosed);
+                }
+                Piece::Control(_) => {}
+                Piece::Refused(code) => {
+                    tracing::debug!(?conn, code = code.0, "WebSocket protocol error");
+                    self.fail(conn, code, CloseReason::Error(libc::EPROTO));
+                }
             }
         }
-        true
     }
 
     /// Cuts handshakes older than the timeout; the time until the next one
