@@ -10,11 +10,11 @@ use std::str::FromStr;
 /// kinds and refuses the others with
 /// [`TransportError::UnsupportedEndpoint`](crate::TransportError).
 ///
-/// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`, `mem:NAME`
-/// by [`fmt::Display`] and read back by [`FromStr`], which also takes the
-/// URL-like `tcp://…` and `ws://…` forms and a bare `HOST:PORT` (TCP).
-/// More kinds (QUIC, RTSP-interleaved, BLE) join as their transports do,
-/// hence `non_exhaustive`.
+/// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`,
+/// `rtsp:HOST:PORT`, `mem:NAME` by [`fmt::Display`] and read back by
+/// [`FromStr`], which also takes the URL-like `tcp://…`, `ws://…` and
+/// `rtsp://…` forms and a bare `HOST:PORT` (TCP). More kinds (QUIC, BLE)
+/// join as their transports do, hence `non_exhaustive`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Endpoint {
@@ -33,6 +33,11 @@ pub enum Endpoint {
         /// The request path.
         path: String,
     },
+    /// SPEC TRN-4: DTP over RTSP-interleaved TCP (RFC 2326 §10.12: `$`
+    /// packets on channel 0 after SETUP and RECORD) at this TCP address;
+    /// port 0 in a listen picks a free port. Spoken by
+    /// [`Rtsp`](crate::Rtsp).
+    Rtsp(SocketAddr),
 }
 
 impl Endpoint {
@@ -43,6 +48,7 @@ impl Endpoint {
             Self::Unix(_) => "unix",
             Self::Memory(_) => "mem",
             Self::Ws { .. } => "ws",
+            Self::Rtsp(_) => "rtsp",
         }
     }
 
@@ -68,6 +74,7 @@ impl fmt::Display for Endpoint {
             Self::Unix(path) => write!(f, "unix:{}", path.display()),
             Self::Memory(name) => write!(f, "mem:{name}"),
             Self::Ws { addr, path } => write!(f, "ws:{addr}{path}"),
+            Self::Rtsp(addr) => write!(f, "rtsp:{addr}"),
         }
     }
 }
@@ -109,7 +116,7 @@ impl FromStr for Endpoint {
         };
         let Some((scheme, rest)) = s.split_once(':') else {
             return Err(error(
-                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, mem:NAME or HOST:PORT",
+                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, rtsp:HOST:PORT, mem:NAME or HOST:PORT",
             ));
         };
         let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -140,11 +147,16 @@ impl FromStr for Endpoint {
                     path: path.to_owned(),
                 })
             }
+            "rtsp" => socket_addr(rest.strip_suffix('/').unwrap_or(rest))
+                .map(Self::Rtsp)
+                .ok_or_else(|| {
+                    error("expected rtsp:IP:PORT (or localhost:PORT), with no path")
+                }),
             "mem" if rest.is_empty() => Err(error("a mem: endpoint needs a name")),
             "mem" => Ok(Self::Memory(rest.to_owned())),
             _ => socket_addr(s).map(Self::Tcp).ok_or_else(|| {
                 error(
-                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, mem:NAME or HOST:PORT",
+                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, rtsp:HOST:PORT, mem:NAME or HOST:PORT",
                 )
             }),
         }
@@ -167,6 +179,8 @@ mod tests {
             "mem:gateway",
             "ws:127.0.0.1:7001/dtp",
             "ws:[::1]:80/",
+            "rtsp:127.0.0.1:8554",
+            "rtsp:[::1]:554",
         ] {
             let e: Endpoint = text.parse().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(e.to_string(), text);
@@ -200,6 +214,15 @@ mod tests {
             ws("/a/b")
         );
         assert_eq!("ws:localhost:7001".parse::<Endpoint>().unwrap(), ws("/"));
+        let rtsp = Endpoint::Rtsp("127.0.0.1:8554".parse().unwrap());
+        for text in [
+            "rtsp://127.0.0.1:8554",
+            "rtsp://127.0.0.1:8554/",
+            "rtsp:localhost:8554",
+        ] {
+            assert_eq!(text.parse::<Endpoint>().unwrap(), rtsp, "{text}");
+        }
+        assert_eq!(rtsp.scheme(), "rtsp");
     }
 
     #[test]
@@ -214,6 +237,8 @@ mod tests {
             "localhost",
             "ws:nowhere/x",
             "ws:127.0.0.1:80/a b",
+            "rtsp:nowhere",
+            "rtsp://127.0.0.1:8554/dtp",
         ] {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(e.to_string().starts_with("endpoint "), "{e}");
