@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the RTSP interoperability test needs, idempotently: ffprobe
-# (Debian's ffmpeg package), an RTSP client we did not write.
+# Installs what the RTSP interoperability tests need, idempotently: ffprobe
+# and ffmpeg (Debian's ffmpeg package), RTSP clients we did not write.
 set -euo pipefail
 if ! command -v ffprobe >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive

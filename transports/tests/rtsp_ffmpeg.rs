@@ -1,11 +1,13 @@
-//! SPEC TRN-4 against an RTSP client we did not write: ffprobe (FFmpeg,
-//! installed by tests/ffmpeg/install.sh) opens `rtsp://…/dtp` on our
-//! [`Rtsp`] listener over TCP interleaving. It must get through the whole
-//! control exchange — OPTIONS, DESCRIBE (our SDP), SETUP
+//! SPEC TRN-4/TRN-5 against RTSP clients we did not write: FFmpeg's
+//! ffprobe and ffmpeg (installed by tests/ffmpeg/install.sh) on our
+//! [`Rtsp`] listener over TCP interleaving. ffprobe must get through the
+//! whole control exchange — OPTIONS, DESCRIBE (our SDP), SETUP
 //! (`RTP/AVP/TCP;unicast;interleaved=0-1`), PLAY — with a 200 for each,
-//! and our side must report the connection up after PLAY. A tap under the
-//! RTSP layer records the bytes both ways, which our own codec reads back.
-//! The test is skipped (loudly) only when ffprobe cannot be installed.
+//! and our side must report the connection up after PLAY; ffmpeg must
+//! publish RTP through ANNOUNCE, SETUP, RECORD and TEARDOWN, and we must
+//! deliver its channel-0 payloads unaltered. A tap under the RTSP layer
+//! records the bytes both ways, which our own codec reads back. The tests
+//! are skipped (loudly) only when FFmpeg cannot be installed.
 
 #![allow(
     clippy::unwrap_used,
@@ -117,9 +119,9 @@ fn messages(stream: &[u8]) -> Vec<Message> {
     out
 }
 
-/// ffprobe, installed if need be; `None` (after a loud message) when it
-/// cannot be.
-fn ffprobe() -> Option<PathBuf> {
+/// FFmpeg's ffprobe, installed (with ffmpeg) if need be; `None` (after a
+/// loud message) when it cannot be.
+fn ffmpeg() -> Option<PathBuf> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/ffmpeg/install.sh");
     let ok = Command::new("bash")
         .arg(script)
@@ -127,7 +129,7 @@ fn ffprobe() -> Option<PathBuf> {
         .is_ok_and(|s| s.success());
     if !ok {
         eprintln!(
-            "\n*** SKIPPED: ffprobe could not be installed (tests/ffmpeg/install.sh failed) ***\n"
+            "\n*** SKIPPED: FFmpeg could not be installed (tests/ffmpeg/install.sh failed) ***\n"
         );
         return None;
     }
@@ -144,26 +146,58 @@ impl Drop for Peer {
     }
 }
 
+/// An RTSP listener over a tapped driver: the transport, the tap's log
+/// and the address.
+fn tapped(backend: BackendPreference) -> (Rtsp<Tap<Driver>>, Log, std::net::SocketAddr) {
+    let log: Log = Rc::default();
+    let driver = Driver::new(DriverConfig {
+        backend,
+        ..DriverConfig::default()
+    })
+    .unwrap();
+    let tap = Tap {
+        inner: driver,
+        log: log.clone(),
+    };
+    let mut rtsp = Rtsp::new(tap, RtspConfig::default());
+    let any: Endpoint = "rtsp:127.0.0.1:0".parse().unwrap();
+    let (_, bound) = rtsp.listen(&any, false).unwrap();
+    let Endpoint::Rtsp(addr) = bound else {
+        panic!("{bound}")
+    };
+    (rtsp, log, addr)
+}
+
+/// The payloads of the `$` packets in a recorded stream, by channel.
+fn packets(stream: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut dec = InterleavedDecoder::new(RtspLimits::default());
+    let (mut at, mut out): (usize, Vec<(u8, Vec<u8>)>) = (0, Vec::new());
+    let mut open = false;
+    while let Ok((item, used)) = dec.decode(&stream[at..]) {
+        if let Item::Data {
+            channel,
+            skip,
+            len,
+            last,
+        } = item
+        {
+            let payload = &stream[at + skip..at + skip + len];
+            match out.last_mut() {
+                Some((_, p)) if open => p.extend_from_slice(payload),
+                _ => out.push((channel, payload.to_vec())),
+            }
+            open = !last;
+        }
+        at += used;
+    }
+    out
+}
+
 #[test]
 fn ffprobe_gets_through_options_describe_setup_and_play_on_our_listener() {
-    let Some(ffprobe) = ffprobe() else { return };
+    let Some(ffprobe) = ffmpeg() else { return };
     for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
-        let log: Log = Rc::default();
-        let driver = Driver::new(DriverConfig {
-            backend,
-            ..DriverConfig::default()
-        })
-        .unwrap();
-        let tap = Tap {
-            inner: driver,
-            log: log.clone(),
-        };
-        let mut rtsp = Rtsp::new(tap, RtspConfig::default());
-        let any: Endpoint = "rtsp:127.0.0.1:0".parse().unwrap();
-        let (_, bound) = rtsp.listen(&any, false).unwrap();
-        let Endpoint::Rtsp(addr) = bound else {
-            panic!("{bound}")
-        };
+        let (mut rtsp, log, addr) = tapped(backend);
         let child = Command::new(&ffprobe)
             .args(["-hide_banner", "-v", "debug", "-rtsp_transport", "tcp"])
             .arg(format!("rtsp://{addr}/dtp"))
@@ -260,6 +294,92 @@ fn ffprobe_gets_through_options_describe_setup_and_play_on_our_listener() {
         assert!(
             sent.ends_with(b"$\x00\x00\x16DTP bytes on channel 0"),
             "{backend:?}"
+        );
+    }
+}
+
+/// SPEC TRN-5 against a real peer's data: ffmpeg publishes one second of
+/// audio to our listener (ANNOUNCE, SETUP with TCP interleaving, RECORD,
+/// RTP packets, TEARDOWN). Our side must report the connection up, then
+/// closed by the peer, and deliver exactly the concatenated payloads of
+/// the channel-0 packets ffmpeg sent — RTP packets, each starting with
+/// version 2 — while the RTCP of channel 1 stays out of the stream.
+#[test]
+fn ffmpeg_publishes_over_tcp_interleaving_and_we_deliver_its_rtp_unaltered() {
+    if ffmpeg().is_none() {
+        return;
+    }
+    for backend in [BackendPreference::Uring, BackendPreference::Epoll] {
+        let (mut rtsp, log, addr) = tapped(backend);
+        let child = Command::new("ffmpeg")
+            .args(["-hide_banner", "-nostdin", "-v", "error", "-f", "lavfi"])
+            .args(["-i", "sine=frequency=440:duration=1", "-c:a", "pcm_mulaw"])
+            .args(["-f", "rtsp", "-rtsp_transport", "tcp"])
+            .arg(format!("rtsp://{addr}/dtp"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = Peer(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut events = Vec::new();
+        let (mut conn, mut got, mut ended) = (None, Vec::new(), None);
+        while ended.is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: no TEARDOWN from ffmpeg"
+            );
+            rtsp.poll(&mut events, Some(Duration::from_millis(5)))
+                .unwrap();
+            for e in events.drain(..) {
+                match e {
+                    Event::Accepted { conn: c, .. } => conn = Some(c),
+                    Event::Received { data, .. } => got.extend_from_slice(&data),
+                    Event::Closed { reason, .. } => ended = Some(reason),
+                    _ => {}
+                }
+            }
+        }
+        let status = child.0.wait().unwrap();
+        let mut err = String::new();
+        io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{backend:?}: ffmpeg failed: {err}");
+        assert_eq!(
+            ended,
+            Some(dtp_transports::CloseReason::PeerClosed),
+            "{backend:?}"
+        );
+        let (received, _) = log.borrow().get(&conn.unwrap()).cloned().unwrap();
+        let methods: Vec<Method> = messages(&received)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Request(r) => Some(r.method),
+                Message::Response(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                Method::Options,
+                Method::Announce,
+                Method::Setup,
+                Method::Record,
+                Method::Teardown
+            ],
+            "{backend:?}"
+        );
+        let rtp: Vec<Vec<u8>> = packets(&received)
+            .into_iter()
+            .filter_map(|(c, p)| (c == 0).then_some(p))
+            .collect();
+        assert!(rtp.len() > 10, "{backend:?}: {} RTP packets", rtp.len());
+        assert!(
+            rtp.iter().all(|p| p.len() > 12 && p[0] >> 6 == 2),
+            "{backend:?}: not RTP"
+        );
+        assert!(
+            got == rtp.concat(),
+            "{backend:?}: the stream differs from the packets' payloads"
         );
     }
 }
