@@ -16,6 +16,11 @@
 //!   (`DTP_IO_BACKEND=epoll` forces the fallback). Sends are bounded per
 //!   connection in pool chunks: a full queue is [`SendError::BufferFull`],
 //!   never growth (SPEC TRN-2, MEM-8);
+//! * the wrappers that carry a byte stream over a framed protocol on
+//!   another transport, speaking their own endpoint scheme and passing
+//!   every other one through (so they stack): [`WebSocket`] (`ws:`, RFC
+//!   6455 binary messages) and [`Rtsp`] (`rtsp:`, RFC 2326 interleaved
+//!   `$` packets after OPTIONS, SETUP and RECORD);
 //! * the in-memory transport ([`MemoryHub`], [`MemoryTransport`]) for
 //!   deterministic tests, and the [`FaultInjector`] that wraps any
 //!   transport to cut, drop, delay and re-chunk;
