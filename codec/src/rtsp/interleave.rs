@@ -9,7 +9,7 @@
 //! are there (a packet need not be whole), and tells "need N more bytes"
 //! from malformed input.
 
-use super::parse::{Parse, parse_message};
+use super::parse::{Parse, parse_message, skip_empty_lines};
 use super::{Message, RtspError, RtspLimits};
 
 /// The byte that starts an interleaved packet.
@@ -50,13 +50,15 @@ pub fn interleaved_len(len: usize) -> usize {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item {
     /// Payload bytes of a packet on `channel`: the `len` bytes after the
-    /// first `skip` of the buffer (`skip` covers the packet's header when
-    /// it starts here). `last` says the packet ends with them. A packet of
-    /// length 0 is one `Data` with `len` 0.
+    /// first `skip` of the buffer (`skip` covers the packet's header, and
+    /// any empty lines before it, when it starts here). `last` says the
+    /// packet ends with them. A packet of length 0 is one `Data` with
+    /// `len` 0.
     Data {
         /// The packet's channel.
         channel: u8,
-        /// Bytes before the payload (0 or [`HEADER_LEN`]).
+        /// Bytes before the payload (0, or [`HEADER_LEN`] and any empty
+        /// lines before the header).
         skip: usize,
         /// Payload bytes here.
         len: usize,
@@ -120,24 +122,27 @@ impl InterleavedDecoder {
             };
             return Ok((item, len));
         }
-        match buf {
-            [] => Err(InterleaveError::Incomplete { more: 1 }),
+        // Empty lines between packets are skipped, as before a message:
+        // so a `$` after them is a packet, never the start of a method.
+        let lead = skip_empty_lines(buf);
+        match buf.get(lead..).unwrap_or_default() {
             [MAGIC, channel, hi, lo, rest @ ..] => {
                 let left = usize::from(u16::from_be_bytes([*hi, *lo]));
                 let len = left.min(rest.len());
                 let last = len == left;
                 let channel = *channel;
                 self.packet = (!last).then_some((channel, left - len));
+                let skip = lead + HEADER_LEN;
                 let item = Item::Data {
                     channel,
-                    skip: HEADER_LEN,
+                    skip,
                     len,
                     last,
                 };
-                Ok((item, HEADER_LEN + len))
+                Ok((item, skip + len))
             }
-            [MAGIC, ..] => Err(InterleaveError::Incomplete {
-                more: HEADER_LEN - buf.len(),
+            [MAGIC, rest @ ..] => Err(InterleaveError::Incomplete {
+                more: HEADER_LEN - 1 - rest.len(),
             }),
             _ => match parse_message(buf, &self.limits) {
                 Ok(Parse::Done(m, n)) => Ok((Item::Message(m), n)),

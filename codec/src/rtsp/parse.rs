@@ -150,7 +150,7 @@ enum Start {
 }
 
 /// Past any empty lines at the front.
-fn skip_empty_lines(window: &[u8]) -> usize {
+pub(crate) fn skip_empty_lines(window: &[u8]) -> usize {
     let mut pos = 0;
     loop {
         match window.get(pos..) {

@@ -379,3 +379,26 @@ fn our_own_bad_fields_are_refused_when_written() {
     assert!(Request::new(Method::Options, "a b", 1).to_bytes().is_err());
     assert!(Response::new(700, None).to_bytes().is_err());
 }
+
+/// Found by the `rtsp_interleave` fuzz target: after an empty line, `$`
+/// starts a packet (it was read as the first byte of a method, which then
+/// wrote back as a packet).
+#[test]
+fn a_packet_after_empty_lines_is_a_packet() {
+    let mut dec = InterleavedDecoder::new(limits());
+    let wire = b"\r\n\n$\x01\x00\x02okGET_PARAMETER * RTSP/1.0\r\n\r\n";
+    let (item, used) = dec.decode(wire).unwrap();
+    let data = Item::Data {
+        channel: 1,
+        skip: 7,
+        len: 2,
+        last: true,
+    };
+    assert_eq!((item, used), (data, 9));
+    assert_eq!(
+        dec.decode(b"\r\n$\x00"),
+        Err(InterleaveError::Incomplete { more: 2 })
+    );
+    let (item, _) = dec.decode(&wire[9..]).unwrap();
+    assert!(matches!(item, Item::Message(Message::Request(_))));
+}

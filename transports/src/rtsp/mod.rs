@@ -165,7 +165,9 @@ impl<T: Transport> Rtsp<T> {
         let ok = message.write(&mut wire).is_ok() && self.inner.send(conn, &wire).is_ok();
         if ok && let Some(c) = self.conns.get_mut(&conn) {
             c.send.record_other(wire.len());
-            c.last = if c.client { self.now } else { c.last };
+            if c.client {
+                c.last = self.now;
+            }
         }
         self.scratch = wire;
         ok
