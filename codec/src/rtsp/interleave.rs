@@ -28,8 +28,9 @@ pub fn packet_header(channel: u8, len: usize) -> Option<[u8; HEADER_LEN]> {
     Some([MAGIC, channel, len[0], len[1]])
 }
 
-/// Appends `payload` to `out` as packets on `channel`, each of at most
-/// [`MAX_PAYLOAD`] bytes (none for an empty payload); returns how many.
+/// SPEC TRN-5: appends `payload` to `out` as packets on `channel`, each
+/// of at most [`MAX_PAYLOAD`] bytes (none for an empty payload), unaltered;
+/// returns how many.
 pub fn write_interleaved(channel: u8, payload: &[u8], out: &mut Vec<u8>) -> usize {
     let mut n = 0;
     for piece in payload.chunks(MAX_PAYLOAD) {
@@ -81,7 +82,8 @@ pub enum InterleaveError {
     Malformed(RtspError),
 }
 
-/// Reads packets and messages as they come (see the module's docs).
+/// SPEC TRN-5: reads packets and messages as they come (see the module's
+/// docs); the payloads it hands out, joined, are the bytes the peer sent.
 #[derive(Clone, Debug)]
 pub struct InterleavedDecoder {
     limits: RtspLimits,

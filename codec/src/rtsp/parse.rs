@@ -22,7 +22,8 @@ pub enum Parse<T> {
     NeedMore(usize),
 }
 
-/// Reads the RTSP message (request or response) at the front of `buf`.
+/// SPEC TRN-4 (the RTSP transport's control exchange): reads the RTSP
+/// message (request or response) at the front of `buf`.
 ///
 /// Only the first [`RtspLimits::max_head_bytes`] bytes are looked at for
 /// the head, so the work per call is bounded, and no input panics. Empty

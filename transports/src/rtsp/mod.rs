@@ -65,7 +65,8 @@ use server::{After, ServerSession};
 /// The channel DTP's bytes travel on (RTCP's, channel 1, is unused).
 const DATA_CHANNEL: u8 = 0;
 
-/// How [`Rtsp`] bounds and times its connections.
+/// How [`Rtsp`] bounds and times its connections (SPEC TRN-2: the send
+/// budget; TRN-3: the timeouts that end a connection).
 #[derive(Clone, Debug)]
 pub struct RtspConfig {
     /// The most payload bytes a connection may have queued (default
