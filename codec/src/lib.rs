@@ -70,6 +70,7 @@ mod limits;
 mod pretty;
 #[cfg(feature = "json")]
 pub mod realtime;
+pub mod rtsp;
 mod sample;
 mod wire;
 pub mod ws;

@@ -1,6 +1,6 @@
 //! SPEC TRN-1 … TRN-5 through the built binaries: one `dtp serve` listens
 //! on every transport at once (`[engine] listen` with a TCP port, a Unix
-//! socket, a `ws:` and a `quic:` endpoint; the QUIC certificate made at
+//! socket, `ws:`, `rtsp:` and `quic:` endpoints; the QUIC certificate made at
 //! start-up and pinned by the client from the line the gateway prints), and `dtp load --dtp --target SCHEME:…`
 //! streams over each for a few seconds: every fragment sent is
 //! acknowledged once, on both IO backends; with cuts mid-stream
@@ -192,7 +192,7 @@ fn assert_every_fragment_once(v: &serde_json::Value, what: &str) {
 }
 
 /// The schemes one gateway serves DTP on.
-const SCHEMES: [&str; 4] = ["tcp", "unix", "ws", "quic"];
+const SCHEMES: [&str; 5] = ["tcp", "unix", "ws", "rtsp", "quic"];
 
 #[test]
 fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
@@ -205,7 +205,7 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
         let sock = dir.join(format!("g-{backend}.sock"));
         let config = dir.join(format!("{backend}.toml"));
         let listen = format!(
-            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\", \"quic:127.0.0.1:0\"]\n\n",
+            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\", \"rtsp:127.0.0.1:0\", \"quic:127.0.0.1:0\"]\n\n",
             sock.display()
         );
         std::fs::write(&config, format!("{listen}{section}")).unwrap();

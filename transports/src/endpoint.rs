@@ -11,10 +11,10 @@ use std::str::FromStr;
 /// [`TransportError::UnsupportedEndpoint`](crate::TransportError).
 ///
 /// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`,
-/// `quic:HOST:PORT`, `mem:NAME` by [`fmt::Display`] and read back by
-/// [`FromStr`], which also takes the URL-like `tcp://…`, `ws://…` and
-/// `quic://…` forms and a bare `HOST:PORT` (TCP). More kinds
-/// (RTSP-interleaved, BLE) join as their transports do, hence
+/// `quic:HOST:PORT`, `rtsp:HOST:PORT`, `mem:NAME` by [`fmt::Display`] and
+/// read back by [`FromStr`], which also takes the URL-like `tcp://…`,
+/// `ws://…`, `quic://…` and `rtsp://…` forms and a bare `HOST:PORT`
+/// (TCP). More kinds (BLE) join as their transports do, hence
 /// `non_exhaustive`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -34,6 +34,11 @@ pub enum Endpoint {
         /// The request path.
         path: String,
     },
+    /// SPEC TRN-4: DTP over RTSP-interleaved TCP (RFC 2326 §10.12: `$`
+    /// packets on channel 0 after SETUP and RECORD) at this TCP address;
+    /// port 0 in a listen picks a free port. Spoken by
+    /// [`Rtsp`](crate::Rtsp).
+    Rtsp(SocketAddr),
     /// DTP over QUIC (RFC 9000, TLS 1.3, ALPN `dtp/1`) on UDP: one
     /// bidirectional stream carries the connection's byte stream. Port 0
     /// in a listen picks a free port. Spoken by [`Quic`](crate::Quic).
@@ -48,6 +53,7 @@ impl Endpoint {
             Self::Unix(_) => "unix",
             Self::Memory(_) => "mem",
             Self::Ws { .. } => "ws",
+            Self::Rtsp(_) => "rtsp",
             Self::Quic(_) => "quic",
         }
     }
@@ -64,7 +70,7 @@ impl Endpoint {
     /// (`tcp:` and `ws:`): what a listener binds, or a client connects to.
     pub fn tcp_port(&self) -> Option<SocketAddr> {
         match self {
-            Self::Tcp(a) | Self::Ws { addr: a, .. } => Some(*a),
+            Self::Tcp(a) | Self::Ws { addr: a, .. } | Self::Rtsp(a) => Some(*a),
             _ => None,
         }
     }
@@ -83,6 +89,7 @@ impl fmt::Display for Endpoint {
             Self::Unix(path) => write!(f, "unix:{}", path.display()),
             Self::Memory(name) => write!(f, "mem:{name}"),
             Self::Ws { addr, path } => write!(f, "ws:{addr}{path}"),
+            Self::Rtsp(addr) => write!(f, "rtsp:{addr}"),
             Self::Quic(addr) => write!(f, "quic:{addr}"),
         }
     }
@@ -125,7 +132,7 @@ impl FromStr for Endpoint {
         };
         let Some((scheme, rest)) = s.split_once(':') else {
             return Err(error(
-                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, mem:NAME or HOST:PORT",
+                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, rtsp:HOST:PORT, mem:NAME or HOST:PORT",
             ));
         };
         let rest = rest.strip_prefix("//").unwrap_or(rest);
@@ -159,11 +166,16 @@ impl FromStr for Endpoint {
             "quic" => socket_addr(rest)
                 .map(Self::Quic)
                 .ok_or_else(|| error("expected quic:IP:PORT (or localhost:PORT)")),
+            "rtsp" => socket_addr(rest.strip_suffix('/').unwrap_or(rest))
+                .map(Self::Rtsp)
+                .ok_or_else(|| {
+                    error("expected rtsp:IP:PORT (or localhost:PORT), with no path")
+                }),
             "mem" if rest.is_empty() => Err(error("a mem: endpoint needs a name")),
             "mem" => Ok(Self::Memory(rest.to_owned())),
             _ => socket_addr(s).map(Self::Tcp).ok_or_else(|| {
                 error(
-                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, mem:NAME or HOST:PORT",
+                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, rtsp:HOST:PORT, mem:NAME or HOST:PORT",
                 )
             }),
         }
@@ -186,6 +198,8 @@ mod tests {
             "mem:gateway",
             "ws:127.0.0.1:7001/dtp",
             "ws:[::1]:80/",
+            "rtsp:127.0.0.1:8554",
+            "rtsp:[::1]:554",
             "quic:127.0.0.1:4433",
             "quic:[::1]:0",
         ] {
@@ -221,6 +235,15 @@ mod tests {
             ws("/a/b")
         );
         assert_eq!("ws:localhost:7001".parse::<Endpoint>().unwrap(), ws("/"));
+        let rtsp = Endpoint::Rtsp("127.0.0.1:8554".parse().unwrap());
+        for text in [
+            "rtsp://127.0.0.1:8554",
+            "rtsp://127.0.0.1:8554/",
+            "rtsp:localhost:8554",
+        ] {
+            assert_eq!(text.parse::<Endpoint>().unwrap(), rtsp, "{text}");
+        }
+        assert_eq!(rtsp.scheme(), "rtsp");
         let quic = Endpoint::Quic("127.0.0.1:4433".parse().unwrap());
         for text in ["quic://127.0.0.1:4433", "quic:localhost:4433"] {
             assert_eq!(text.parse::<Endpoint>().unwrap(), quic, "{text}");
@@ -240,6 +263,8 @@ mod tests {
             "localhost",
             "ws:nowhere/x",
             "ws:127.0.0.1:80/a b",
+            "rtsp:nowhere",
+            "rtsp://127.0.0.1:8554/dtp",
             "quic:nowhere",
             "quic:1.2.3.4",
             "quic://",

@@ -24,6 +24,11 @@
 //!   the core's own thread, one bidirectional stream per connection,
 //!   TLS 1.3 through rustls with a made or loaded certificate that
 //!   clients pin;
+//! * the wrappers that carry a byte stream over a framed protocol on
+//!   another transport, speaking their own endpoint scheme and passing
+//!   every other one through (so they stack): [`WebSocket`] (`ws:`, RFC
+//!   6455 binary messages) and [`Rtsp`] (`rtsp:`, RFC 2326 interleaved
+//!   `$` packets after OPTIONS, SETUP and RECORD);
 //! * the in-memory transport ([`MemoryHub`], [`MemoryTransport`]) for
 //!   deterministic tests, and the [`FaultInjector`] that wraps any
 //!   transport to cut, drop, delay and re-chunk;
@@ -40,10 +45,12 @@ mod epoll;
 mod fault;
 pub mod floor;
 mod forward;
+mod framing;
 mod lent;
 mod mem;
 mod ops;
 mod quic;
+mod rtsp;
 mod sendq;
 mod slots;
 mod socket;
@@ -67,6 +74,7 @@ pub use quic::{
     ALPN as QUIC_ALPN, CertPin, Quic, QuicConfig, QuicConfigError, QuicIdentity, SecretDer,
     cert_sha256,
 };
+pub use rtsp::{Rtsp, RtspConfig};
 pub use sendq::SendError;
 pub use slots::SlotId;
 pub use socket::{foreign_listeners, probe_listen, probe_unix};

@@ -3,10 +3,11 @@
 //!
 //! [`Sockets`] stacks the wrappers that add a scheme of their own on the
 //! [`Driver`] (TCP and Unix sockets on io_uring or epoll): [`WebSocket`]
-//! for `ws:` always, and [`Quic`] for `quic:` when the engine is given a
-//! QUIC configuration. Each wrapper passes every other endpoint through.
-//! The WebSocket wrapper costs nothing per event while it has no listener
-//! and no connection of its own; QUIC renumbers the inner transport's
+//! for `ws:` and [`Rtsp`] for `rtsp:` always, and [`Quic`] for `quic:`
+//! when the engine is given a QUIC configuration. Each wrapper passes
+//! every other endpoint through. The WebSocket and RTSP wrappers cost
+//! nothing per event while they have no listener and no connection of
+//! their own; QUIC renumbers the inner transport's
 //! connections (see [`Quic`]), so an engine that has no QUIC endpoint runs
 //! without it rather than pay that on every event.
 
@@ -18,49 +19,59 @@ use bytes::Bytes;
 use crate::driver::{BackendChoice, ConnId, Driver, DriverConfig, DriverStats, ListenerId, Waker};
 use crate::endpoint::Endpoint;
 use crate::quic::{Quic, QuicConfig};
+use crate::rtsp::{self, Rtsp, RtspConfig};
 use crate::sendq::SendError;
 use crate::transport::{Event, Transport, TransportError};
-use crate::ws::{WebSocket, WsConfig, with_headers};
+use crate::ws::{self, WebSocket, WsConfig};
+
+/// The stream stack: TCP and Unix sockets, WebSocket and RTSP-interleaved.
+type Streams = Rtsp<WebSocket<Driver>>;
 
 /// SPEC TRN-1: the transport of every scheme a core's sockets speak
-/// (`tcp:`, `unix:`, `ws:`, and `quic:` when configured), behind one
+/// (`tcp:`, `unix:`, `ws:`, `rtsp:`, and `quic:` when configured), behind one
 /// [`Transport`].
 #[allow(
     clippy::large_enum_variant,
     reason = "the stream stack is the hot path and stays inline; the QUIC one is boxed"
 )]
 pub enum Sockets {
-    /// TCP, Unix and WebSocket.
-    Streams(WebSocket<Driver>),
+    /// TCP, Unix, WebSocket and RTSP-interleaved.
+    Streams(Streams),
     /// The same, and QUIC.
-    WithQuic(Box<Quic<WebSocket<Driver>>>),
+    WithQuic(Box<Quic<Streams>>),
 }
 
 /// The core's [`Sockets`] on `config`, with QUIC when `quic` is given: a
-/// WebSocket connection may queue as many payload bytes as its frames
-/// with their headers fit in the driver's `max_send_queue`. Fails when
+/// WebSocket or RTSP connection may queue as many payload bytes as its
+/// frames with their headers fit in the driver's `max_send_queue`. Fails when
 /// the driver cannot start or the QUIC configuration is refused (the
 /// error says which setting).
 pub fn sockets(config: DriverConfig, quic: Option<&QuicConfig>) -> io::Result<Sockets> {
+    let wire = config.max_send_queue;
     let ws = WsConfig {
-        max_send_queue: payload_limit(config.max_send_queue),
+        max_send_queue: payload_limit(wire, ws::with_headers),
         ..WsConfig::default()
     };
-    let streams = WebSocket::new(Driver::new(config)?, ws);
+    let rtsp = RtspConfig {
+        max_send_queue: payload_limit(wire, rtsp::with_headers),
+        ..RtspConfig::default()
+    };
+    let streams = Rtsp::new(WebSocket::new(Driver::new(config)?, ws), rtsp);
     Ok(match quic {
         None => Sockets::Streams(streams),
         Some(q) => Sockets::WithQuic(Box::new(Quic::new(streams, q.clone())?)),
     })
 }
 
-/// The most payload bytes whose frames, headers counted as [`WebSocket`]
-/// counts them, fit in `wire` bytes.
-fn payload_limit(wire: usize) -> usize {
-    // with_headers(l) = l + l/16 + 64 is monotonic: the largest l with
-    // with_headers(l) <= wire lies at or just below (wire - 64) * 16 / 17.
-    let mut l = wire.saturating_sub(64).saturating_mul(16) / 17;
+/// The most payload bytes whose frames, headers counted by the wrapper's
+/// `with_headers` (`l + l/16 + a constant`, monotonic), fit in `wire`
+/// bytes.
+fn payload_limit(wire: usize, with_headers: fn(usize) -> usize) -> usize {
+    // The largest l lies at or just below wire * 16 / 17, less the
+    // constant's share.
+    let mut l = wire.saturating_mul(16) / 17;
     while l > 0 && with_headers(l) > wire {
-        l -= 1;
+        l = l.saturating_sub(1 + (with_headers(l) - wire) * 16 / 17);
     }
     while with_headers(l + 1) <= wire {
         l += 1;
@@ -167,12 +178,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_websocket_payload_limit_fits_the_wire_limit_exactly() {
-        for wire in [64, 65, 100, 4096, 1 << 20, 4 << 20, 4_194_303] {
-            let l = payload_limit(wire);
-            assert!(with_headers(l) <= wire, "{wire}: {l}");
-            assert!(with_headers(l + 1) > wire, "{wire}: {l}");
+    fn a_framed_payload_limit_fits_the_wire_limit_exactly() {
+        for with_headers in [ws::with_headers, rtsp::with_headers] {
+            for wire in [5000, 8192, 1 << 20, 4 << 20, 4_194_303] {
+                let l = payload_limit(wire, with_headers);
+                assert!(with_headers(l) <= wire, "{wire}: {l}");
+                assert!(with_headers(l + 1) > wire, "{wire}: {l}");
+            }
+            assert_eq!(payload_limit(10, with_headers), 0);
         }
-        assert_eq!(payload_limit(10), 0);
     }
 }

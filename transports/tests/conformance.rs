@@ -1,6 +1,6 @@
 //! The transport conformance suite (SPEC TRN-1 … TRN-5): one set of tests
 //! run against every transport — TCP and Unix sockets on io_uring and on
-//! epoll, WebSocket on TCP, QUIC on UDP, the in-memory transport, and each of them inside a
+//! epoll, WebSocket and RTSP-interleaved on TCP, QUIC on UDP, the in-memory transport, and each of them inside a
 //! `FaultInjector` with its faults off — and fault tests proving that what
 //! the injector promises is what a protocol under test sees.
 //!
@@ -56,7 +56,13 @@ macro_rules! for_every_transport {
             #[test]
             fn faults_off_quic_uring() { super::$test(super::Base::QuicUring, true) }
             #[test]
+            fn rtsp_uring() { super::$test(super::Base::RtspUring, false) }
+            #[test]
+            fn rtsp_epoll() { super::$test(super::Base::RtspEpoll, false) }
+            #[test]
             fn faults_off_ws_uring() { super::$test(super::Base::WsUring, true) }
+            #[test]
+            fn faults_off_rtsp_uring() { super::$test(super::Base::RtspUring, true) }
             #[test]
             fn faults_off_tcp_uring() { super::$test(super::Base::TcpUring, true) }
             #[test]
@@ -91,6 +97,10 @@ macro_rules! for_every_base {
             fn quic_uring() { super::$test(super::Base::QuicUring) }
             #[test]
             fn quic_epoll() { super::$test(super::Base::QuicEpoll) }
+            #[test]
+            fn rtsp_uring() { super::$test(super::Base::RtspUring) }
+            #[test]
+            fn rtsp_epoll() { super::$test(super::Base::RtspEpoll) }
         }
     )*};
 }

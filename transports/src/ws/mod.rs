@@ -28,7 +28,6 @@ mod handshake;
 mod inbound;
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -38,6 +37,7 @@ use dtp_codec::ws::{CloseCode, Message, Opcode, Role, apply_mask, encode_header}
 
 use crate::driver::{BackendChoice, CloseReason, ConnId, DriverStats, ListenerId, Waker};
 use crate::endpoint::Endpoint;
+use crate::framing::{Rng, closed_event, earlier, framing_forwards};
 use crate::lent::RecvBuf;
 use crate::sendq::SendError;
 use crate::transport::{Event, Transport, TransportError};
@@ -103,15 +103,12 @@ pub struct WebSocket<T: Transport> {
     inner_events: Vec<Event>,
     scratch: Vec<u8>,
     /// xorshift64* state for masking keys and handshake nonces.
-    rng: u64,
+    rng: Rng,
 }
 
 impl<T: Transport> WebSocket<T> {
     /// `inner` with WebSocket endpoints added.
     pub fn new(inner: T, config: WsConfig) -> Self {
-        let seed = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
         Self {
             inner,
             config,
@@ -120,7 +117,7 @@ impl<T: Transport> WebSocket<T> {
             handshakes: VecDeque::new(),
             inner_events: Vec::new(),
             scratch: Vec::new(),
-            rng: seed | 1,
+            rng: Rng::new(),
         }
     }
 
@@ -130,10 +127,7 @@ impl<T: Transport> WebSocket<T> {
     }
 
     fn random(&mut self) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.rng.next()
     }
 
     /// Queues a control frame (`Close`, `Pong`) on `conn`, outside the
@@ -149,7 +143,7 @@ impl<T: Transport> WebSocket<T> {
         if self.inner.send(conn, &frame).is_ok()
             && let Some(c) = self.conns.get_mut(&conn)
         {
-            c.record_other(frame.len());
+            c.send.record_other(frame.len());
         }
         self.scratch = frame;
     }
@@ -225,27 +219,11 @@ impl<T: Transport> WebSocket<T> {
                 Some(c) if !(c.up && matches!(c.phase, Phase::Open)) => {}
                 _ => events.push(Event::Writable { conn }),
             },
-            Event::Closed { conn, reason } => match self.conns.remove(&conn) {
-                Some(c) if c.up => events.push(Event::Closed {
-                    conn,
-                    reason: c.ending.unwrap_or(reason),
-                }),
-                Some(c) if c.role == Role::Client => {
-                    let reason = match (c.ending, reason) {
-                        (Some(r @ CloseReason::ConnectFailed(_)), _) => r,
-                        (_, CloseReason::ConnectFailed(e) | CloseReason::Error(e)) => {
-                            CloseReason::ConnectFailed(e)
-                        }
-                        (Some(CloseReason::Local), _) => CloseReason::Local,
-                        _ => CloseReason::ConnectFailed(libc::ECONNREFUSED),
-                    };
-                    events.push(Event::Closed { conn, reason });
-                }
-                // A server-side connection that never finished its
-                // handshake was never reported.
-                Some(_) => {}
-                None => events.push(Event::Closed { conn, reason }),
-            },
+            Event::Closed { conn, reason } => {
+                let wrapped = self.conns.remove(&conn);
+                let wrapped = wrapped.map(|c| (c.up, c.role == Role::Client, c.ending));
+                events.extend(closed_event(conn, reason, wrapped));
+            }
             other => events.push(other),
         }
     }
@@ -305,7 +283,7 @@ impl<T: Transport> WebSocket<T> {
                     self.inner.close(conn);
                     return false;
                 }
-                c.record_other(response.len());
+                c.send.record_other(response.len());
                 c.phase = Phase::Open;
                 c.up = true;
                 events.push(Event::Accepted { listener, conn });
@@ -337,7 +315,7 @@ impl<T: Transport> WebSocket<T> {
         match verdict {
             Ok(n) => {
                 c.rx.advance(n);
-                let held = std::mem::take(&mut c.held);
+                let held = std::mem::take(&mut c.send.held);
                 if !held.is_empty() && self.inner.send(conn, &held).is_err() {
                     c.ending = Some(CloseReason::ConnectFailed(libc::ENOBUFS));
                     c.phase = Phase::Closing;
@@ -430,9 +408,7 @@ impl<T: Transport> WebSocket<T> {
 }
 
 impl<T: Transport> Transport for WebSocket<T> {
-    fn backend(&self) -> &BackendChoice {
-        self.inner.backend()
-    }
+    framing_forwards!();
 
     fn listen(
         &mut self,
@@ -475,7 +451,7 @@ impl<T: Transport> Transport for WebSocket<T> {
             self.config.max_message,
             limit,
         );
-        c.record_other(request.len());
+        c.send.record_other(request.len());
         self.handshakes.push_back((c.since, conn));
         self.conns.insert(conn, c);
         Ok(conn)
@@ -485,19 +461,14 @@ impl<T: Transport> Transport for WebSocket<T> {
         if self.conns.is_empty() || !self.conns.contains_key(&conn) {
             return self.inner.send(conn, bytes);
         }
-        let inner_queued = self.inner.queued(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return Err(SendError::UnknownConnection);
         };
         if matches!(c.phase, Phase::Closing | Phase::ServerHandshake { .. }) {
             return Err(SendError::Closed);
         }
-        c.settle(inner_queued);
-        if c.unsent(inner_queued) + bytes.len() > c.limit {
-            self.inner.want_writable(conn);
-            return Err(SendError::BufferFull);
-        }
-        let (role, handshaking) = (c.role, matches!(c.phase, Phase::ClientHandshake { .. }));
+        c.send.admit(&mut self.inner, conn, bytes.len())?;
+        let (role, hold) = (c.role, matches!(c.phase, Phase::ClientHandshake { .. }));
         // All or nothing: every message of this send in one inner send.
         let max = self.config.max_message.max(1);
         let mut wire = std::mem::take(&mut self.scratch);
@@ -508,53 +479,12 @@ impl<T: Transport> Transport for WebSocket<T> {
         let Some(c) = self.conns.get_mut(&conn) else {
             return Err(SendError::UnknownConnection);
         };
-        let sent = if handshaking {
-            c.held.extend_from_slice(&wire);
-            Ok(())
-        } else {
-            self.inner.send(conn, &wire)
-        };
+        let frames = bytes
+            .chunks(max)
+            .map(|p| (header_len(role, p.len()), p.len()));
+        let sent = c.send.commit(&mut self.inner, conn, &wire, hold, frames);
         self.scratch = wire;
-        sent?;
-        for piece in bytes.chunks(max) {
-            c.record(header_len(role, piece.len()), piece.len());
-        }
-        Ok(())
-    }
-
-    fn send_shared(&mut self, conn: ConnId, bytes: &Bytes) -> Result<(), SendError> {
-        if !self.conns.is_empty() && self.conns.contains_key(&conn) {
-            // Framed per connection (a client masks): copied.
-            self.send(conn, bytes)
-        } else {
-            self.inner.send_shared(conn, bytes)
-        }
-    }
-
-    fn queued(&self, conn: ConnId) -> usize {
-        let inner = self.inner.queued(conn);
-        if self.conns.is_empty() {
-            return inner;
-        }
-        match self.conns.get(&conn) {
-            Some(c) => c.unsent(inner),
-            None => inner,
-        }
-    }
-
-    fn want_writable(&mut self, conn: ConnId) {
-        self.inner.want_writable(conn);
-    }
-
-    fn limit_send_queue(&mut self, conn: ConnId, max: usize) {
-        match self.conns.get_mut(&conn) {
-            Some(c) => {
-                c.limit = max.min(self.config.max_send_queue);
-                let inner = with_headers(c.limit);
-                self.inner.limit_send_queue(conn, inner);
-            }
-            None => self.inner.limit_send_queue(conn, max),
-        }
+        sent
     }
 
     fn pause_reading(&mut self, conn: ConnId) {
@@ -586,10 +516,7 @@ impl<T: Transport> Transport for WebSocket<T> {
             return self.inner.poll(events, timeout);
         }
         let next = self.expire_handshakes(Instant::now());
-        let timeout = match (timeout, next) {
-            (Some(t), Some(n)) => Some(t.min(n)),
-            (t, n) => t.or(n),
-        };
+        let timeout = earlier(timeout, next);
         let mut inner_events = std::mem::take(&mut self.inner_events);
         let result = self.inner.poll(&mut inner_events, timeout);
         for event in inner_events.drain(..) {
@@ -598,59 +525,6 @@ impl<T: Transport> Transport for WebSocket<T> {
         self.inner_events = inner_events;
         result
     }
-
-    fn waker(&self) -> Waker {
-        self.inner.waker()
-    }
-
-    fn receive_pressure(&self, untaken: usize) -> bool {
-        self.inner.receive_pressure(untaken)
-    }
-
-    fn stats(&self) -> DriverStats {
-        self.inner.stats()
-    }
-
-    fn region(&self) -> Option<&dtp_pool::Region> {
-        self.inner.region()
-    }
 }
 
-/// A WebSocket transport over one with UDP sockets has them too, so that
-/// QUIC stacks on it (`Quic<WebSocket<Driver>>`).
-impl<T: Transport + crate::udp::Datagrams> crate::udp::Datagrams for WebSocket<T> {
-    fn bind_udp(
-        &mut self,
-        at: std::net::SocketAddr,
-        peer: Option<std::net::SocketAddr>,
-        shared: bool,
-    ) -> Result<(crate::udp::UdpId, std::net::SocketAddr), TransportError> {
-        self.inner.bind_udp(at, peer, shared)
-    }
-
-    fn send_to(
-        &mut self,
-        socket: crate::udp::UdpId,
-        to: std::net::SocketAddr,
-        data: &[u8],
-        segment: usize,
-    ) -> Result<(), SendError> {
-        self.inner.send_to(socket, to, data, segment)
-    }
-
-    fn max_segments(&self, socket: crate::udp::UdpId) -> usize {
-        self.inner.max_segments(socket)
-    }
-
-    fn udp_room(&self, socket: crate::udp::UdpId) -> bool {
-        self.inner.udp_room(socket)
-    }
-
-    fn close_udp(&mut self, socket: crate::udp::UdpId) {
-        self.inner.close_udp(socket);
-    }
-
-    fn take_udp_events(&mut self, out: &mut Vec<crate::udp::UdpEvent>) {
-        self.inner.take_udp_events(out);
-    }
-}
+crate::framing::datagrams_through!(WebSocket);

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use dtp_transports::{
     BackendPreference, CertPin, ConnId, ConnectionState, Driver, DriverConfig, Endpoint, Event,
-    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, Quic, QuicConfig, SendError,
-    Transport, WebSocket, WsConfig,
+    FaultInjector, FaultPlan, ListenerId, MemoryConfig, MemoryHub, Quic, QuicConfig, Rtsp,
+    RtspConfig, SendError, Transport, WebSocket, WsConfig,
 };
 
 /// Every transport's send queue holds this much (so TRN-2 reads the same on all).
@@ -58,14 +58,19 @@ pub(crate) enum Base {
     /// DTP over QUIC on UDP, io_uring and epoll.
     QuicUring,
     QuicEpoll,
+    /// DTP over RTSP-interleaved TCP, io_uring and epoll.
+    RtspUring,
+    RtspEpoll,
 }
 
 impl Base {
     fn backend(self) -> BackendPreference {
         match self {
-            Self::TcpUring | Self::UnixUring | Self::WsUring | Self::QuicUring => {
-                BackendPreference::Uring
-            }
+            Self::TcpUring
+            | Self::UnixUring
+            | Self::WsUring
+            | Self::QuicUring
+            | Self::RtspUring => BackendPreference::Uring,
             _ => BackendPreference::Epoll,
         }
     }
@@ -110,6 +115,14 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
         };
         Box::new(WebSocket::new(inner, config)) as Boxed
     };
+    let rtsp = |backend| {
+        let inner = Driver::new(driver(backend, 2 * QUEUE)).unwrap();
+        let config = RtspConfig {
+            max_send_queue: QUEUE,
+            ..RtspConfig::default()
+        };
+        Box::new(Rtsp::new(inner, config)) as Boxed
+    };
     let closed_port = || {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap()
@@ -146,6 +159,12 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
                 path: "/dtp".to_owned(),
             };
             (ws(backend), ws(backend), listen, nowhere)
+        }
+        Base::RtspUring | Base::RtspEpoll => {
+            let backend = base.backend();
+            let listen = Endpoint::Rtsp("127.0.0.1:0".parse().unwrap());
+            let nowhere = Endpoint::Rtsp(closed_port());
+            (rtsp(backend), rtsp(backend), listen, nowhere)
         }
         Base::UnixUring | Base::UnixEpoll => {
             let backend = base.backend();
