@@ -160,7 +160,8 @@ pub(crate) struct EngineSection {
     pub(crate) shards: usize,
     /// Pin each shard to its core.
     pub(crate) pin: bool,
-    /// Endpoints to listen on: `HOST:PORT` or `tcp:HOST:PORT`, `unix:PATH`.
+    /// Endpoints to listen on: `HOST:PORT` or `tcp:HOST:PORT`, `unix:PATH`,
+    /// `ws:HOST:PORT/PATH`, `rtsp:HOST:PORT`, `quic:HOST:PORT`.
     #[serde(with = "endpoints")]
     pub(crate) listen: Vec<Endpoint>,
     /// Milliseconds a stopping gateway waits for connections to close.

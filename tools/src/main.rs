@@ -249,8 +249,10 @@ struct ServeCli {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Listen on this endpoint instead of the configured ones: `HOST:PORT`
-    /// (TCP), `unix:PATH`, or `ws:HOST:PORT/PATH` (DTP frames as WebSocket
-    /// binary messages, subprotocol dtp.v1). With a TCP port the realtime front end
+    /// (TCP), `unix:PATH`, `ws:HOST:PORT/PATH` (DTP frames as WebSocket
+    /// binary messages, subprotocol dtp.v1), `rtsp:HOST:PORT`
+    /// (RTSP-interleaved) or `quic:HOST:PORT` (see [quic] in the config).
+    /// With a TCP port the realtime front end
     /// moves to the same IP on a free port (printed), unless
     /// --realtime-listen says where.
     #[arg(long, value_name = "ENDPOINT")]
@@ -294,9 +296,10 @@ struct ServeCli {
 
 #[derive(Args)]
 struct LoadCli {
-    /// The gateway to load: `HOST:PORT` (TCP), `unix:PATH` or
-    /// `ws:HOST:PORT/PATH` (DTP over WebSocket; the realtime modes and
-    /// `--control hold` need TCP).
+    /// The gateway to load: `HOST:PORT` (TCP), `unix:PATH`,
+    /// `ws:HOST:PORT/PATH` (DTP over WebSocket), `rtsp:HOST:PORT`
+    /// (RTSP-interleaved) or `quic:HOST:PORT` (with --quic-pin); the
+    /// realtime modes and `--control hold` need TCP.
     #[arg(long, default_value = "127.0.0.1:7700", value_name = "ENDPOINT")]
     target: dtp_transports::Endpoint,
     /// pingpong, stream or connections.
