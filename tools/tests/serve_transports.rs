@@ -22,10 +22,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use support::{Scratch, dtp, fay_args, load_keys};
-
-/// The IO backends: the `DTP_IO_BACKEND` value and the name reported.
-const BACKENDS: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
+use support::{BACKENDS, Scratch, dtp, fay_args, load_keys};
 
 /// A `dtp serve` on several listeners (or `dtp bench`'s WebSocket peer),
 /// killed when dropped.

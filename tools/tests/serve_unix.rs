@@ -22,11 +22,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Output, Stdio};
 
-use support::{Scratch, dtp, fay_args, load_keys as keys};
-
-/// The IO backends: the `[io] backend` / `DTP_IO_BACKEND` value and the
-/// name `dtp serve` and `dtp load` report.
-const BACKENDS: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
+use support::{BACKENDS, Scratch, dtp, fay_args, load_keys as keys};
 
 /// A `dtp serve` on a Unix socket, killed when dropped.
 struct UnixServe {

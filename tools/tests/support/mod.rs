@@ -327,3 +327,7 @@ pub(crate) fn fay_args(dir: &Path, keys: &dtp_test_kit::Keys) -> Vec<String> {
     ]
     .into()
 }
+
+/// The IO backends: the `[io] backend` / `DTP_IO_BACKEND` value and the
+/// name `dtp serve` and `dtp load` report.
+pub(crate) const BACKENDS: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
