@@ -818,6 +818,7 @@ fn quic_client(
         }
     };
     Ok(Some(dtp_transports::QuicConfig {
+        identity: dtp_transports::QuicIdentity::ClientOnly,
         pins: vec![pin],
         ..dtp_transports::QuicConfig::default()
     }))

@@ -19,8 +19,8 @@ use backends::{closed, driver, on_both_backends, received};
 use std::time::{Duration, Instant};
 
 use dtp_transports::{
-    BackendPreference, CertPin, CloseReason, Endpoint, Event, Quic, QuicConfig, Transport,
-    WebSocket, WsConfig,
+    BackendPreference, CertPin, CloseReason, Endpoint, Event, Quic, QuicConfig, QuicIdentity,
+    Transport, WebSocket, WsConfig,
 };
 
 fn any_port() -> Endpoint {
@@ -57,7 +57,7 @@ fn a_server_whose_certificate_is_not_pinned_is_refused(backend: BackendPreferenc
     let mut client = Quic::new(
         driver(backend, 16 * 1024),
         QuicConfig {
-            pins: vec![CertPin::Sha256(other.fingerprint())],
+            pins: vec![CertPin::Sha256(other.fingerprint().unwrap())],
             ..QuicConfig::default()
         },
     )
@@ -82,15 +82,20 @@ fn a_server_whose_certificate_is_not_pinned_is_refused(backend: BackendPreferenc
 fn other_endpoints_pass_through_alone_and_stacked_on_websocket(backend: BackendPreference) {
     let ws = |backend| WebSocket::new(driver(backend, 16 * 1024), WsConfig::default());
     let mut server = Quic::new(ws(backend), QuicConfig::default()).unwrap();
-    let pin = CertPin::Sha256(server.fingerprint());
+    let pin = CertPin::Sha256(server.fingerprint().unwrap());
+    // A client only: no certificate made, and listening refused.
     let mut client = Quic::new(
         ws(backend),
         QuicConfig {
+            identity: QuicIdentity::ClientOnly,
             pins: vec![pin],
             ..QuicConfig::default()
         },
     )
     .unwrap();
+    assert_eq!(client.fingerprint(), None);
+    let refused = client.listen(&any_port(), false).err().unwrap();
+    assert!(refused.to_string().contains("only connects"), "{refused}");
     let listens = [
         any_port(),
         Endpoint::Tcp("127.0.0.1:0".parse().unwrap()),
@@ -145,7 +150,7 @@ fn keep_alive_holds_an_idle_connection_and_the_idle_timeout_ends_a_vanished_peer
     let mut client = Quic::new(
         driver(backend, 16 * 1024),
         QuicConfig {
-            pins: vec![CertPin::Sha256(server.fingerprint())],
+            pins: vec![CertPin::Sha256(server.fingerprint().unwrap())],
             ..config
         },
     )

@@ -109,7 +109,7 @@ fn a_quinn_client_exchanges_dtp_frames_with_our_server(backend: BackendPreferenc
     let Endpoint::Quic(addr) = at else {
         panic!("{at}")
     };
-    let cert = CertificateDer::from(ours.certificate().to_vec());
+    let cert = CertificateDer::from(ours.certificate().unwrap().to_vec());
     let sent = up_bytes.clone();
     let (tx, rx) = mpsc::channel();
     let peer = std::thread::spawn(move || {

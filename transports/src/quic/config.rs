@@ -23,6 +23,9 @@ pub const ALPN: &[u8] = b"dtp/1";
 /// when it listens (SPEC TRN-4: TLS 1.3 is part of QUIC).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QuicIdentity {
+    /// None: the transport only connects (a load generator, a client
+    /// library), so no certificate is made; listening is refused.
+    ClientOnly,
     /// A self-signed certificate made at start-up (rcgen) for these DNS
     /// names or IP addresses: for loopback, tests and a gateway whose
     /// clients pin it ([`QuicConfig::pins`]).
@@ -142,9 +145,11 @@ pub fn cert_sha256(der: &[u8]) -> [u8; 32] {
 
 /// The built configurations: quinn-proto's, for either side.
 pub(super) struct Built {
-    pub(super) server: Arc<quinn_proto::ServerConfig>,
+    /// The listeners' configuration; `None` for [`QuicIdentity::ClientOnly`].
+    pub(super) server: Option<Arc<quinn_proto::ServerConfig>>,
     pub(super) client: quinn_proto::ClientConfig,
-    pub(super) certificate: CertificateDer<'static>,
+    /// The certificate listeners present; `None` for a client only.
+    pub(super) certificate: Option<CertificateDer<'static>>,
 }
 
 impl QuicConfig {
@@ -179,21 +184,13 @@ impl QuicConfig {
         let transport = Arc::new(transport);
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let (chain, key) = self.identity.load()?;
-        let certificate = chain
-            .first()
-            .cloned()
-            .ok_or_else(|| error("quic identity: the certificate file holds no certificate"))?;
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(error)?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|e| error(format!("quic identity: {e}")))?;
-        tls.alpn_protocols = vec![ALPN.to_vec()];
-        let tls = QuicServerConfig::try_from(tls).map_err(error)?;
-        let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(tls));
-        server.transport_config(transport.clone());
+        let (server, certificate) = match self.identity {
+            QuicIdentity::ClientOnly => (None, None),
+            _ => {
+                let (server, certificate) = self.server(provider.clone(), transport.clone())?;
+                (Some(server), Some(certificate))
+            }
+        };
 
         let mut pins = Vec::with_capacity(self.pins.len());
         for pin in &self.pins {
@@ -214,10 +211,34 @@ impl QuicConfig {
         let mut client = quinn_proto::ClientConfig::new(Arc::new(tls));
         client.transport_config(transport);
         Ok(Built {
-            server: Arc::new(server),
+            server,
             client,
             certificate,
         })
+    }
+
+    /// The listeners' configuration and the certificate they present.
+    fn server(
+        &self,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+        transport: Arc<TransportConfig>,
+    ) -> Result<(Arc<quinn_proto::ServerConfig>, CertificateDer<'static>), QuicConfigError> {
+        let (chain, key) = self.identity.load()?;
+        let certificate = chain
+            .first()
+            .cloned()
+            .ok_or_else(|| error("quic identity: the certificate file holds no certificate"))?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(error)?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| error(format!("quic identity: {e}")))?;
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let tls = QuicServerConfig::try_from(tls).map_err(error)?;
+        let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(tls));
+        server.transport_config(transport);
+        Ok((Arc::new(server), certificate))
     }
 }
 
@@ -236,7 +257,7 @@ impl QuicIdentity {
     /// (files) now, once: the [`QuicIdentity::Der`] every core of a gateway
     /// then presents. The error names what failed.
     pub fn made_once(&self) -> Result<QuicIdentity, QuicConfigError> {
-        if let Self::Der { .. } = self {
+        if let Self::Der { .. } | Self::ClientOnly = self {
             return Ok(self.clone());
         }
         let (chain, key) = self.load()?;
@@ -264,6 +285,7 @@ impl QuicIdentity {
         &self,
     ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), QuicConfigError> {
         match self {
+            Self::ClientOnly => Err(error("quic identity: a client-only transport has none")),
             Self::SelfSigned { names } => {
                 let made = rcgen::generate_simple_self_signed(names.clone())
                     .map_err(|e| error(format!("quic identity: making a certificate: {e}")))?;
@@ -392,7 +414,7 @@ mod tests {
             ..QuicConfig::default()
         };
         let built = config.build().unwrap();
-        assert_eq!(built.certificate.as_ref(), made.cert.der().as_ref());
+        assert_eq!(built.certificate.unwrap().as_ref(), made.cert.der().as_ref());
         assert_eq!(
             CertPin::File(cert).digest().unwrap(),
             cert_sha256(made.cert.der())

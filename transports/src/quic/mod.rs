@@ -110,9 +110,10 @@ pub struct Quic<T> {
     inner: T,
     config: QuicConfig,
     endpoint_config: Arc<EndpointConfig>,
-    server_config: Arc<quinn_proto::ServerConfig>,
+    /// `None` for a client only ([`QuicIdentity::ClientOnly`]).
+    server_config: Option<Arc<quinn_proto::ServerConfig>>,
     client_config: quinn_proto::ClientConfig,
-    certificate: rustls::pki_types::CertificateDer<'static>,
+    certificate: Option<rustls::pki_types::CertificateDer<'static>>,
     endpoints: Slots<Ep>,
     by_socket: HashMap<UdpId, SlotId>,
     conns: Slots<QConn>,
@@ -163,15 +164,16 @@ impl<T: Transport + Datagrams> Quic<T> {
         &self.inner
     }
 
-    /// The DER bytes of the certificate this transport's listeners present.
-    pub fn certificate(&self) -> &[u8] {
-        &self.certificate
+    /// The DER bytes of the certificate this transport's listeners
+    /// present; `None` for a client only.
+    pub fn certificate(&self) -> Option<&[u8]> {
+        self.certificate.as_deref()
     }
 
     /// The SHA-256 of [`Quic::certificate`], what a client pins
     /// ([`CertPin::Sha256`]).
-    pub fn fingerprint(&self) -> [u8; 32] {
-        cert_sha256(&self.certificate)
+    pub fn fingerprint(&self) -> Option<[u8; 32]> {
+        self.certificate().map(cert_sha256)
     }
 
     /// A QUIC endpoint on a new UDP socket.
@@ -182,13 +184,19 @@ impl<T: Transport + Datagrams> Quic<T> {
         shared: bool,
         server: bool,
     ) -> Result<(SlotId, SocketAddr), TransportError> {
+        let server_config = match (server, &self.server_config) {
+            (false, _) => None,
+            (true, Some(c)) => Some(c.clone()),
+            (true, None) => {
+                return Err(TransportError::Io(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "this QUIC transport only connects: it has no certificate to listen with",
+                )));
+            }
+        };
         let (udp, local) = self.inner.bind_udp(at, peer, shared)?;
-        let endpoint = quinn_proto::Endpoint::new(
-            self.endpoint_config.clone(),
-            server.then(|| self.server_config.clone()),
-            true,
-            None,
-        );
+        let endpoint =
+            quinn_proto::Endpoint::new(self.endpoint_config.clone(), server_config, true, None);
         let ep = Ep {
             udp,
             endpoint,

@@ -217,7 +217,7 @@ where
     let client = Quic::new(
         client,
         QuicConfig {
-            pins: vec![CertPin::Sha256(server.fingerprint())],
+            pins: vec![CertPin::Sha256(server.fingerprint().unwrap())],
             ..config
         },
     )
