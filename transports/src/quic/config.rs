@@ -414,7 +414,10 @@ mod tests {
             ..QuicConfig::default()
         };
         let built = config.build().unwrap();
-        assert_eq!(built.certificate.unwrap().as_ref(), made.cert.der().as_ref());
+        assert_eq!(
+            built.certificate.unwrap().as_ref(),
+            made.cert.der().as_ref()
+        );
         assert_eq!(
             CertPin::File(cert).digest().unwrap(),
             cert_sha256(made.cert.der())
