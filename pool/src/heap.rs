@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// How far a thread's own count may drift from the process's before it
 /// reports (bytes, either way).
-pub const FLUSH_BYTES: i64 = 64 * 1024;
+pub(crate) const FLUSH_BYTES: i64 = 64 * 1024;
 
 /// Bytes live on the heap of this process, if [`CountingAlloc`] is its
 /// global allocator (else 0), as the threads last reported them (signed:
@@ -146,8 +146,11 @@ mod tests {
     /// FLUSH_BYTES: large steps are reported at once, small ones stay with
     /// the thread until they add up.
     #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a test's own thread, so that nothing else counts on it"
+    )]
     fn allocations_through_it_are_counted_and_freed() {
-        // A thread of its own: nothing else counts on it.
         std::thread::spawn(|| {
             let a = CountingAlloc::new();
             let mb = 1 << 20;
