@@ -11,8 +11,17 @@
 //!   "decisions": { "fays": 64, "resources": 64, "ops_per_s": …, "p50_us": …,
 //!                  "p99_us": …, "cpu_ns_per_op": …, "server_cpu_s": …,
 //!                  "ops": …, "refused": 0 },
-//!   "handovers": { …the same fields… } }
+//!   "handovers": { …the same fields… },
+//!   "decisions_streams": { …the same fields… } | null,
+//!   "handovers_streams": { …the same fields… } | null }
 //! ```
+//!
+//! The first two are measured with the realtime front end off (`dtp
+//! serve --no-realtime`): the decision itself. The `_streams` pair again
+//! with it on, so that every committed change is also published on the
+//! built-in streams (`sessions`, `handovers`, …: encoded, cursor-tagged,
+//! appended to a ledger and offered to the shards), as `dtp serve` does by
+//! default; `null` in a report written before they were measured.
 
 use std::fmt;
 use std::time::Duration;
@@ -31,6 +40,12 @@ pub struct ControlReport {
     /// Handovers under the priority script where the requester wins: one
     /// op is a grant that took the resource from the pair's other Fay.
     pub handovers: ControlFigures,
+    /// Decisions with the built-in realtime streams published.
+    #[serde(default)]
+    pub decisions_streams: Option<ControlFigures>,
+    /// Handovers with the built-in realtime streams published.
+    #[serde(default)]
+    pub handovers_streams: Option<ControlFigures>,
 }
 
 /// One control run's figures.
@@ -92,9 +107,20 @@ impl ControlFigures {
 pub fn median_control(runs: &[&ControlReport]) -> ControlReport {
     let d: Vec<&ControlFigures> = runs.iter().map(|r| &r.decisions).collect();
     let h: Vec<&ControlFigures> = runs.iter().map(|r| &r.handovers).collect();
+    let ds: Vec<&ControlFigures> = runs
+        .iter()
+        .filter_map(|r| r.decisions_streams.as_ref())
+        .collect();
+    let hs: Vec<&ControlFigures> = runs
+        .iter()
+        .filter_map(|r| r.handovers_streams.as_ref())
+        .collect();
+    let some = |v: &[&ControlFigures]| (!v.is_empty()).then(|| median_figures(v));
     ControlReport {
         decisions: median_figures(&d),
         handovers: median_figures(&h),
+        decisions_streams: some(&ds),
+        handovers_streams: some(&hs),
     }
 }
 
@@ -120,10 +146,14 @@ fn median_figures(runs: &[&ControlFigures]) -> ControlFigures {
 /// then the line that says why there is no ratio.
 pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
     crate::report::table::header(out, "run", "Fays/res.")?;
-    for (name, label, f) in [
-        ("control", "decisions", &c.decisions),
-        ("", "handovers", &c.handovers),
-    ] {
+    let rows = [
+        ("control", "decisions", Some(&c.decisions)),
+        ("", "handovers", Some(&c.handovers)),
+        ("", "decisions+streams", c.decisions_streams.as_ref()),
+        ("", "handovers+streams", c.handovers_streams.as_ref()),
+    ];
+    for (name, label, f) in rows {
+        let Some(f) = f else { continue };
         writeln!(
             out,
             "{name:<12} {label:<18} {:>10} {:>11} {:>8.1} {:>8.1} {:>10} {:>9.3}s {:>10} {:>9} {:>12}",
@@ -140,7 +170,7 @@ pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
     }
     writeln!(
         out,
-        "{:<12} {:<18} no peer: absolute figures, CPU/op is per decision / per handover; {} + {} refused",
+        "{:<12} {:<18} no peer: absolute figures, CPU/op is per decision / per handover; +streams: the built-in realtime streams published too; {} + {} refused",
         "", "ours / peer", c.decisions.refused, c.handovers.refused
     )
 }
@@ -190,15 +220,23 @@ mod tests {
             .map(|&k| ControlReport {
                 decisions: figures(10_000 * k, 1_000_000_000),
                 handovers: figures(1_000 * k, 500_000_000),
+                // Only two runs measured the streams.
+                decisions_streams: (k != 2).then(|| figures(4_000 * k, 1_000_000_000)),
+                handovers_streams: None,
             })
             .collect();
         let m = median_control(&runs.iter().collect::<Vec<_>>());
         assert_eq!(m.decisions.ops, 20_000);
         assert_eq!(m.handovers.ops_per_s, 1_000.0);
+        // The median of 4,000 and 12,000.
+        assert_eq!(m.decisions_streams.as_ref().unwrap().ops, 8_000);
+        assert_eq!(m.handovers_streams, None);
         let mut text = String::new();
         write_rows(&m, &mut text).unwrap();
         for needle in ["control", "decisions", "handovers", "10.0 k/s", "no peer"] {
             assert!(text.contains(needle), "{needle} missing in\n{text}");
         }
+        assert!(text.contains("decisions+streams"), "{text}");
+        assert!(!text.contains("handovers+streams"), "{text}");
     }
 }

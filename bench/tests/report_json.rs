@@ -302,6 +302,16 @@ fn control_has_exactly_its_keys_and_no_ratio() {
                 &lat,
                 1,
             ),
+            decisions_streams: Some(ControlFigures::from_run(
+                64,
+                64,
+                12_000 * k,
+                Duration::from_secs(3),
+                900_000_000,
+                &lat,
+                0,
+            )),
+            handovers_streams: None,
         });
         r
     };
@@ -318,7 +328,17 @@ fn control_has_exactly_its_keys_and_no_ratio() {
             "runs"
         ])
     );
-    assert_eq!(keys(&v["control"]), set(&["decisions", "handovers"]));
+    assert_eq!(
+        keys(&v["control"]),
+        set(&[
+            "decisions",
+            "handovers",
+            "decisions_streams",
+            "handovers_streams"
+        ])
+    );
+    // Not measured: null, not left out.
+    assert_eq!(v["control"]["handovers_streams"], Value::Null);
     let fields = [
         "fays",
         "resources",
@@ -330,13 +350,15 @@ fn control_has_exactly_its_keys_and_no_ratio() {
         "ops",
         "refused",
     ];
-    for part in ["decisions", "handovers"] {
+    for part in ["decisions", "handovers", "decisions_streams"] {
         assert_eq!(keys(&v["control"][part]), set(&fields), "{part}");
     }
     assert_eq!(v["control"]["decisions"]["ops_per_s"], 10_000.0);
     assert_eq!(v["control"]["handovers"]["cpu_ns_per_op"], 100_000.0);
     let m = combine(vec![run(1), run(3), run(2)], Vec::new(), Vec::new());
     assert_eq!(m.control.as_ref().unwrap().decisions.ops, 60_000);
+    let streams = m.control.as_ref().unwrap().decisions_streams.as_ref();
+    assert_eq!(streams.unwrap().ops, 24_000);
     // A run without it (control failed there) does not stop the others.
     let m = combine(vec![run(1), one_run(2)], Vec::new(), Vec::new());
     assert_eq!(m.control.as_ref().unwrap().decisions.ops, 30_000);

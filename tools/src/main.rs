@@ -106,7 +106,8 @@ enum Command {
     /// are resume latencies); dtp-pingpong-ws and dtp-stream-ws (DTP over
     /// WebSocket against a tokio-tungstenite peer); and control (the terminal control plane:
     /// AuthRequest → AuthResult decisions per second and handovers per
-    /// second under a priority script, 64 Fays; no peer, absolute figures).
+    /// second under a priority script, 64 Fays, without and with the built-in
+    /// realtime streams published; no peer, absolute figures).
     /// Reports the server's CPU time per operation
     /// (from the OS), throughput, latency, and for the streams their limit
     /// (loopback; for dtp-stream and dtp-stream-ws the lower of loopback

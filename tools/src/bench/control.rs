@@ -87,8 +87,11 @@ pub(crate) struct Run<'a> {
     pub(crate) duration: Duration,
 }
 
-/// Starts our gateway with the control config, runs decisions then
-/// handovers against it, and reports both.
+/// Starts our gateway with the control config and the realtime front end
+/// off, runs decisions then handovers against it; then again with the
+/// built-in realtime streams published (`dtp serve`'s default). Reports
+/// all four; a failure of the second gateway is reported as a warning and
+/// leaves its two rows out (the first pair stands).
 pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, String> {
     if r.fays < 2 || !r.fays.is_multiple_of(2) {
         return Err(format!(
@@ -96,12 +99,26 @@ pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, String> {
             r.fays
         ));
     }
+    let (decisions, handovers) = measure_pair(r, false)?;
+    let streams = measure_pair(r, true)
+        .inspect_err(|e| eprintln!("warning: control with the built-in streams: {e}"))
+        .ok();
+    Ok(ControlReport {
+        decisions,
+        handovers,
+        decisions_streams: streams.as_ref().map(|s| s.0.clone()),
+        handovers_streams: streams.map(|s| s.1),
+    })
+}
+
+/// Decisions then handovers against one gateway, its realtime front end
+/// (and so the built-in streams) on when `streams`.
+fn measure_pair(r: &Run<'_>, streams: bool) -> Result<(ControlFigures, ControlFigures), String> {
     let shards = r.shards.to_string();
-    let args: Vec<String> = [
+    let mut args: Vec<String> = [
         "serve",
         "--listen",
         "127.0.0.1:0",
-        "--no-realtime",
         "--backend",
         r.backend,
         "--shards",
@@ -111,14 +128,14 @@ pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, String> {
     ]
     .map(str::to_owned)
     .into();
+    if !streams {
+        args.push("--no-realtime".to_owned());
+    }
     let server = Server::start("ours", &args, "listening ")?;
     let [decisions, handovers] = plans(r.fays);
     let result = measure_run(&server, r, decisions).and_then(|d| {
         let h = measure_run(&server, r, handovers)?;
-        Ok(ControlReport {
-            decisions: d,
-            handovers: h,
-        })
+        Ok((d, h))
     });
     server.stop();
     result
