@@ -65,7 +65,10 @@ pub use base64::{decode as base64_decode, encode as base64_encode};
 pub use error::HttpError;
 pub use etag::{EntityTag, IfNoneMatch};
 pub use request::{HeaderField, Method, RequestHead, Version, parse_request_head};
-pub use response::{ResponseHead, reason_phrase, simple_response, write_chunk, write_last_chunk};
+pub use response::{
+    CHUNK_HEAD_MAX, ResponseHead, chunk_head, reason_phrase, simple_response, write_chunk,
+    write_last_chunk,
+};
 pub use response_parse::{
     BodyFraming, ParsedResponse, ResponseError, ResponseLimits, parse_closed_response,
     parse_response_head,

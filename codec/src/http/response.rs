@@ -156,23 +156,32 @@ pub fn write_chunk(out: &mut BytesMut, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    // The size in hex, without the formatting machinery (once per event
-    // per subscriber on an SSE stream).
-    let mut hex = [0u8; 16];
-    let mut n = data.len();
-    let mut i = hex.len();
+    let (head, from) = chunk_head(data.len());
+    out.put_slice(&head[from..]);
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
+}
+
+/// The most bytes a chunk head (`<hex size>\r\n`) takes.
+pub const CHUNK_HEAD_MAX: usize = 18;
+
+/// The head of a chunk of `len` bytes, `<hex size>\r\n`, right-aligned:
+/// it is `head[from..]`. Without the formatting machinery (once per event
+/// per subscriber on an SSE stream).
+pub fn chunk_head(len: usize) -> ([u8; CHUNK_HEAD_MAX], usize) {
+    let mut head = [0u8; CHUNK_HEAD_MAX];
+    head[CHUNK_HEAD_MAX - 2..].copy_from_slice(b"\r\n");
+    let mut n = len;
+    let mut i = CHUNK_HEAD_MAX - 2;
     loop {
         i -= 1;
-        hex[i] = b"0123456789abcdef"[n & 0xf];
+        head[i] = b"0123456789abcdef"[n & 0xf];
         n >>= 4;
         if n == 0 {
             break;
         }
     }
-    out.put_slice(&hex[i..]);
-    out.put_slice(b"\r\n");
-    out.put_slice(data);
-    out.put_slice(b"\r\n");
+    (head, i)
 }
 
 /// Appends the last chunk and the empty trailer section: `0\r\n\r\n`.

@@ -100,8 +100,8 @@ pub use server_msg::{
 };
 pub use sse_parse::{SSE_MAX_BUFFER, SseError, SseEvent, SseParser};
 pub use sse_write::{
-    SSE_CONTROL_EVENT, SseControl, SseEncodeError, write_sse_comment, write_sse_control,
-    write_sse_envelope, write_sse_event, write_sse_heartbeat, write_sse_retry,
+    SSE_CONTROL_EVENT, SseControl, SseEncodeError, sse_chunk_with, write_sse_comment,
+    write_sse_control, write_sse_envelope, write_sse_event, write_sse_heartbeat, write_sse_retry,
 };
 pub use value::{MAX_ID_LEN, MAX_TOKEN_LEN, is_valid_id, is_valid_token, parse_object};
 pub use welcome::{ConnectionLimits, HeartbeatPolicy, MAX_HEARTBEAT_MS};

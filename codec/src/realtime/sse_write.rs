@@ -11,8 +11,9 @@
 //! - `retry: <ms>\n\n`.
 
 use std::fmt;
+use std::ops::Range;
 
-use bytes::BufMut;
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::value::{Fields, check_id, is_valid_token, parse_object};
 use super::{CloseCategory, Envelope, FailureKind, JsonLimits, Refusal, jsonw};
@@ -164,6 +165,51 @@ pub fn write_sse_event<B: BufMut>(
     id: Option<&str>,
     data: &[u8],
 ) -> Result<(), SseEncodeError> {
+    valid_id(id)?;
+    one_line(data)?;
+    put_id_line(buf, id);
+    buf.put_slice(b"data: ");
+    buf.put_slice(data);
+    buf.put_slice(b"\n\n");
+    Ok(())
+}
+
+/// An application event block, as [`write_sse_event`] writes it, framed as
+/// one HTTP/1.1 chunk (as [`crate::http::write_chunk`] frames it) and built
+/// in one buffer, its data written in place by `data` (e.g.
+/// [`super::write_envelope`]; `capacity`: the size it will likely take).
+/// Gives the chunk and where the data lies in it, so that the data is
+/// shared as a slice of the chunk (`Bytes::slice`) instead of encoded into
+/// a buffer of its own and copied twice (once into the block, once into
+/// the chunk).
+pub fn sse_chunk_with(
+    id: Option<&str>,
+    capacity: usize,
+    data: impl FnOnce(&mut BytesMut) -> Result<(), Refusal>,
+) -> Result<(Bytes, Range<usize>), SseEncodeError> {
+    use crate::http::{CHUNK_HEAD_MAX, chunk_head};
+    valid_id(id)?;
+    let id_line = id.map_or(0, |id| id.len() + 5);
+    let mut buf = BytesMut::with_capacity(CHUNK_HEAD_MAX + id_line + 6 + capacity + 4);
+    // Room for the chunk head, whose size is known only at the end.
+    buf.put_bytes(0, CHUNK_HEAD_MAX);
+    put_id_line(&mut buf, id);
+    buf.put_slice(b"data: ");
+    let start = buf.len();
+    data(&mut buf).map_err(SseEncodeError::Refused)?;
+    let end = buf.len();
+    one_line(&buf[start..end])?;
+    buf.put_slice(b"\n\n");
+    let (head, from) = chunk_head(buf.len() - CHUNK_HEAD_MAX);
+    buf[from..CHUNK_HEAD_MAX].copy_from_slice(&head[from..]);
+    buf.put_slice(b"\r\n");
+    let _ = buf.split_to(from);
+    Ok((buf.freeze(), start - from..end - from))
+}
+
+/// A bad `id` is a bug on the server's side: a debug assertion, and
+/// refused in release builds.
+fn valid_id(id: Option<&str>) -> Result<(), SseEncodeError> {
     if let Some(id) = id {
         let ok = is_valid_token(id);
         debug_assert!(ok, "SSE id must be a non-empty header-safe token");
@@ -171,20 +217,26 @@ pub fn write_sse_event<B: BufMut>(
             return Err(SseEncodeError::InvalidId);
         }
     }
+    Ok(())
+}
+
+/// A line break in the data is a bug on the server's side: a debug
+/// assertion, and refused in release builds.
+fn one_line(data: &[u8]) -> Result<(), SseEncodeError> {
     let broken = has_line_break(data);
     debug_assert!(!broken, "SSE data must be one line");
     if broken {
         return Err(SseEncodeError::LineBreak);
     }
+    Ok(())
+}
+
+fn put_id_line<B: BufMut>(buf: &mut B, id: Option<&str>) {
     if let Some(id) = id {
         buf.put_slice(b"id: ");
         buf.put_slice(id.as_bytes());
         buf.put_u8(b'\n');
     }
-    buf.put_slice(b"data: ");
-    buf.put_slice(data);
-    buf.put_slice(b"\n\n");
-    Ok(())
 }
 
 /// The event block of `envelope` (SPEC RT-8): its `resumeCursor` as `id`

@@ -327,3 +327,40 @@ fn ceiling_is_enforced_whatever_the_chunking() {
     assert_eq!(r, Err(SseError::BufferExceeded { len: 71, max: 64 }));
     assert_eq!(SseParser::with_max_buffer(usize::MAX).max_buffer(), max);
 }
+
+/// The chunk built in place is byte for byte the block `write_sse_event`
+/// writes, framed by `write_chunk`; the range is the data; sizes across a
+/// hex digit boundary and both kinds of refusal.
+#[test]
+fn a_chunk_built_in_place_equals_the_block_then_framed() {
+    for (id, len) in [
+        (Some("c1.ab.7.ff"), 1),
+        (None, 9),
+        (Some("x"), 4090),
+        (None, 70_000),
+    ] {
+        let data = vec![b'a'; len];
+        let (chunk, range) = sse_chunk_with(id, 16, |b| {
+            b.extend_from_slice(&data);
+            Ok(())
+        })
+        .unwrap();
+        let mut block = BytesMut::new();
+        write_sse_event(&mut block, id, &data).unwrap();
+        let mut framed = BytesMut::new();
+        crate::http::write_chunk(&mut framed, &block);
+        assert_eq!(&chunk[..], &framed[..], "id {id:?}, {len} bytes");
+        assert_eq!(&chunk[range], &data[..]);
+    }
+    // A line break: a debug build asserts (the bug report there); a
+    // release build refuses.
+    if !cfg!(debug_assertions) {
+        let broken = sse_chunk_with(None, 4, |b| {
+            b.extend_from_slice(b"a\nb");
+            Ok(())
+        });
+        assert_eq!(broken.err(), Some(SseEncodeError::LineBreak));
+    }
+    let refused = sse_chunk_with(Some("ok"), 4, |_| Err(Refusal::RecoveryCursorMismatch));
+    assert!(matches!(refused, Err(SseEncodeError::Refused(_))));
+}

@@ -33,7 +33,8 @@ pub struct RtEvent {
     pub stream: u32,
     /// Its sequence in the stream's current epoch.
     pub sequence: u64,
-    /// The envelope (REALTIME_EVENT_V1) as JSON (SPEC RT-3).
+    /// The envelope (REALTIME_EVENT_V1) as JSON (SPEC RT-3): a slice of
+    /// `sse`, sharing its memory.
     pub envelope: Bytes,
     /// The SSE event block carrying the envelope (SPEC RT-8), framed as one
     /// HTTP/1.1 chunk of an SSE response, ready to send: one allocation
