@@ -106,7 +106,7 @@ pub struct WithRealtime<P> {
     pub main: P,
     /// The realtime plane.
     pub rt: crate::realtime::RealtimePlane,
-    /// `main`'s events on their way to `rt` (emptied at once).
+    /// `main`'s events on their way to `rt` (emptied at every tick).
     events: Vec<PlaneEvent>,
 }
 
@@ -135,10 +135,14 @@ impl<P: GatewayPlane> ControlPlane<GatewayUp, GatewayDown> for WithRealtime<P> {
     fn handle(&mut self, shard: usize, request: GatewayRequest, now: Instant, out: &mut Decisions) {
         match request {
             Request::Service(GatewayUp::Realtime(r)) => self.rt.handle_request(shard, *r, now, out),
-            other => {
-                self.main.handle(shard, other, now, out);
-                self.forward(now, out);
-            }
+            // The events a decision made are published at the next tick,
+            // which the control loop runs right after it routed the
+            // batch's decisions and before it takes another batch: a
+            // decision does not wait for the publications of its batch
+            // (they cost more than the decisions with the built-in streams
+            // on), and a snapshot asked for after the decision still finds
+            // them.
+            other => self.main.handle(shard, other, now, out),
         }
     }
 

@@ -81,10 +81,13 @@ impl Rig {
         }
     }
 
-    /// Hands `r` to the planes; keeps the `sessions` events they published.
+    /// Hands `r` to the planes, then ticks as the control loop does after
+    /// every batch (the events a request made are published then); keeps
+    /// the `sessions` events they published.
     fn request(&mut self, r: Request<GatewayUp>) -> Vec<(usize, Decision<GatewayDown>)> {
         let mut out = Vec::new();
         self.plane.handle(0, r, self.now, &mut out);
+        self.plane.tick(self.now, &mut out);
         self.keep_events(&out);
         out
     }
