@@ -262,20 +262,32 @@ impl SendQueue {
     }
 
     /// The unsent bytes of the first `max` segments, in order (the offset
-    /// non-zero only on the head). A gathered send writes them with one
-    /// system call (one `sendmsg`).
-    pub(crate) fn heads(&self, max: usize) -> impl Iterator<Item = Head<'_>> {
-        self.segments.iter().take(max).enumerate().map(|(i, s)| {
-            let offset = if i == 0 { self.head_offset } else { 0 };
-            match s {
-                Segment::Chunk { handle, len } => Head::Chunk {
-                    handle: *handle,
-                    offset: offset as u32,
-                    len: *len,
-                },
-                Segment::Shared(b) => Head::Shared(b.get(offset..).unwrap_or(&[])),
-            }
-        })
+    /// non-zero only on the head), at most `bytes` of them: the last one
+    /// listed may end early. A gathered send writes them with one system
+    /// call (one `sendmsg`); on a message-preserving socket `bytes` is the
+    /// MTU, and the send is one SDU.
+    pub(crate) fn heads(&self, max: usize, bytes: usize) -> impl Iterator<Item = Head<'_>> {
+        let mut left = bytes;
+        self.segments
+            .iter()
+            .take(max)
+            .enumerate()
+            .map_while(move |(i, s)| {
+                let offset = if i == 0 { self.head_offset } else { 0 };
+                let take = s.len().saturating_sub(offset).min(left);
+                if take == 0 {
+                    return None;
+                }
+                left -= take;
+                Some(match s {
+                    Segment::Chunk { handle, .. } => Head::Chunk {
+                        handle: *handle,
+                        offset: offset as u32,
+                        len: (offset + take) as u32,
+                    },
+                    Segment::Shared(b) => Head::Shared(b.get(offset..offset + take).unwrap_or(&[])),
+                })
+            })
     }
 
     /// A send that reads the first `segments` segments is in flight: none of
@@ -366,7 +378,7 @@ mod tests {
     use super::*;
 
     fn unsent(q: &SendQueue, bufs: &Buffers) -> Vec<u8> {
-        q.heads(usize::MAX)
+        q.heads(usize::MAX, usize::MAX)
             .flat_map(|h| match h {
                 Head::Chunk {
                     handle,
@@ -391,7 +403,7 @@ mod tests {
         q.push(&mut bufs, Payload::Copied(b"abc"), 1 << 20).unwrap();
         // Small and behind queued bytes: copied into the tail chunk.
         q.push(&mut bufs, Payload::Shared(&small), 1 << 20).unwrap();
-        assert_eq!(q.heads(usize::MAX).count(), 3);
+        assert_eq!(q.heads(usize::MAX, usize::MAX).count(), 3);
         assert_eq!(bufs.shared(), (5000, 1));
         let mut want = b"0123456789".to_vec();
         want.extend_from_slice(&shared);
