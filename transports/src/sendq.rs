@@ -423,6 +423,39 @@ mod tests {
     }
 
     #[test]
+    fn heads_within_a_message_size_cut_the_stream_into_sdus() {
+        let mut bufs = Buffers::new(4096, 1, 4).unwrap();
+        let mut q = SendQueue::default();
+        let shared = Bytes::from((0..700u32).map(|i| i as u8).collect::<Vec<_>>());
+        q.push(&mut bufs, Payload::Copied(&[9; 5000]), 1 << 20)
+            .unwrap();
+        q.push(&mut bufs, Payload::Shared(&shared), 1 << 20)
+            .unwrap();
+        let mut want = unsent(&q, &bufs);
+        let mut sdus = Vec::new();
+        while !q.is_empty() {
+            let sdu: Vec<u8> = q
+                .heads(GATHER_MAX, 247)
+                .flat_map(|h| match h {
+                    Head::Chunk {
+                        handle,
+                        offset,
+                        len,
+                    } => bufs.send_bytes(handle, offset, len).to_vec(),
+                    Head::Shared(b) => b.to_vec(),
+                })
+                .collect();
+            assert!(!sdu.is_empty() && sdu.len() <= 247, "{}", sdu.len());
+            q.advance(&mut bufs, sdu.len());
+            sdus.push(sdu);
+        }
+        // Full SDUs across the chunk boundary and into the shared segment;
+        // only the last is short.
+        assert!(sdus[..sdus.len() - 1].iter().all(|s| s.len() == 247));
+        assert_eq!(sdus.concat(), std::mem::take(&mut want));
+    }
+
+    #[test]
     fn a_shared_segment_counts_against_the_budget_all_or_nothing() {
         let mut bufs = Buffers::new(4096, 1, 1).unwrap();
         let mut q = SendQueue::default();
