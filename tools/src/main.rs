@@ -251,7 +251,10 @@ struct ServeCli {
     /// Listen on this endpoint instead of the configured ones: `HOST:PORT`
     /// (TCP), `unix:PATH`, `ws:HOST:PORT/PATH` (DTP frames as WebSocket
     /// binary messages, subprotocol dtp.v1), `rtsp:HOST:PORT`
-    /// (RTSP-interleaved) or `quic:HOST:PORT` (see [quic] in the config).
+    /// (RTSP-interleaved), `quic:HOST:PORT` (see [quic] in the config),
+    /// `ble:ADDR/psm/N[?mtu=M]` (Bluetooth LE L2CAP channel; needs a host
+    /// with Bluetooth) or `ble-sim:PATH[?mtu=M]` (the BLE link simulated on
+    /// a Unix seqpacket socket, SDUs of at most M bytes, default 247).
     /// With a TCP port the realtime front end
     /// moves to the same IP on a free port (printed), unless
     /// --realtime-listen says where.
@@ -298,8 +301,10 @@ struct ServeCli {
 struct LoadCli {
     /// The gateway to load: `HOST:PORT` (TCP), `unix:PATH`,
     /// `ws:HOST:PORT/PATH` (DTP over WebSocket), `rtsp:HOST:PORT`
-    /// (RTSP-interleaved) or `quic:HOST:PORT` (with --quic-pin); the
-    /// realtime modes and `--control hold` need TCP.
+    /// (RTSP-interleaved), `quic:HOST:PORT` (with --quic-pin),
+    /// `ble:ADDR/psm/N[?mtu=M][&type=random]` (Bluetooth LE L2CAP) or
+    /// `ble-sim:PATH[?mtu=M]` (the simulated BLE link; the same MTU as the
+    /// gateway's); the realtime modes and `--control hold` need TCP.
     #[arg(long, default_value = "127.0.0.1:7700", value_name = "ENDPOINT")]
     target: dtp_transports::Endpoint,
     /// pingpong, stream or connections.
@@ -842,6 +847,11 @@ fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), 
     }
     if !(a.min_success > 0.0 && a.min_success <= 1.0) {
         return bad(format!("--min-success {} must be in (0, 1]", a.min_success));
+    }
+    if matches!(a.target, dtp_transports::Endpoint::Ble(_))
+        && let Err(e) = dtp_transports::probe_ble()
+    {
+        return bad(format!("--target {}: {e}", a.target));
     }
     Ok(())
 }
