@@ -58,6 +58,8 @@ use std::path::PathBuf;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use crate::socket::{get_option, set_option};
+
 /// The MTU of an endpoint that names none: the common LE ATT MTU, the
 /// payload one 251-byte LE data-length-extension PDU carries after the
 /// L2CAP header.
@@ -237,7 +239,7 @@ impl Sdu {
     /// peer takes (`BT_SNDMTU`). Untested on hardware (see the module docs).
     pub(crate) fn settle(&mut self, fd: RawFd) {
         if self.l2cap
-            && let Some(peer) = get_u16(fd, BT_SNDMTU)
+            && let Some(peer) = get_option(&Raw(fd), SOL_BLUETOOTH, BT_SNDMTU, 0u16)
             && peer > 0
         {
             self.send = self.send.min(peer.into());
@@ -264,6 +266,15 @@ impl Sdu {
                 ),
             ))
         }
+    }
+}
+
+/// A connection's descriptor, borrowed for one option call.
+struct Raw(RawFd);
+
+impl AsRawFd for Raw {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
     }
 }
 
@@ -305,7 +316,7 @@ pub fn probe_ble() -> io::Result<()> {
 pub(crate) fn l2cap_listener(at: &BleAddr) -> io::Result<Socket> {
     let socket = l2cap_socket(false)?;
     socket.bind(&sockaddr_l2(at.device, at.psm, at.random))?;
-    set_u16(&socket, BT_RCVMTU, at.mtu)?;
+    set_option(&socket, SOL_BLUETOOTH, BT_RCVMTU, at.mtu)?;
     socket.listen(128)?;
     Ok(socket)
 }
@@ -320,7 +331,7 @@ pub(crate) fn l2cap_connect_socket(
     // The bind makes the channel an LE one (its source address type), which
     // BT_RCVMTU requires.
     socket.bind(&sockaddr_l2(BdAddr::ANY, 0, false))?;
-    set_u16(&socket, BT_RCVMTU, to.mtu)?;
+    set_option(&socket, SOL_BLUETOOTH, BT_RCVMTU, to.mtu)?;
     Ok((socket, sockaddr_l2(to.device, to.psm, to.random)))
 }
 
@@ -360,45 +371,6 @@ fn sockaddr_l2(device: BdAddr, psm: u16, random: bool) -> SockAddr {
     // SAFETY: `storage` holds an initialised sockaddr_l2 of `len` bytes
     // whose family field says so; the rest is zeroes.
     unsafe { SockAddr::new(storage, len) }
-}
-
-/// Sets a 16-bit `SOL_BLUETOOTH` option.
-fn set_u16(socket: &Socket, option: i32, value: u16) -> io::Result<()> {
-    // SAFETY: the descriptor is the open socket borrowed for this call; the
-    // value is a u16 that outlives the call, and its size is the length
-    // passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            SOL_BLUETOOTH,
-            option,
-            (&raw const value).cast(),
-            std::mem::size_of::<u16>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Reads a 16-bit `SOL_BLUETOOTH` option, if the socket has it.
-fn get_u16(fd: RawFd, option: i32) -> Option<u16> {
-    let mut value: u16 = 0;
-    let mut len = std::mem::size_of::<u16>() as libc::socklen_t;
-    // SAFETY: `fd` is a connection's open socket; `value` and `len` are
-    // live locals of the size the option writes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            SOL_BLUETOOTH,
-            option,
-            (&raw mut value).cast(),
-            &raw mut len,
-        )
-    };
-    (rc == 0).then_some(value)
 }
 
 #[cfg(test)]

@@ -378,7 +378,12 @@ mod tests {
     use super::*;
 
     fn unsent(q: &SendQueue, bufs: &Buffers) -> Vec<u8> {
-        q.heads(usize::MAX, usize::MAX)
+        next_send(q, bufs, usize::MAX)
+    }
+
+    /// The bytes the next send of at most `max` bytes takes.
+    fn next_send(q: &SendQueue, bufs: &Buffers, max: usize) -> Vec<u8> {
+        q.heads(usize::MAX, max)
             .flat_map(|h| match h {
                 Head::Chunk {
                     handle,
@@ -434,17 +439,7 @@ mod tests {
         let mut want = unsent(&q, &bufs);
         let mut sdus = Vec::new();
         while !q.is_empty() {
-            let sdu: Vec<u8> = q
-                .heads(GATHER_MAX, 247)
-                .flat_map(|h| match h {
-                    Head::Chunk {
-                        handle,
-                        offset,
-                        len,
-                    } => bufs.send_bytes(handle, offset, len).to_vec(),
-                    Head::Shared(b) => b.to_vec(),
-                })
-                .collect();
+            let sdu = next_send(&q, &bufs, 247);
             assert!(!sdu.is_empty() && sdu.len() <= 247, "{}", sdu.len());
             q.advance(&mut bufs, sdu.len());
             sdus.push(sdu);

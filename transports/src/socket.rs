@@ -250,24 +250,71 @@ fn probe_unix_as(path: &Path, ty: Type) -> io::Result<()> {
 /// The process that made the listener `connected` is connected to (its
 /// credentials are taken when it listens), if the kernel says.
 fn listener_pid(connected: &Socket) -> Option<libc::pid_t> {
-    let mut cred = libc::ucred {
+    let empty = libc::ucred {
         pid: 0,
         uid: 0,
         gid: 0,
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are live locals of the size SO_PEERCRED
-    // writes; the fd is the open socket `connected` owns.
+    let cred = get_option(connected, libc::SOL_SOCKET, libc::SO_PEERCRED, empty)?;
+    (cred.pid > 0).then_some(cred.pid)
+}
+
+/// A plain C value a socket option holds: any bytes the kernel writes
+/// into it make a valid value.
+pub(crate) trait OptionValue: Copy {}
+
+impl OptionValue for libc::c_int {}
+impl OptionValue for u16 {}
+impl OptionValue for libc::ucred {}
+
+/// Sets socket option `name` of `level` on `socket` to `value`.
+pub(crate) fn set_option<T: OptionValue>(
+    socket: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: T,
+) -> io::Result<()> {
+    // SAFETY: the descriptor is the open socket borrowed for this call; the
+    // value is a live local of plain C data, and its size is the length
+    // passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads socket option `name` of `level` of `socket` into (a copy of)
+/// `value`; `None` when the socket refuses it.
+pub(crate) fn get_option<T: OptionValue>(
+    socket: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    mut value: T,
+) -> Option<T> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the descriptor is the open socket borrowed for this call;
+    // `value` and `len` are live locals of the size the call may write,
+    // and any bytes it writes make a valid `T` (`OptionValue`).
     let rc = unsafe {
         libc::getsockopt(
-            connected.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut cred).cast(),
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw mut value).cast(),
             &raw mut len,
         )
     };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+    (rc == 0).then_some(value)
 }
 
 /// Whether process `pid` exists (a zombie counts as gone: it holds no
@@ -372,19 +419,12 @@ pub(crate) fn connect_socket(
 /// destinations together. Best effort: without it the bind reserves a
 /// port at once, which still works.
 fn bind_address_no_port(socket: &Socket) {
-    let on: libc::c_int = 1;
-    // SAFETY: the descriptor is the open socket borrowed for this call;
-    // the option value is a c_int that outlives the call, and its size is
-    // the length passed.
-    let _ = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
-            (&raw const on).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    let _ = set_option(
+        socket,
+        libc::IPPROTO_IP,
+        libc::IP_BIND_ADDRESS_NO_PORT,
+        1 as libc::c_int,
+    );
 }
 
 /// Applies the per-connection socket options of `config` (TCP_NODELAY,
