@@ -21,7 +21,7 @@ use crate::driver::{
 };
 use crate::endpoint::Endpoint;
 use crate::ops::{HasSendSide, SendBook, SendSide};
-use crate::sendq::{GATHER_MAX, Head, SendError};
+use crate::sendq::SendError;
 use crate::slots::Slots;
 use crate::socket::{Kind, ListenSocket};
 use crate::transport::{Event, Transport, TransportError};
@@ -536,40 +536,14 @@ impl Epoll {
             if c.connecting {
                 continue;
             }
-            let mut failed = None;
-            let mut freed = false;
             // One write is one SDU on a message-preserving socket.
             let message = c.sdu.map_or(usize::MAX, |s| s.send);
-            while !c.out.sendq.is_empty() {
-                let mut iov = [io::IoSlice::new(&[]); GATHER_MAX];
-                let mut n = 0;
-                for head in c.out.sendq.heads(GATHER_MAX, message) {
-                    iov[n] = io::IoSlice::new(match head {
-                        Head::Chunk {
-                            handle,
-                            offset,
-                            len,
-                        } => self.bufs.send_bytes(handle, offset, len),
-                        Head::Shared(b) => b,
-                    });
-                    n += 1;
-                }
-                if n > 1 {
-                    self.stats.gathered_sends += 1;
-                }
-                match send_vectored(c.stream.as_raw_fd(), &iov[..n]) {
-                    Ok(n) => {
-                        self.stats.bytes_out += n as u64;
-                        freed |= c.out.sendq.advance(&mut self.bufs, n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
-                        break;
-                    }
-                }
-            }
+            let w = c
+                .out
+                .write_now(c.stream.as_raw_fd(), &mut self.bufs, message);
+            self.stats.bytes_out += w.bytes;
+            self.stats.gathered_sends += w.gathered;
+            let (freed, failed) = (w.freed, w.failed);
             c.out.report_room(*conn, max, &mut self.pending);
             let flushed_close = c.out.close_after_flush && c.out.sendq.is_empty();
             if freed {
@@ -621,24 +595,3 @@ crate::forward::socket_transport!(
     Epoll,
     "SPEC TRN-1 … TRN-5: TCP and Unix stream sockets on epoll."
 );
-
-/// Sends the slices with one `sendmsg` (no SIGPIPE on a closed peer: the
-/// error comes back as EPIPE instead).
-fn send_vectored(fd: std::os::fd::RawFd, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
-    // SAFETY: msghdr is a plain C struct; all zeroes is its empty value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // IoSlice is ABI-compatible with iovec (documented by std), and the
-    // kernel only reads through msg_iov.
-    msg.msg_iov = iov.as_ptr().cast_mut().cast();
-    msg.msg_iovlen = iov.len();
-    // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call,
-    // each over borrowed bytes (a pool chunk's, or a shared `Bytes` held by
-    // the send queue) that stay alive and unchanged during it; `fd` is the
-    // connection's open socket.
-    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}

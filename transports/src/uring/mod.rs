@@ -515,6 +515,30 @@ impl Uring {
             if c.closing.is_some() || c.out.sendq.in_flight() {
                 continue;
             }
+            // SDUs go out at once while the socket takes them (a ring
+            // round trip each would cap a link at one SDU per poll); what
+            // it does not take is left to an asynchronous send below,
+            // which waits for room (the peer's credits).
+            if let Some(sdu) = c.sdu
+                && !c.out.sendq.is_empty()
+                && c.connecting.is_none()
+            {
+                let w = c.out.write_now(c.fd.as_raw_fd(), &mut self.bufs, sdu.send);
+                self.stats.bytes_out += w.bytes;
+                self.stats.gathered_sends += w.gathered;
+                c.out.report_room(*conn, self.config.max_send_queue, events);
+                if w.freed {
+                    self.wake_chunk_waiters(events);
+                }
+                if let Some(errno) = w.failed {
+                    self.begin_close(*conn, CloseReason::Error(errno));
+                    self.maybe_finish(*conn, events);
+                    continue;
+                }
+            }
+            let Some(c) = self.conns.get_mut(conn.0) else {
+                continue;
+            };
             if c.out.sendq.is_empty() {
                 if c.out.close_after_flush {
                     self.begin_close(*conn, CloseReason::Local);
