@@ -334,6 +334,11 @@ fn claim_ports(
     // and no live gateway hold the path; a stale socket file is left for
     // the shards to replace. BLE: the host must have Bluetooth.
     for listener in &engine.listen {
+        let chunk_size = engine.driver.chunk_size;
+        listener
+            .at
+            .fits_receive_buffers(chunk_size)
+            .map_err(|e| bad_config(format_args!("engine.listen {e}")))?;
         match &listener.at {
             at @ (Endpoint::Unix(path) | Endpoint::BleSim { path, .. }) => {
                 check_unix_path("engine.listen", at, path)?;

@@ -293,6 +293,39 @@ fn ble_without_bluetooth_is_refused_before_anything_runs() {
     }
 }
 
+/// A BLE MTU the receive buffers could not tell from a cut SDU is a
+/// configuration mistake, refused before anything runs (exit status 2).
+#[test]
+fn a_ble_mtu_above_the_receive_buffers_is_refused_at_start_up() {
+    let scratch = Scratch::new("ble-mtu");
+    let config = scratch.0.join("ble.toml");
+    let sock = scratch.0.join("b.sock");
+    std::fs::write(
+        &config,
+        format!(
+            "[engine]\nlisten = [\"ble-sim:{}?mtu=5000\"]\n\n[io]\nchunk_size = 4096\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let out = dtp()
+        .args(["serve", "--no-admin", "--no-realtime", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: BAD_CONFIG engine.listen ble-sim:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("mtu 5000 needs receive buffers larger than it: raise io.chunk_size (4096)"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
 /// A `quic:` target needs the gateway's certificate pinned, and a pin
 /// needs a `quic:` target: each refused before anything runs, one line,
 /// exit status 2.

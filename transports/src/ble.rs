@@ -17,7 +17,10 @@
 //!   read returns one SDU, in order and reliably.
 //! * Fragmentation: the backend sends a connection's queued bytes as
 //!   separate messages of at most the MTU each (never more, never merged
-//!   past it), cutting DTP frames wherever the MTU falls. Reassembly: the
+//!   past it), cutting DTP frames wherever the MTU falls: non-blocking
+//!   `sendmsg` calls while the socket takes them, on io_uring too (a ring
+//!   round trip per SDU would cap a link at one SDU per poll), and an
+//!   asynchronous send that waits for room when it does not. Reassembly: the
 //!   receiver hands each SDU on as it came; the engine reads DTP frames out
 //!   of the concatenation by their own length fields, as on TCP. No header
 //!   of our own is needed because the channel neither loses, reorders nor
@@ -31,6 +34,8 @@
 //!   On L2CAP the receive MTU is set with `BT_RCVMTU` before the channel
 //!   opens, and the send side never exceeds the peer's (`BT_SNDMTU`, read
 //!   once the channel is up).
+//!   Each SDU takes one receive buffer until the engine has read it: small
+//!   SDUs use the core's receive memory poorly, but never more of it.
 //! * Flow control: L2CAP LE credit-based flow control lets a sender send
 //!   only while it holds credits; without them the kernel makes the socket
 //!   unwritable until the peer grants more. The simulated link does the
@@ -251,22 +256,6 @@ impl Sdu {
     pub(crate) fn refuses(&self, len: usize) -> bool {
         len > self.recv
     }
-
-    /// Refuses an MTU a receive buffer of `chunk_size` bytes could not
-    /// tell from a truncated message.
-    pub(crate) fn fits(&self, chunk_size: u32) -> io::Result<()> {
-        if self.recv < chunk_size as usize {
-            Ok(())
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "mtu {} needs receive buffers larger than it: raise io.chunk_size ({chunk_size}) or lower the mtu",
-                    self.recv
-                ),
-            ))
-        }
-    }
 }
 
 /// A connection's descriptor, borrowed for one option call.
@@ -447,10 +436,14 @@ mod tests {
 
     #[test]
     fn an_mtu_must_stay_below_the_receive_buffer() {
-        let sdu = Sdu::new(4096, false);
-        assert!(sdu.fits(8192).is_ok());
-        let e = sdu.fits(4096).unwrap_err();
+        let at = crate::Endpoint::BleSim {
+            path: "a".into(),
+            mtu: 4096,
+        };
+        assert!(at.fits_receive_buffers(8192).is_ok());
+        let e = at.fits_receive_buffers(4096).unwrap_err();
         assert!(e.to_string().contains("io.chunk_size"), "{e}");
+        let sdu = Sdu::new(4096, false);
         assert!(!sdu.refuses(4096) && sdu.refuses(4097));
     }
 

@@ -2,6 +2,7 @@
 //! one address type for every transport, written `SCHEME:ADDRESS`.
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -80,6 +81,32 @@ impl Endpoint {
             Self::Quic(_) => "quic",
             Self::Ble(_) => "ble",
             Self::BleSim { .. } => "ble-sim",
+        }
+    }
+
+    /// SPEC TRN-4: the SDU size of a BLE endpoint (`ble:`, `ble-sim:`);
+    /// `None` for the others.
+    pub fn mtu(&self) -> Option<u16> {
+        match self {
+            Self::Ble(a) => Some(a.mtu),
+            Self::BleSim { mtu, .. } => Some(*mtu),
+            _ => None,
+        }
+    }
+
+    /// Whether a transport with receive buffers of `chunk_size` bytes can
+    /// serve this endpoint: a BLE MTU must stay below it, so that an SDU
+    /// longer than the MTU is caught rather than cut short. The error
+    /// names the endpoint and the setting to change.
+    pub fn fits_receive_buffers(&self, chunk_size: u32) -> io::Result<()> {
+        match self.mtu() {
+            Some(mtu) if u32::from(mtu) >= chunk_size => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{self}: mtu {mtu} needs receive buffers larger than it: raise io.chunk_size ({chunk_size}) or lower the mtu"
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 

@@ -34,15 +34,13 @@ impl Kind {
     /// The kind of connection to or on `at`, refusing an MTU that the
     /// backend's receive buffers of `chunk_size` bytes could not check.
     fn of(at: &Endpoint, chunk_size: u32) -> io::Result<Self> {
-        let sdu = match at {
-            Endpoint::Tcp(_) => return Ok(Self::Tcp),
-            Endpoint::Ble(a) => Sdu::new(a.mtu, true),
-            Endpoint::BleSim { mtu, .. } => Sdu::new(*mtu, false),
-            _ => return Ok(Self::Stream),
-        };
-        sdu.fits(chunk_size)
-            .map_err(|e| io::Error::new(e.kind(), format!("{at}: {e}")))?;
-        Ok(Self::Messages(sdu))
+        at.fits_receive_buffers(chunk_size)?;
+        Ok(match at {
+            Endpoint::Tcp(_) => Self::Tcp,
+            Endpoint::Ble(a) => Self::Messages(Sdu::new(a.mtu, true)),
+            Endpoint::BleSim { mtu, .. } => Self::Messages(Sdu::new(*mtu, false)),
+            _ => Self::Stream,
+        })
     }
 
     /// The SDU sizes of a message-preserving connection.
