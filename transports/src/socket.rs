@@ -112,7 +112,7 @@ pub(crate) fn listen(
     transport: &'static str,
 ) -> Result<(ListenSocket, Endpoint), TransportError> {
     let kind = Kind::of(at, chunk_size)?;
-    let (path, ty) = match at {
+    let bind = match at {
         Endpoint::Tcp(addr) => {
             let socket = listener_socket(*addr, shared).map_err(|e| {
                 if e.kind() == io::ErrorKind::AddrInUse {
@@ -127,9 +127,9 @@ pub(crate) fn listen(
                 .ok_or_else(|| io::Error::other("listener has no socket address"))?;
             return Ok((ListenSocket::Tcp(socket), Endpoint::Tcp(local)));
         }
-        Endpoint::Unix(path) => (Some(path), Type::STREAM),
-        Endpoint::BleSim { path, .. } => (Some(path), Type::SEQPACKET),
-        Endpoint::Ble(_) => (None, Type::SEQPACKET),
+        Endpoint::Unix(path) => SharedBind::Path(path, Type::STREAM),
+        Endpoint::BleSim { path, .. } => SharedBind::Path(path, Type::SEQPACKET),
+        Endpoint::Ble(addr) => SharedBind::Psm(addr),
         other => {
             return Err(TransportError::UnsupportedEndpoint {
                 transport,
@@ -147,22 +147,29 @@ pub(crate) fn listen(
     {
         return Ok((ListenSocket::Shared(existing), at.clone()));
     }
-    let socket = match (at, path) {
-        (Endpoint::Ble(addr), _) => {
-            crate::ble::l2cap_listener(addr).map_err(|e| in_use_or(at, e, at))?
-        }
-        (_, Some(path)) => unix_listener(path, ty).map_err(|e| in_use_or(at, e, path.display()))?,
-        (_, None) => return Err(io::Error::other("a listener with no address").into()),
+    let (socket, path) = match bind {
+        SharedBind::Path(path, ty) => (
+            unix_listener(path, ty).map_err(|e| in_use_or(at, e, path.display()))?,
+            Some(path.to_path_buf()),
+        ),
+        SharedBind::Psm(addr) => (
+            crate::ble::l2cap_listener(addr).map_err(|e| in_use_or(at, e, at))?,
+            None,
+        ),
     };
-    let shared_socket = Arc::new(SharedListenSocket {
-        socket,
-        kind,
-        path: path.cloned(),
-    });
+    let shared_socket = Arc::new(SharedListenSocket { socket, kind, path });
     if shared {
         registry.push((at.clone(), Arc::downgrade(&shared_socket)));
     }
     Ok((ListenSocket::Shared(shared_socket), at.clone()))
+}
+
+/// Where a listener that the process's transports share is bound.
+enum SharedBind<'a> {
+    /// A Unix socket of this type at this path.
+    Path(&'a Path, Type),
+    /// An L2CAP PSM.
+    Psm(&'a crate::BleAddr),
 }
 
 /// A listen's error: `AddressInUse`, or the OS error naming `what`.

@@ -109,6 +109,7 @@ on_both_backends!(
     an_mtu_the_receive_buffers_cannot_check_is_refused,
     ble_endpoints_fail_cleanly_without_bluetooth,
     two_transports_carry_a_stream_over_tiny_and_large_mtus,
+    a_paused_reader_stops_a_peer_with_a_small_buffer_within_a_few_sdus,
 );
 
 /// SPEC TRN-5 with BLE's fragmentation: sends of any size go out as SDUs
@@ -314,4 +315,52 @@ fn two_transports_carry_a_stream_over_tiny_and_large_mtus(backend: BackendPrefer
         });
         assert!(back == payload, "{backend:?} mtu {mtu}: the echo changed");
     }
+}
+
+/// SPEC TRN-2 the other way, with a small send buffer at the peer (few
+/// credits): while the transport does not read, the peer's writes stop
+/// within a few SDUs; once it reads again, everything arrives in order.
+fn a_paused_reader_stops_a_peer_with_a_small_buffer_within_a_few_sdus(backend: BackendPreference) {
+    let (mut t, peer, conn, mut events) = pair(backend, 247);
+    peer.set_send_buffer_size(4096).unwrap();
+    t.pause_reading(conn);
+    t.poll(&mut events, Some(Duration::ZERO)).unwrap();
+    let stream = Rng(12).bytes(247 * 400);
+    let mut at = 0;
+    let mut got = received(&events, conn);
+    events.clear();
+    // Polls go on while the peer writes: a paused reader takes nothing new.
+    let stalled = until("the peer's writes stopped", || {
+        t.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        got.extend(received(&events, conn));
+        events.clear();
+        match (&peer).write(&stream[at..at + 247]) {
+            Ok(_) => {
+                at += 247;
+                None
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(at),
+            Err(e) => panic!("{e}"),
+        }
+    });
+    assert!(
+        stalled <= 247 * 32,
+        "{backend:?}: {} SDUs taken while paused",
+        stalled / 247
+    );
+    t.resume_reading(conn);
+    until("the whole stream", || {
+        if at < stream.len() {
+            match (&peer).write(&stream[at..at + 247]) {
+                Ok(_) => at += 247,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        t.poll(&mut events, Some(Duration::from_millis(1))).unwrap();
+        got.extend(received(&events, conn));
+        events.clear();
+        (got.len() >= stream.len()).then_some(())
+    });
+    assert!(got == stream, "{backend:?}: the stream changed");
 }
