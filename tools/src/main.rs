@@ -853,6 +853,14 @@ fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), 
     {
         return bad(format!("--target {}: {e}", a.target));
     }
+    if let Some(mtu) = a.target.mtu()
+        && a.target.fits_receive_buffers(LOAD_CHUNK_SIZE).is_err()
+    {
+        return bad(format!(
+            "--target {}: mtu {mtu} is more than dtp load receives in one buffer ({LOAD_CHUNK_SIZE} bytes): use a smaller mtu",
+            a.target
+        ));
+    }
     Ok(())
 }
 
@@ -992,6 +1000,9 @@ pub(crate) fn congestion_name(s: &str) -> Option<String> {
     }
 }
 
+/// The load generator's receive (and send) buffer size.
+const LOAD_CHUNK_SIZE: u32 = 16 * 1024;
+
 /// The load generator's IO settings: it sends far more than it receives, so
 /// small chunks (more sends in flight per poll) and no batched waits suit
 /// it better than the gateway's defaults (measured: perf/README.md).
@@ -1004,7 +1015,7 @@ pub(crate) fn load_driver(
         max_connections: connections + 64,
         send_zc_threshold,
         tcp_congestion: congestion_name(congestion),
-        chunk_size: 16 * 1024,
+        chunk_size: LOAD_CHUNK_SIZE,
         recv_buffers: 64,
         send_chunks: 4096,
         batch: 1,

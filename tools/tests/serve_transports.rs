@@ -294,9 +294,10 @@ fn ble_without_bluetooth_is_refused_before_anything_runs() {
 }
 
 /// A BLE MTU the receive buffers could not tell from a cut SDU is a
-/// configuration mistake, refused before anything runs (exit status 2).
+/// configuration mistake, refused before anything runs (exit status 2),
+/// by the gateway and by the load generator.
 #[test]
-fn a_ble_mtu_above_the_receive_buffers_is_refused_at_start_up() {
+fn a_ble_mtu_above_the_receive_buffers_is_refused_before_anything_runs() {
     let scratch = Scratch::new("ble-mtu");
     let config = scratch.0.join("ble.toml");
     let sock = scratch.0.join("b.sock");
@@ -321,6 +322,19 @@ fn a_ble_mtu_above_the_receive_buffers_is_refused_at_start_up() {
     );
     assert!(
         err.contains("mtu 5000 needs receive buffers larger than it: raise io.chunk_size (4096)"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // The load generator's buffers are its own: 16 KiB.
+    let target = format!("ble-sim:{}?mtu=20000", sock.display());
+    let out = dtp()
+        .args(["load", "--dtp", "--target", &target])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("mtu 20000 is more than dtp load receives in one buffer (16384 bytes)"),
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

@@ -68,6 +68,8 @@ macro_rules! for_every_transport {
             #[test]
             fn faults_off_ble_sim_uring() { super::$test(super::Base::BleSimUring, true) }
             #[test]
+            fn faults_off_ble_sim_epoll() { super::$test(super::Base::BleSimEpoll, true) }
+            #[test]
             fn faults_off_ws_uring() { super::$test(super::Base::WsUring, true) }
             #[test]
             fn faults_off_rtsp_uring() { super::$test(super::Base::RtspUring, true) }
