@@ -246,6 +246,24 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
     }
 }
 
+/// `dtp ARGS` (with `--config CONFIG` for `serve`) refused before
+/// anything runs: exit status 2 and one line on stderr, which starts with
+/// `starts` and holds `needle`.
+fn assert_refused(args: &[&str], config: Option<&Path>, starts: &str, needle: &str) {
+    let mut cmd = dtp();
+    cmd.args(args);
+    if let Some(config) = config {
+        cmd.args(["--no-admin", "--no-realtime", "--config"])
+            .arg(config);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with(starts), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+}
+
 /// SPEC TRN-4 on a host without Bluetooth (these machines): a gateway
 /// with a `ble:` listener, and a load with a `ble:` target, are refused
 /// before anything runs, with one line saying why (exit status 2).
@@ -261,36 +279,19 @@ fn ble_without_bluetooth_is_refused_before_anything_runs() {
         "[engine]\nlisten = [\"ble:00:00:00:00:00:00/psm/0x80\"]\n",
     )
     .unwrap();
-    let serve = dtp()
-        .args(["serve", "--no-admin", "--no-realtime", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let load = dtp()
-        .args(["load", "--dtp", "--target", "ble:00:11:22:33:44:55/psm/128"])
-        .output()
-        .unwrap();
-    for (what, out, starts) in [
-        (
-            "serve",
-            serve,
-            "error: BAD_CONFIG engine.listen ble:00:00:00:00:00:00/psm/128?mtu=247: ",
-        ),
-        (
-            "load",
-            load,
-            "error: BAD_ARGUMENT --target ble:00:11:22:33:44:55/psm/128?mtu=247: ",
-        ),
-    ] {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
-        assert!(err.starts_with(starts), "{what}: {err}");
-        assert!(
-            err.contains("Bluetooth is not available on this host ("),
-            "{what}: {err}"
-        );
-        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
-    }
+    let none = "Bluetooth is not available on this host (";
+    assert_refused(
+        &["serve"],
+        Some(&config),
+        "error: BAD_CONFIG engine.listen ble:00:00:00:00:00:00/psm/128?mtu=247: ",
+        none,
+    );
+    assert_refused(
+        &["load", "--dtp", "--target", "ble:00:11:22:33:44:55/psm/128"],
+        None,
+        "error: BAD_ARGUMENT --target ble:00:11:22:33:44:55/psm/128?mtu=247: ",
+        none,
+    );
 }
 
 /// A BLE MTU the receive buffers could not tell from a cut SDU is a
@@ -309,35 +310,20 @@ fn a_ble_mtu_above_the_receive_buffers_is_refused_before_anything_runs() {
         ),
     )
     .unwrap();
-    let out = dtp()
-        .args(["serve", "--no-admin", "--no-realtime", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.starts_with("error: BAD_CONFIG engine.listen ble-sim:"),
-        "{err}"
+    assert_refused(
+        &["serve"],
+        Some(&config),
+        "error: BAD_CONFIG engine.listen ble-sim:",
+        "mtu 5000 needs receive buffers larger than it: raise io.chunk_size (4096)",
     );
-    assert!(
-        err.contains("mtu 5000 needs receive buffers larger than it: raise io.chunk_size (4096)"),
-        "{err}"
-    );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     // The load generator's buffers are its own: 16 KiB.
     let target = format!("ble-sim:{}?mtu=20000", sock.display());
-    let out = dtp()
-        .args(["load", "--dtp", "--target", &target])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("mtu 20000 is more than dtp load receives in one buffer (16384 bytes)"),
-        "{err}"
+    assert_refused(
+        &["load", "--dtp", "--target", &target],
+        None,
+        "error: BAD_ARGUMENT --target ble-sim:",
+        "mtu 20000 is more than dtp load receives in one buffer (16384 bytes)",
     );
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
 /// A `quic:` target needs the gateway's certificate pinned, and a pin
