@@ -12,8 +12,9 @@
 //! # How DTP's byte stream rides on SDUs
 //!
 //! * Both links are `SOCK_SEQPACKET` sockets: BlueZ's L2CAP socket
-//!   (`AF_BLUETOOTH`, `BTPROTO_L2CAP`, LE credit-based flow control mode)
-//!   for `ble:`, a Unix one for `ble-sim:`. One write is one SDU and one
+//!   (`AF_BLUETOOTH`, `BTPROTO_L2CAP`, bound with an LE address type, so
+//!   the channel is the LE credit-based one BlueZ makes by default) for
+//!   `ble:`, a Unix one for `ble-sim:`. One write is one SDU and one
 //!   read returns one SDU, in order and reliably.
 //! * Fragmentation: the backend sends a connection's queued bytes as
 //!   separate messages of at most the MTU each (never more, never merged
@@ -33,8 +34,7 @@
 //!   directions, the one its endpoint names: both ends must name the same.
 //!   On L2CAP the receive MTU is set with `BT_RCVMTU` before the channel
 //!   opens, and the send side never exceeds the peer's (`BT_SNDMTU`, read
-//!   once the channel is up).
-//!   Each SDU takes one receive buffer until the engine has read it: small
+//!   once the channel is up). Each SDU takes one receive buffer until the engine has read it: small
 //!   SDUs use the core's receive memory poorly, but never more of it.
 //! * Flow control: L2CAP LE credit-based flow control lets a sender send
 //!   only while it holds credits; without them the kernel makes the socket
@@ -70,8 +70,8 @@ use crate::socket::{get_option, set_option};
 /// L2CAP header.
 pub const DEFAULT_MTU: u16 = 247;
 
-/// The smallest MTU an L2CAP LE credit-based channel may use (Core spec
-/// Vol 3 Part A §4.23).
+/// The smallest MTU an L2CAP LE credit-based channel may use (the
+/// Bluetooth Core specification's floor for its connection request).
 pub const MIN_MTU: u16 = 23;
 
 /// `BTPROTO_L2CAP` (`<bluetooth/bluetooth.h>`; libc does not carry it).
