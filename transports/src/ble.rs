@@ -25,7 +25,8 @@
 //!   receiver hands each SDU on as it came; the engine reads DTP frames out
 //!   of the concatenation by their own length fields, as on TCP. No header
 //!   of our own is needed because the channel neither loses, reorders nor
-//!   merges SDUs.
+//!   merges SDUs. An empty SDU reads like the end of the connection and is
+//!   taken as one (our own sends never make one).
 //! * MTU handling: receive buffers (the core's pool chunks) must be larger
 //!   than the MTU, so that a message longer than the MTU — the peer broke
 //!   the agreed size, or a buffer would have cut it short — is seen for
