@@ -161,7 +161,8 @@ pub(crate) struct EngineSection {
     /// Pin each shard to its core.
     pub(crate) pin: bool,
     /// Endpoints to listen on: `HOST:PORT` or `tcp:HOST:PORT`, `unix:PATH`,
-    /// `ws:HOST:PORT/PATH`, `rtsp:HOST:PORT`, `quic:HOST:PORT`.
+    /// `ws:HOST:PORT/PATH`, `rtsp:HOST:PORT`, `quic:HOST:PORT`,
+    /// `ble:ADDR/psm/N`, `ble-sim:PATH?mtu=N`.
     #[serde(with = "endpoints")]
     pub(crate) listen: Vec<Endpoint>,
     /// Milliseconds a stopping gateway waits for connections to close.
@@ -471,7 +472,7 @@ impl Config {
             terminal.resolve_paths(base);
         }
         for at in &mut self.engine.listen {
-            if let Endpoint::Unix(path) = at
+            if let Endpoint::Unix(path) | Endpoint::BleSim { path, .. } = at
                 && path.is_relative()
             {
                 *path = base.join(&*path);

@@ -252,7 +252,10 @@ struct ServeCli {
     /// Listen on this endpoint instead of the configured ones: `HOST:PORT`
     /// (TCP), `unix:PATH`, `ws:HOST:PORT/PATH` (DTP frames as WebSocket
     /// binary messages, subprotocol dtp.v1), `rtsp:HOST:PORT`
-    /// (RTSP-interleaved) or `quic:HOST:PORT` (see [quic] in the config).
+    /// (RTSP-interleaved), `quic:HOST:PORT` (see [quic] in the config),
+    /// `ble:ADDR/psm/N[?mtu=M]` (Bluetooth LE L2CAP channel; needs a host
+    /// with Bluetooth) or `ble-sim:PATH[?mtu=M]` (the BLE link simulated on
+    /// a Unix seqpacket socket, SDUs of at most M bytes, default 247).
     /// With a TCP port the realtime front end
     /// moves to the same IP on a free port (printed), unless
     /// --realtime-listen says where.
@@ -299,8 +302,10 @@ struct ServeCli {
 struct LoadCli {
     /// The gateway to load: `HOST:PORT` (TCP), `unix:PATH`,
     /// `ws:HOST:PORT/PATH` (DTP over WebSocket), `rtsp:HOST:PORT`
-    /// (RTSP-interleaved) or `quic:HOST:PORT` (with --quic-pin); the
-    /// realtime modes and `--control hold` need TCP.
+    /// (RTSP-interleaved), `quic:HOST:PORT` (with --quic-pin),
+    /// `ble:ADDR/psm/N[?mtu=M][&type=random]` (Bluetooth LE L2CAP) or
+    /// `ble-sim:PATH[?mtu=M]` (the simulated BLE link; the same MTU as the
+    /// gateway's); the realtime modes and `--control hold` need TCP.
     #[arg(long, default_value = "127.0.0.1:7700", value_name = "ENDPOINT")]
     target: dtp_transports::Endpoint,
     /// pingpong, stream or connections.
@@ -845,6 +850,19 @@ fn check_load_args(a: &LoadCli, w: dtp_bench::workload::Workload) -> Result<(), 
     if !(a.min_success > 0.0 && a.min_success <= 1.0) {
         return bad(format!("--min-success {} must be in (0, 1]", a.min_success));
     }
+    if matches!(a.target, dtp_transports::Endpoint::Ble(_))
+        && let Err(e) = dtp_transports::probe_ble()
+    {
+        return bad(format!("--target {}: {e}", a.target));
+    }
+    if let Some(mtu) = a.target.mtu()
+        && a.target.fits_receive_buffers(LOAD_CHUNK_SIZE).is_err()
+    {
+        return bad(format!(
+            "--target {}: mtu {mtu} is more than dtp load receives in one buffer ({LOAD_CHUNK_SIZE} bytes): use a smaller mtu",
+            a.target
+        ));
+    }
     Ok(())
 }
 
@@ -984,6 +1002,9 @@ pub(crate) fn congestion_name(s: &str) -> Option<String> {
     }
 }
 
+/// The load generator's receive (and send) buffer size.
+const LOAD_CHUNK_SIZE: u32 = 16 * 1024;
+
 /// The load generator's IO settings: it sends far more than it receives, so
 /// small chunks (more sends in flight per poll) and no batched waits suit
 /// it better than the gateway's defaults (measured: perf/README.md).
@@ -996,7 +1017,7 @@ pub(crate) fn load_driver(
         max_connections: connections + 64,
         send_zc_threshold,
         tcp_congestion: congestion_name(congestion),
-        chunk_size: 16 * 1024,
+        chunk_size: LOAD_CHUNK_SIZE,
         recv_buffers: 64,
         send_chunks: 4096,
         batch: 1,

@@ -14,6 +14,7 @@ use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_gateway::dtp::DtpGateway;
 use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
+use dtp_transports::Endpoint;
 use dtp_workload::dtp::DtpResponder;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -284,9 +285,8 @@ fn port_error(key: &str, addr: SocketAddr, e: &std::io::Error) -> CliError {
 /// accepts on is `ADDRESS_IN_USE` and a file that is not a socket is in
 /// the way (exit status 1). A socket nobody accepts on (its gateway was
 /// killed) passes: the shard that binds it replaces it.
-fn check_unix_path(key: &str, path: &Path) -> Result<(), CliError> {
+fn check_unix_path(key: &str, at: &Endpoint, path: &Path) -> Result<(), CliError> {
     use std::os::unix::fs::FileTypeExt;
-    let at = format!("unix:{}", path.display());
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -330,11 +330,24 @@ fn claim_ports(
     engine: &EngineConfig,
     realtime: Option<&RealtimeParts>,
 ) -> Result<(Vec<Port>, Option<std::net::TcpListener>), CliError> {
-    // Unix sockets: the folder must exist and no live gateway hold the
-    // path; a stale socket file is left for the shards to replace.
+    // Unix sockets (the simulated BLE link's too): the folder must exist
+    // and no live gateway hold the path; a stale socket file is left for
+    // the shards to replace. BLE: the host must have Bluetooth.
     for listener in &engine.listen {
-        if let dtp_transports::Endpoint::Unix(path) = &listener.at {
-            check_unix_path("engine.listen", path)?;
+        let chunk_size = engine.driver.chunk_size;
+        listener
+            .at
+            .fits_receive_buffers(chunk_size)
+            .map_err(|e| bad_config(format_args!("engine.listen {e}")))?;
+        match &listener.at {
+            at @ (Endpoint::Unix(path) | Endpoint::BleSim { path, .. }) => {
+                check_unix_path("engine.listen", at, path)?;
+            }
+            at @ Endpoint::Ble(_) => {
+                dtp_transports::probe_ble()
+                    .map_err(|e| bad_config(format_args!("engine.listen {at}: {e}")))?;
+            }
+            _ => {}
         }
     }
     let mut ports: Vec<Port> = engine

@@ -1,7 +1,9 @@
 //! SPEC TRN-1 … TRN-5 through the built binaries: one `dtp serve` listens
 //! on every transport at once (`[engine] listen` with a TCP port, a Unix
-//! socket, `ws:`, `rtsp:` and `quic:` endpoints; the QUIC certificate made at
-//! start-up and pinned by the client from the line the gateway prints), and `dtp load --dtp --target SCHEME:…`
+//! socket, `ws:`, `rtsp:`, `quic:` and `ble-sim:` endpoints — BLE on its
+//! simulated link, as these machines have no Bluetooth; the QUIC
+//! certificate made at start-up and pinned by the client from the line the
+//! gateway prints), and `dtp load --dtp --target SCHEME:…`
 //! streams over each for a few seconds: every fragment sent is
 //! acknowledged once, on both IO backends; with cuts mid-stream
 //! (`--disconnect-every`) each session resumes on the same transport.
@@ -189,7 +191,7 @@ fn assert_every_fragment_once(v: &serde_json::Value, what: &str) {
 }
 
 /// The schemes one gateway serves DTP on.
-const SCHEMES: [&str; 5] = ["tcp", "unix", "ws", "rtsp", "quic"];
+const SCHEMES: [&str; 6] = ["tcp", "unix", "ws", "rtsp", "quic", "ble-sim"];
 
 #[test]
 fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
@@ -200,10 +202,12 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
     let fay = fay_args(dir, &keys);
     for (backend, name) in BACKENDS {
         let sock = dir.join(format!("g-{backend}.sock"));
+        let ble = dir.join(format!("g-{backend}-ble.sock"));
         let config = dir.join(format!("{backend}.toml"));
         let listen = format!(
-            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\", \"rtsp:127.0.0.1:0\", \"quic:127.0.0.1:0\"]\n\n",
-            sock.display()
+            "[engine]\nlisten = [\"127.0.0.1:0\", \"unix:{}\", \"ws:127.0.0.1:0/dtp\", \"rtsp:127.0.0.1:0\", \"quic:127.0.0.1:0\", \"ble-sim:{}\"]\n\n",
+            sock.display(),
+            ble.display()
         );
         std::fs::write(&config, format!("{listen}{section}")).unwrap();
         let gateway = Gateway::start(&config, backend);
@@ -216,7 +220,9 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
         for scheme in SCHEMES {
             let target = gateway.target(scheme);
             let at = gateway.at(scheme);
-            let v = stream(dir, &fay, &target, backend, "1.5", &[]);
+            // BLE's 247-byte SDUs are the slowest link: it gets longer.
+            let secs = if scheme == "ble-sim" { "3" } else { "1.5" };
+            let v = stream(dir, &fay, &target, backend, secs, &[]);
             assert_eq!(v["backend"].as_str(), Some(name), "{v:#}");
             assert_every_fragment_once(&v, &format!("{at} on {backend}"));
             // Cut every connection at its 200th fragment: each resumes its
@@ -227,7 +233,7 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
                     &fay,
                     &target,
                     backend,
-                    "1.5",
+                    secs,
                     &["--disconnect-every", "200"],
                 );
                 let what = format!("{at} with cuts");
@@ -238,6 +244,86 @@ fn one_gateway_streams_dtp_over_every_transport_and_resumes_on_each() {
             }
         }
     }
+}
+
+/// `dtp ARGS` (with `--config CONFIG` for `serve`) refused before
+/// anything runs: exit status 2 and one line on stderr, which starts with
+/// `starts` and holds `needle`.
+fn assert_refused(args: &[&str], config: Option<&Path>, starts: &str, needle: &str) {
+    let mut cmd = dtp();
+    cmd.args(args);
+    if let Some(config) = config {
+        cmd.args(["--no-admin", "--no-realtime", "--config"])
+            .arg(config);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with(starts), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+}
+
+/// SPEC TRN-4 on a host without Bluetooth (these machines): a gateway
+/// with a `ble:` listener, and a load with a `ble:` target, are refused
+/// before anything runs, with one line saying why (exit status 2).
+#[test]
+fn ble_without_bluetooth_is_refused_before_anything_runs() {
+    if dtp_transports::probe_ble().is_ok() {
+        return; // a host with Bluetooth: nothing to check here
+    }
+    let scratch = Scratch::new("ble-none");
+    let config = scratch.0.join("ble.toml");
+    std::fs::write(
+        &config,
+        "[engine]\nlisten = [\"ble:00:00:00:00:00:00/psm/0x80\"]\n",
+    )
+    .unwrap();
+    let none = "Bluetooth is not available on this host (";
+    assert_refused(
+        &["serve"],
+        Some(&config),
+        "error: BAD_CONFIG engine.listen ble:00:00:00:00:00:00/psm/128?mtu=247: ",
+        none,
+    );
+    assert_refused(
+        &["load", "--dtp", "--target", "ble:00:11:22:33:44:55/psm/128"],
+        None,
+        "error: BAD_ARGUMENT --target ble:00:11:22:33:44:55/psm/128?mtu=247: ",
+        none,
+    );
+}
+
+/// A BLE MTU the receive buffers could not tell from a cut SDU is a
+/// configuration mistake, refused before anything runs (exit status 2),
+/// by the gateway and by the load generator.
+#[test]
+fn a_ble_mtu_above_the_receive_buffers_is_refused_before_anything_runs() {
+    let scratch = Scratch::new("ble-mtu");
+    let config = scratch.0.join("ble.toml");
+    let sock = scratch.0.join("b.sock");
+    std::fs::write(
+        &config,
+        format!(
+            "[engine]\nlisten = [\"ble-sim:{}?mtu=5000\"]\n\n[io]\nchunk_size = 4096\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    assert_refused(
+        &["serve"],
+        Some(&config),
+        "error: BAD_CONFIG engine.listen ble-sim:",
+        "mtu 5000 needs receive buffers larger than it: raise io.chunk_size (4096)",
+    );
+    // The load generator's buffers are its own: 16 KiB.
+    let target = format!("ble-sim:{}?mtu=20000", sock.display());
+    assert_refused(
+        &["load", "--dtp", "--target", &target],
+        None,
+        "error: BAD_ARGUMENT --target ble-sim:",
+        "mtu 20000 is more than dtp load receives in one buffer (16384 bytes)",
+    );
 }
 
 /// A `quic:` target needs the gateway's certificate pinned, and a pin

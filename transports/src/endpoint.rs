@@ -2,19 +2,24 @@
 //! one address type for every transport, written `SCHEME:ADDRESS`.
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
+
+use crate::ble::BleAddr;
 
 /// SPEC TRN-1/TRN-4: an address of one transport. Each transport speaks some
 /// kinds and refuses the others with
 /// [`TransportError::UnsupportedEndpoint`](crate::TransportError).
 ///
 /// Written `tcp:HOST:PORT`, `unix:PATH`, `ws:HOST:PORT/PATH`,
-/// `quic:HOST:PORT`, `rtsp:HOST:PORT`, `mem:NAME` by [`fmt::Display`] and
-/// read back by [`FromStr`], which also takes the URL-like `tcp://…`,
-/// `ws://…`, `quic://…` and `rtsp://…` forms and a bare `HOST:PORT`
-/// (TCP). More kinds (BLE) join as their transports do, hence
+/// `quic:HOST:PORT`, `rtsp:HOST:PORT`, `ble:ADDR/psm/N?mtu=M`,
+/// `ble-sim:PATH?mtu=M`, `mem:NAME` by [`fmt::Display`] and read back by
+/// [`FromStr`], which also takes the URL-like `tcp://…`, `ws://…`,
+/// `quic://…` and `rtsp://…` forms, BLE endpoints without their options
+/// (MTU [`DEFAULT_MTU`](crate::BLE_DEFAULT_MTU)) and a bare `HOST:PORT`
+/// (TCP). More kinds may join as their transports do, hence
 /// `non_exhaustive`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -43,10 +48,29 @@ pub enum Endpoint {
     /// bidirectional stream carries the connection's byte stream. Port 0
     /// in a listen picks a free port. Spoken by [`Quic`](crate::Quic).
     Quic(SocketAddr),
+    /// SPEC TRN-4: DTP over Bluetooth LE, an L2CAP connection-oriented
+    /// channel (BlueZ's `SOCK_SEQPACKET` socket) to or on a device's PSM,
+    /// SDUs of at most the MTU. Spoken by the socket backends
+    /// ([`Driver`](crate::Driver)); on a host without Bluetooth, listening
+    /// and connecting fail with `Bluetooth is not available on this host
+    /// (…)`.
+    Ble(BleAddr),
+    /// SPEC TRN-4: the simulated BLE link: a Unix `SOCK_SEQPACKET` socket at
+    /// this path carrying SDUs of at most `mtu` bytes (the same for both
+    /// directions: both ends must name the same), with BLE's message
+    /// semantics, fragmentation and backpressure. Spoken by the socket
+    /// backends.
+    BleSim {
+        /// The socket's path.
+        path: PathBuf,
+        /// The SDU size, 23 … 65535 bytes, below the receive buffers'.
+        mtu: u16,
+    },
 }
 
 impl Endpoint {
-    /// The scheme of this kind of endpoint (`tcp`, `unix`, `mem`, `ws`, `quic`).
+    /// The scheme of this kind of endpoint (`tcp`, `unix`, `mem`, `ws`,
+    /// `rtsp`, `quic`, `ble`, `ble-sim`).
     pub fn scheme(&self) -> &'static str {
         match self {
             Self::Tcp(_) => "tcp",
@@ -55,6 +79,34 @@ impl Endpoint {
             Self::Ws { .. } => "ws",
             Self::Rtsp(_) => "rtsp",
             Self::Quic(_) => "quic",
+            Self::Ble(_) => "ble",
+            Self::BleSim { .. } => "ble-sim",
+        }
+    }
+
+    /// SPEC TRN-4: the SDU size of a BLE endpoint (`ble:`, `ble-sim:`);
+    /// `None` for the others.
+    pub fn mtu(&self) -> Option<u16> {
+        match self {
+            Self::Ble(a) => Some(a.mtu),
+            Self::BleSim { mtu, .. } => Some(*mtu),
+            _ => None,
+        }
+    }
+
+    /// Whether a transport with receive buffers of `chunk_size` bytes can
+    /// serve this endpoint: a BLE MTU must stay below it, so that an SDU
+    /// longer than the MTU is caught rather than cut short. The error
+    /// names the endpoint and the setting to change.
+    pub fn fits_receive_buffers(&self, chunk_size: u32) -> io::Result<()> {
+        match self.mtu() {
+            Some(mtu) if u32::from(mtu) >= chunk_size => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{self}: mtu {mtu} needs receive buffers larger than it: raise io.chunk_size ({chunk_size}) or lower the mtu"
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -91,6 +143,8 @@ impl fmt::Display for Endpoint {
             Self::Ws { addr, path } => write!(f, "ws:{addr}{path}"),
             Self::Rtsp(addr) => write!(f, "rtsp:{addr}"),
             Self::Quic(addr) => write!(f, "quic:{addr}"),
+            Self::Ble(addr) => write!(f, "{addr}"),
+            Self::BleSim { path, mtu } => write!(f, "ble-sim:{}?mtu={mtu}", path.display()),
         }
     }
 }
@@ -122,6 +176,30 @@ fn socket_addr(s: &str) -> Option<SocketAddr> {
 /// The longest path a Unix socket address holds (`sun_path` less its NUL).
 const UNIX_PATH_MAX: usize = 107;
 
+/// Why `path` cannot name a Unix socket, if it cannot.
+pub(crate) fn check_unix_path(path: &str) -> Result<(), &'static str> {
+    if path.len() > UNIX_PATH_MAX {
+        Err("a Unix socket path holds at most 107 bytes: use a shorter one")
+    } else if path.contains('\0') {
+        Err("a Unix socket path cannot hold NUL")
+    } else {
+        Ok(())
+    }
+}
+
+/// Every form an endpoint may take, for the errors that list them.
+macro_rules! forms {
+    () => {
+        "tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, rtsp:HOST:PORT, ble:ADDR/psm/N, ble-sim:PATH?mtu=N, mem:NAME or HOST:PORT"
+    };
+}
+
+/// An endpoint with no scheme and no port.
+const EXPECTED: &str = concat!("expected ", forms!());
+
+/// An endpoint whose scheme is none of ours.
+const UNKNOWN_SCHEME: &str = concat!("unknown scheme: expected ", forms!());
+
 impl FromStr for Endpoint {
     type Err = ParseEndpointError;
 
@@ -131,9 +209,7 @@ impl FromStr for Endpoint {
             why,
         };
         let Some((scheme, rest)) = s.split_once(':') else {
-            return Err(error(
-                "expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, rtsp:HOST:PORT, mem:NAME or HOST:PORT",
-            ));
+            return Err(error(EXPECTED));
         };
         let rest = rest.strip_prefix("//").unwrap_or(rest);
         match scheme {
@@ -141,11 +217,13 @@ impl FromStr for Endpoint {
                 .map(Self::Tcp)
                 .ok_or_else(|| error("expected tcp:IP:PORT (or localhost:PORT)")),
             "unix" if rest.is_empty() => Err(error("a unix: endpoint needs a path")),
-            "unix" if rest.len() > UNIX_PATH_MAX => Err(error(
-                "a Unix socket path holds at most 107 bytes: use a shorter one",
-            )),
-            "unix" if rest.contains('\0') => Err(error("a Unix socket path cannot hold NUL")),
-            "unix" => Ok(Self::Unix(PathBuf::from(rest))),
+            "unix" => check_unix_path(rest)
+                .map(|()| Self::Unix(PathBuf::from(rest)))
+                .map_err(error),
+            "ble" => crate::ble::parse_ble(rest).map(Self::Ble).map_err(error),
+            "ble-sim" => crate::ble::parse_sim(rest)
+                .map(|(path, mtu)| Self::BleSim { path, mtu })
+                .map_err(error),
             "ws" => {
                 let (addr, path) = match rest.find('/') {
                     Some(i) => rest.split_at(i),
@@ -154,9 +232,7 @@ impl FromStr for Endpoint {
                 let addr = socket_addr(addr)
                     .ok_or_else(|| error("expected ws:IP:PORT/PATH (or localhost:PORT/PATH)"))?;
                 if !path.bytes().all(|b| b.is_ascii_graphic()) || path.len() > 1024 {
-                    return Err(error(
-                        "a ws: path is at most 1024 visible ASCII characters",
-                    ));
+                    return Err(error("a ws: path is at most 1024 visible ASCII characters"));
                 }
                 Ok(Self::Ws {
                     addr,
@@ -168,16 +244,12 @@ impl FromStr for Endpoint {
                 .ok_or_else(|| error("expected quic:IP:PORT (or localhost:PORT)")),
             "rtsp" => socket_addr(rest.strip_suffix('/').unwrap_or(rest))
                 .map(Self::Rtsp)
-                .ok_or_else(|| {
-                    error("expected rtsp:IP:PORT (or localhost:PORT), with no path")
-                }),
+                .ok_or_else(|| error("expected rtsp:IP:PORT (or localhost:PORT), with no path")),
             "mem" if rest.is_empty() => Err(error("a mem: endpoint needs a name")),
             "mem" => Ok(Self::Memory(rest.to_owned())),
-            _ => socket_addr(s).map(Self::Tcp).ok_or_else(|| {
-                error(
-                    "unknown scheme: expected tcp:HOST:PORT, unix:PATH, ws:HOST:PORT/PATH, quic:HOST:PORT, rtsp:HOST:PORT, mem:NAME or HOST:PORT",
-                )
-            }),
+            _ => socket_addr(s)
+                .map(Self::Tcp)
+                .ok_or_else(|| error(UNKNOWN_SCHEME)),
         }
     }
 }
@@ -202,6 +274,9 @@ mod tests {
             "rtsp:[::1]:554",
             "quic:127.0.0.1:4433",
             "quic:[::1]:0",
+            "ble:00:11:22:33:44:55/psm/128?mtu=247",
+            "ble:FF:EE:DD:CC:BB:AA/psm/5?mtu=23&type=random",
+            "ble-sim:/run/dtp-ble.sock?mtu=512",
         ] {
             let e: Endpoint = text.parse().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(e.to_string(), text);
@@ -249,6 +324,20 @@ mod tests {
             assert_eq!(text.parse::<Endpoint>().unwrap(), quic, "{text}");
         }
         assert_eq!(quic.scheme(), "quic");
+        let ble = "ble:00:11:22:33:44:55/psm/0x80"
+            .parse::<Endpoint>()
+            .unwrap();
+        assert_eq!(ble.to_string(), "ble:00:11:22:33:44:55/psm/128?mtu=247");
+        assert_eq!(ble.scheme(), "ble");
+        let sim = "ble-sim:a.sock".parse::<Endpoint>().unwrap();
+        assert_eq!(
+            sim,
+            Endpoint::BleSim {
+                path: "a.sock".into(),
+                mtu: 247
+            }
+        );
+        assert_eq!(sim.scheme(), "ble-sim");
     }
 
     #[test]
@@ -268,6 +357,9 @@ mod tests {
             "quic:nowhere",
             "quic:1.2.3.4",
             "quic://",
+            "ble:00:11:22:33:44:55/psm/300",
+            "ble-sim:",
+            "ble-sim:/tmp/x?mtu=1",
         ] {
             let e = bad.parse::<Endpoint>().unwrap_err();
             assert!(e.to_string().starts_with("endpoint "), "{e}");

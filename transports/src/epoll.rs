@@ -13,6 +13,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Poll, Token};
 use socket2::Socket;
 
+use crate::ble::Sdu;
 use crate::buffers::{Buffers, RecvChunk, RecvPool};
 use crate::driver::{
     BackendChoice, BackendKind, CloseReason, ConnId, DriverConfig, DriverStats, ListenerId, Waker,
@@ -20,9 +21,9 @@ use crate::driver::{
 };
 use crate::endpoint::Endpoint;
 use crate::ops::{HasSendSide, SendBook, SendSide};
-use crate::sendq::{GATHER_MAX, Head, SendError};
+use crate::sendq::SendError;
 use crate::slots::Slots;
-use crate::socket::ListenSocket;
+use crate::socket::{Kind, ListenSocket};
 use crate::transport::{Event, Transport, TransportError};
 
 mod udp;
@@ -45,6 +46,9 @@ struct Conn {
     connecting: bool,
     /// Reading paused by the engine (backpressure).
     paused: bool,
+    /// A message-preserving (BLE) socket's SDU sizes: each write is one
+    /// SDU of at most `send` bytes, a read of more than `recv` an error.
+    sdu: Option<Sdu>,
 }
 
 impl HasSendSide for Conn {
@@ -135,7 +139,7 @@ impl Epoll {
         at: &Endpoint,
         shared: bool,
     ) -> Result<(ListenerId, Endpoint), TransportError> {
-        let (socket, bound) = crate::socket::listen(at, shared, "epoll")?;
+        let (socket, bound) = crate::socket::listen(at, shared, self.config.chunk_size, "epoll")?;
         let fd = socket.raw_fd();
         // A shared Unix socket is non-blocking for every sharer: accepts
         // that find nothing return WouldBlock instead of waiting.
@@ -159,13 +163,18 @@ impl Epoll {
     fn add_conn(
         &mut self,
         stream: Socket,
-        tcp: bool,
+        kind: Kind,
         connecting: bool,
     ) -> io::Result<Option<ConnId>> {
-        if tcp {
+        if kind == Kind::Tcp {
             crate::socket::tune_socket(socket2::SockRef::from(&stream), &self.config);
         }
+        let mut sdu = kind.sdu();
+        if !connecting && let Some(sdu) = &mut sdu {
+            sdu.settle(stream.as_raw_fd());
+        }
         let conn = Conn {
+            sdu,
             stream,
             out: SendSide::default(),
             readable: false,
@@ -194,7 +203,8 @@ impl Epoll {
 
     pub(crate) fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
         let from = self.sources.pick(to);
-        let (stream, addr) = crate::socket::connect_socket(to, from, true, "epoll")?;
+        let (stream, addr, kind) =
+            crate::socket::connect_socket(to, from, true, self.config.chunk_size, "epoll")?;
         let failed = match stream.connect(&addr) {
             Ok(()) => None,
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => None,
@@ -202,9 +212,8 @@ impl Epoll {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             Err(e) => Some(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
         };
-        let tcp = matches!(to, Endpoint::Tcp(_));
         let conn = self
-            .add_conn(stream, tcp, true)?
+            .add_conn(stream, kind, true)?
             .ok_or(TransportError::TooManyConnections)?;
         if let Some(errno) = failed {
             // Refused at once (a Unix path nobody listens on): reported as
@@ -369,12 +378,12 @@ impl Epoll {
             let Some(l) = self.listeners.get_mut(lid) else {
                 return Ok(());
             };
-            let tcp = l.is_tcp();
+            let kind = l.kind();
             let accepted = socket2::SockRef::from(&BorrowedRaw(l.raw_fd())).accept();
             match accepted {
                 Ok((stream, _)) => {
                     stream.set_nonblocking(true)?;
-                    if let Some(conn) = self.add_conn(stream, tcp, false)? {
+                    if let Some(conn) = self.add_conn(stream, kind, false)? {
                         self.pending.push(Event::Accepted {
                             listener: ListenerId(lid),
                             conn,
@@ -400,6 +409,9 @@ impl Epoll {
             c.connecting = false;
             match c.stream.take_error() {
                 Ok(None) if c.stream.peer_addr().is_ok() => {
+                    if let Some(sdu) = &mut c.sdu {
+                        sdu.settle(c.stream.as_raw_fd());
+                    }
                     self.pending.push(Event::Connected { conn })
                 }
                 Ok(Some(e)) | Err(e) => {
@@ -472,6 +484,13 @@ impl Epoll {
                     self.finish(conn, CloseReason::PeerClosed);
                     return false;
                 }
+                Ok(n) if c.sdu.is_some_and(|s| s.refuses(n)) => {
+                    // Longer than the MTU (or cut short by the buffer,
+                    // which is longer still): never passed on in part.
+                    self.free.push(bid);
+                    self.finish(conn, CloseReason::Error(libc::EMSGSIZE));
+                    return false;
+                }
                 Ok(n) => match self.bufs.filled(bid, n as u32) {
                     Ok(chunk) => {
                         self.stats.bytes_in += n as u64;
@@ -517,38 +536,14 @@ impl Epoll {
             if c.connecting {
                 continue;
             }
-            let mut failed = None;
-            let mut freed = false;
-            while !c.out.sendq.is_empty() {
-                let mut iov = [io::IoSlice::new(&[]); GATHER_MAX];
-                let mut n = 0;
-                for head in c.out.sendq.heads(GATHER_MAX) {
-                    iov[n] = io::IoSlice::new(match head {
-                        Head::Chunk {
-                            handle,
-                            offset,
-                            len,
-                        } => self.bufs.send_bytes(handle, offset, len),
-                        Head::Shared(b) => b,
-                    });
-                    n += 1;
-                }
-                if n > 1 {
-                    self.stats.gathered_sends += 1;
-                }
-                match send_vectored(c.stream.as_raw_fd(), &iov[..n]) {
-                    Ok(n) => {
-                        self.stats.bytes_out += n as u64;
-                        freed |= c.out.sendq.advance(&mut self.bufs, n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
-                        break;
-                    }
-                }
-            }
+            // One write is one SDU on a message-preserving socket.
+            let message = c.sdu.map_or(usize::MAX, |s| s.send);
+            let w = c
+                .out
+                .write_now(c.stream.as_raw_fd(), &mut self.bufs, message);
+            self.stats.bytes_out += w.bytes;
+            self.stats.gathered_sends += w.gathered;
+            let (freed, failed) = (w.freed, w.failed);
             c.out.report_room(*conn, max, &mut self.pending);
             let flushed_close = c.out.close_after_flush && c.out.sendq.is_empty();
             if freed {
@@ -600,24 +595,3 @@ crate::forward::socket_transport!(
     Epoll,
     "SPEC TRN-1 … TRN-5: TCP and Unix stream sockets on epoll."
 );
-
-/// Sends the slices with one `sendmsg` (no SIGPIPE on a closed peer: the
-/// error comes back as EPIPE instead).
-fn send_vectored(fd: std::os::fd::RawFd, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
-    // SAFETY: msghdr is a plain C struct; all zeroes is its empty value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // IoSlice is ABI-compatible with iovec (documented by std), and the
-    // kernel only reads through msg_iov.
-    msg.msg_iov = iov.as_ptr().cast_mut().cast();
-    msg.msg_iovlen = iov.len();
-    // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call,
-    // each over borrowed bytes (a pool chunk's, or a shared `Bytes` held by
-    // the send queue) that stay alive and unchanged during it; `fd` is the
-    // connection's open socket.
-    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}

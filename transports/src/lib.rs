@@ -8,7 +8,10 @@
 //!   buffers the transport lends ([`RecvBuf`]), non-blocking sends of owned
 //!   or shared bytes into a bounded queue, connection-state [`Event`]s. The
 //!   runtime, the clients and the tests all drive transports through it;
-//! * the socket transports, TCP and Unix stream sockets alike, on two
+//! * the socket transports, TCP and Unix stream sockets and BLE's
+//!   message-preserving ones alike ([`Endpoint::Ble`]: L2CAP channels;
+//!   [`Endpoint::BleSim`]: their simulation on Unix `SOCK_SEQPACKET`
+//!   sockets; SDUs of at most the MTU, see [`BleAddr`]), on two
 //!   backends: [`Uring`] (multishot accept and receive into a provided
 //!   buffer ring made of the core's pool chunks, batched submission,
 //!   cancellation that waits for the cancelled operation's own completion)
@@ -38,6 +41,7 @@
 //! new transport goes: a module here implementing [`Transport`], a variant
 //! of [`Endpoint`], and nothing else.
 
+mod ble;
 mod buffers;
 mod driver;
 mod endpoint;
@@ -61,6 +65,7 @@ mod uring;
 mod waker;
 mod ws;
 
+pub use ble::{BdAddr, BleAddr, DEFAULT_MTU as BLE_DEFAULT_MTU, MIN_MTU as BLE_MIN_MTU, probe_ble};
 pub use driver::{
     BackendChoice, BackendKind, BackendPreference, CloseReason, ConnId, Driver, DriverConfig,
     DriverStats, ListenerId, Waker,

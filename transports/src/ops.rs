@@ -5,9 +5,12 @@
 //! kernel (a submitted `sendmsg` on io_uring, `sendmsg` on readiness on
 //! epoll).
 
+use std::io;
+use std::os::fd::RawFd;
+
 use crate::buffers::Buffers;
 use crate::driver::ConnId;
-use crate::sendq::{Payload, SendError, SendQueue};
+use crate::sendq::{GATHER_MAX, Head, Payload, SendError, SendQueue};
 use crate::slots::Slots;
 use crate::transport::Event;
 
@@ -41,6 +44,83 @@ impl SendSide {
             self.sendq.wants_writable = false;
             events.push(Event::Writable { conn });
         }
+    }
+}
+
+/// What [`SendSide::write_now`] did.
+#[derive(Default)]
+pub(crate) struct Written {
+    /// Bytes the kernel took.
+    pub(crate) bytes: u64,
+    /// Writes that gathered several segments.
+    pub(crate) gathered: u64,
+    /// At least one send chunk was freed.
+    pub(crate) freed: bool,
+    /// The socket failed with this OS error.
+    pub(crate) failed: Option<i32>,
+}
+
+impl SendSide {
+    /// Writes the queued bytes with non-blocking `sendmsg` calls until the
+    /// queue is empty, the socket takes no more, or it fails: each call at
+    /// most [`GATHER_MAX`] segments and `message` bytes (one SDU of a
+    /// message-preserving socket; `usize::MAX` on a stream). The epoll
+    /// backend's way of sending, and io_uring's for SDUs, which would
+    /// otherwise take one ring round trip each.
+    pub(crate) fn write_now(&mut self, fd: RawFd, bufs: &mut Buffers, message: usize) -> Written {
+        let mut w = Written::default();
+        while !self.sendq.is_empty() {
+            let mut iov = [io::IoSlice::new(&[]); GATHER_MAX];
+            let mut n = 0;
+            for head in self.sendq.heads(GATHER_MAX, message) {
+                iov[n] = io::IoSlice::new(match head {
+                    Head::Chunk {
+                        handle,
+                        offset,
+                        len,
+                    } => bufs.send_bytes(handle, offset, len),
+                    Head::Shared(b) => b,
+                });
+                n += 1;
+            }
+            if n > 1 {
+                w.gathered += 1;
+            }
+            match send_vectored(fd, &iov[..n]) {
+                Ok(sent) => {
+                    w.bytes += sent as u64;
+                    w.freed |= self.sendq.advance(bufs, sent);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    w.failed = Some(e.raw_os_error().unwrap_or(libc::EIO));
+                    break;
+                }
+            }
+        }
+        w
+    }
+}
+
+/// Sends the slices with one non-blocking `sendmsg` (no SIGPIPE on a
+/// closed peer: the error comes back as EPIPE instead).
+fn send_vectored(fd: RawFd, iov: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: msghdr is a plain C struct; all zeroes is its empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice is ABI-compatible with iovec (documented by std), and the
+    // kernel only reads through msg_iov.
+    msg.msg_iov = iov.as_ptr().cast_mut().cast();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call,
+    // each over borrowed bytes (a pool chunk's, or a shared `Bytes` held by
+    // the send queue) that stay alive and unchanged during it; `fd` is the
+    // connection's open socket.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }
 

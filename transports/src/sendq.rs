@@ -262,20 +262,32 @@ impl SendQueue {
     }
 
     /// The unsent bytes of the first `max` segments, in order (the offset
-    /// non-zero only on the head). A gathered send writes them with one
-    /// system call (one `sendmsg`).
-    pub(crate) fn heads(&self, max: usize) -> impl Iterator<Item = Head<'_>> {
-        self.segments.iter().take(max).enumerate().map(|(i, s)| {
-            let offset = if i == 0 { self.head_offset } else { 0 };
-            match s {
-                Segment::Chunk { handle, len } => Head::Chunk {
-                    handle: *handle,
-                    offset: offset as u32,
-                    len: *len,
-                },
-                Segment::Shared(b) => Head::Shared(b.get(offset..).unwrap_or(&[])),
-            }
-        })
+    /// non-zero only on the head), at most `bytes` of them: the last one
+    /// listed may end early. A gathered send writes them with one system
+    /// call (one `sendmsg`); on a message-preserving socket `bytes` is the
+    /// MTU, and the send is one SDU.
+    pub(crate) fn heads(&self, max: usize, bytes: usize) -> impl Iterator<Item = Head<'_>> {
+        let mut left = bytes;
+        self.segments
+            .iter()
+            .take(max)
+            .enumerate()
+            .map_while(move |(i, s)| {
+                let offset = if i == 0 { self.head_offset } else { 0 };
+                let take = s.len().saturating_sub(offset).min(left);
+                if take == 0 {
+                    return None;
+                }
+                left -= take;
+                Some(match s {
+                    Segment::Chunk { handle, .. } => Head::Chunk {
+                        handle: *handle,
+                        offset: offset as u32,
+                        len: (offset + take) as u32,
+                    },
+                    Segment::Shared(b) => Head::Shared(b.get(offset..offset + take).unwrap_or(&[])),
+                })
+            })
     }
 
     /// A send that reads the first `segments` segments is in flight: none of
@@ -366,7 +378,12 @@ mod tests {
     use super::*;
 
     fn unsent(q: &SendQueue, bufs: &Buffers) -> Vec<u8> {
-        q.heads(usize::MAX)
+        next_send(q, bufs, usize::MAX)
+    }
+
+    /// The bytes the next send of at most `max` bytes takes.
+    fn next_send(q: &SendQueue, bufs: &Buffers, max: usize) -> Vec<u8> {
+        q.heads(usize::MAX, max)
             .flat_map(|h| match h {
                 Head::Chunk {
                     handle,
@@ -391,7 +408,7 @@ mod tests {
         q.push(&mut bufs, Payload::Copied(b"abc"), 1 << 20).unwrap();
         // Small and behind queued bytes: copied into the tail chunk.
         q.push(&mut bufs, Payload::Shared(&small), 1 << 20).unwrap();
-        assert_eq!(q.heads(usize::MAX).count(), 3);
+        assert_eq!(q.heads(usize::MAX, usize::MAX).count(), 3);
         assert_eq!(bufs.shared(), (5000, 1));
         let mut want = b"0123456789".to_vec();
         want.extend_from_slice(&shared);
@@ -408,6 +425,29 @@ mod tests {
         assert_eq!(bufs.shared().0, 0, "the shared segment was freed");
         q.advance(&mut bufs, want.len());
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn heads_within_a_message_size_cut_the_stream_into_sdus() {
+        let mut bufs = Buffers::new(4096, 1, 4).unwrap();
+        let mut q = SendQueue::default();
+        let shared = Bytes::from((0..700u32).map(|i| i as u8).collect::<Vec<_>>());
+        q.push(&mut bufs, Payload::Copied(&[9; 5000]), 1 << 20)
+            .unwrap();
+        q.push(&mut bufs, Payload::Shared(&shared), 1 << 20)
+            .unwrap();
+        let mut want = unsent(&q, &bufs);
+        let mut sdus = Vec::new();
+        while !q.is_empty() {
+            let sdu = next_send(&q, &bufs, 247);
+            assert!(!sdu.is_empty() && sdu.len() <= 247, "{}", sdu.len());
+            q.advance(&mut bufs, sdu.len());
+            sdus.push(sdu);
+        }
+        // Full SDUs across the chunk boundary and into the shared segment;
+        // only the last is short.
+        assert!(sdus[..sdus.len() - 1].iter().all(|s| s.len() == 247));
+        assert_eq!(sdus.concat(), std::mem::take(&mut want));
     }
 
     #[test]

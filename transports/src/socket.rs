@@ -11,59 +11,108 @@ use std::sync::{Arc, Mutex, Weak};
 
 use socket2::{Domain, SockAddr, Socket, Type};
 
+use crate::ble::Sdu;
 use crate::driver::DriverConfig;
 use crate::endpoint::Endpoint;
 use crate::transport::TransportError;
 
+/// What a connection's socket carries, which decides how a backend treats
+/// it: TCP gets its socket options, a message-preserving (BLE) socket has
+/// its sends cut into SDUs and its receives checked against the MTU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A TCP connection.
+    Tcp,
+    /// A Unix stream connection.
+    Stream,
+    /// A `SOCK_SEQPACKET` connection (BLE, or its simulation) and its SDU
+    /// sizes.
+    Messages(Sdu),
+}
+
+impl Kind {
+    /// The kind of connection to or on `at`, refusing an MTU that the
+    /// backend's receive buffers of `chunk_size` bytes could not check.
+    fn of(at: &Endpoint, chunk_size: u32) -> io::Result<Self> {
+        at.fits_receive_buffers(chunk_size)?;
+        Ok(match at {
+            Endpoint::Tcp(_) => Self::Tcp,
+            Endpoint::Ble(a) => Self::Messages(Sdu::new(a.mtu, true)),
+            Endpoint::BleSim { mtu, .. } => Self::Messages(Sdu::new(*mtu, false)),
+            _ => Self::Stream,
+        })
+    }
+
+    /// The SDU sizes of a message-preserving connection.
+    pub(crate) fn sdu(self) -> Option<Sdu> {
+        match self {
+            Self::Messages(sdu) => Some(sdu),
+            _ => None,
+        }
+    }
+}
+
 /// A listening socket of one backend: a TCP socket of its own (sharing the
-/// port with SO_REUSEPORT), or a share of the process's one Unix socket at
-/// a path.
+/// port with SO_REUSEPORT), or a share of the process's one socket at a
+/// Unix path or an L2CAP PSM (which have no SO_REUSEPORT).
 pub(crate) enum ListenSocket {
     Tcp(Socket),
-    Unix(Arc<UnixListenSocket>),
+    Shared(Arc<SharedListenSocket>),
 }
 
 impl ListenSocket {
     pub(crate) fn raw_fd(&self) -> RawFd {
         match self {
             Self::Tcp(s) => s.as_raw_fd(),
-            Self::Unix(u) => u.socket.as_raw_fd(),
+            Self::Shared(u) => u.socket.as_raw_fd(),
         }
     }
 
-    /// Whether accepted connections are TCP (and get its socket options).
-    pub(crate) fn is_tcp(&self) -> bool {
-        matches!(self, Self::Tcp(_))
+    /// What the accepted connections carry.
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            Self::Tcp(_) => Kind::Tcp,
+            Self::Shared(u) => u.kind,
+        }
     }
 }
 
-/// A listening Unix socket; the last share to go removes its path.
-pub(crate) struct UnixListenSocket {
+/// A listening socket every transport of the process that listens on its
+/// endpoint with `shared` accepts from; the last share to go removes its
+/// path (a Unix one's).
+pub(crate) struct SharedListenSocket {
     socket: Socket,
-    path: PathBuf,
+    kind: Kind,
+    path: Option<PathBuf>,
 }
 
-impl Drop for UnixListenSocket {
+impl Drop for SharedListenSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
-/// The Unix listeners of this process that `shared` listens may join, by
-/// path (weak: the listeners own them).
-static SHARED_UNIX: Mutex<Vec<(PathBuf, Weak<UnixListenSocket>)>> = Mutex::new(Vec::new());
+/// The shared listeners of this process that `shared` listens may join, by
+/// endpoint (weak: the listeners own them).
+static SHARED: Mutex<Vec<(Endpoint, Weak<SharedListenSocket>)>> = Mutex::new(Vec::new());
 
 /// A listening socket for `at`, and the endpoint it is bound to. TCP with
 /// `shared` sets SO_REUSEPORT, so that every core's transport listens on
-/// the port; Unix with `shared` joins the socket another transport of this
-/// process made for the same path, if any. A Unix path left behind by a
-/// process that is gone (nobody accepts on it) is replaced.
+/// the port; a Unix path (stream or BLE simulation) or an L2CAP PSM with
+/// `shared` joins the socket another transport of this process made for
+/// the same endpoint, if any. A Unix path left behind by a process that is
+/// gone (nobody accepts on it) is replaced. A BLE MTU must stay below the
+/// receive buffers' `chunk_size`.
 pub(crate) fn listen(
     at: &Endpoint,
     shared: bool,
+    chunk_size: u32,
     transport: &'static str,
 ) -> Result<(ListenSocket, Endpoint), TransportError> {
-    match at {
+    let kind = Kind::of(at, chunk_size)?;
+    let bind = match at {
         Endpoint::Tcp(addr) => {
             let socket = listener_socket(*addr, shared).map_err(|e| {
                 if e.kind() == io::ErrorKind::AddrInUse {
@@ -76,49 +125,70 @@ pub(crate) fn listen(
                 .local_addr()?
                 .as_socket()
                 .ok_or_else(|| io::Error::other("listener has no socket address"))?;
-            Ok((ListenSocket::Tcp(socket), Endpoint::Tcp(local)))
+            return Ok((ListenSocket::Tcp(socket), Endpoint::Tcp(local)));
         }
-        Endpoint::Unix(path) => {
-            let mut registry = SHARED_UNIX.lock().unwrap_or_else(|e| e.into_inner());
-            registry.retain(|(_, w)| w.strong_count() > 0);
-            if shared
-                && let Some(existing) = registry
-                    .iter()
-                    .find(|(p, _)| p == path)
-                    .and_then(|(_, w)| w.upgrade())
-            {
-                return Ok((ListenSocket::Unix(existing), at.clone()));
-            }
-            let socket = unix_listener(path).map_err(|e| {
-                if e.kind() == io::ErrorKind::AddrInUse {
-                    TransportError::AddressInUse(at.clone())
-                } else {
-                    TransportError::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-                }
-            })?;
-            let shared_socket = Arc::new(UnixListenSocket {
-                socket,
-                path: path.clone(),
+        Endpoint::Unix(path) => SharedBind::Path(path, Type::STREAM),
+        Endpoint::BleSim { path, .. } => SharedBind::Path(path, Type::SEQPACKET),
+        Endpoint::Ble(addr) => SharedBind::Psm(addr),
+        other => {
+            return Err(TransportError::UnsupportedEndpoint {
+                transport,
+                endpoint: other.clone(),
             });
-            if shared {
-                registry.push((path.clone(), Arc::downgrade(&shared_socket)));
-            }
-            Ok((ListenSocket::Unix(shared_socket), at.clone()))
         }
-        other => Err(TransportError::UnsupportedEndpoint {
-            transport,
-            endpoint: other.clone(),
-        }),
+    };
+    let mut registry = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    registry.retain(|(_, w)| w.strong_count() > 0);
+    if shared
+        && let Some(existing) = registry
+            .iter()
+            .find(|(e, _)| e == at)
+            .and_then(|(_, w)| w.upgrade())
+    {
+        return Ok((ListenSocket::Shared(existing), at.clone()));
+    }
+    let (socket, path) = match bind {
+        SharedBind::Path(path, ty) => (
+            unix_listener(path, ty).map_err(|e| in_use_or(at, e, path.display()))?,
+            Some(path.to_path_buf()),
+        ),
+        SharedBind::Psm(addr) => (
+            crate::ble::l2cap_listener(addr).map_err(|e| in_use_or(at, e, at))?,
+            None,
+        ),
+    };
+    let shared_socket = Arc::new(SharedListenSocket { socket, kind, path });
+    if shared {
+        registry.push((at.clone(), Arc::downgrade(&shared_socket)));
+    }
+    Ok((ListenSocket::Shared(shared_socket), at.clone()))
+}
+
+/// Where a listener that the process's transports share is bound.
+enum SharedBind<'a> {
+    /// A Unix socket of this type at this path.
+    Path(&'a Path, Type),
+    /// An L2CAP PSM.
+    Psm(&'a crate::BleAddr),
+}
+
+/// A listen's error: `AddressInUse`, or the OS error naming `what`.
+fn in_use_or(at: &Endpoint, e: io::Error, what: impl std::fmt::Display) -> TransportError {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        TransportError::AddressInUse(at.clone())
+    } else {
+        TransportError::Io(io::Error::new(e.kind(), format!("{what}: {e}")))
     }
 }
 
-/// A listening Unix stream socket at `path` (close-on-exec). A socket file
-/// already there that no live process listens on ([`probe_unix`]) is
-/// removed first; one that is alive is `AddrInUse`.
-fn unix_listener(path: &Path) -> io::Result<Socket> {
+/// A listening Unix socket of type `ty` (stream, or seqpacket for the BLE
+/// simulation) at `path` (close-on-exec). A socket file already there that
+/// no live process listens on ([`probe_unix`]) is removed first; one that
+/// is alive is `AddrInUse`.
+fn unix_listener(path: &Path, ty: Type) -> io::Result<Socket> {
     let addr = SockAddr::unix(path)?;
     let bind = || -> io::Result<Socket> {
-        let socket = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+        let socket = Socket::new(Domain::UNIX, ty.cloexec(), None)?;
         socket.bind(&addr)?;
         socket.listen(4096)?;
         Ok(socket)
@@ -147,7 +217,21 @@ fn unix_listener(path: &Path) -> io::Result<Socket> {
 /// rings: the listener's process, read with `SO_PEERCRED`, tells). A live
 /// listener of another process, or of this one, is `AddrInUse`.
 pub fn probe_unix(path: &Path) -> io::Result<()> {
-    let probe = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+    // A stream probe meets EPROTOTYPE at a seqpacket listener (the BLE
+    // simulation's): then a seqpacket probe asks.
+    let mut probed = Ok(());
+    for ty in [Type::STREAM, Type::SEQPACKET] {
+        probed = probe_unix_as(path, ty);
+        if !matches!(&probed, Err(e) if e.raw_os_error() == Some(libc::EPROTOTYPE)) {
+            break;
+        }
+    }
+    probed
+}
+
+/// [`probe_unix`] with a probe socket of type `ty`.
+fn probe_unix_as(path: &Path, ty: Type) -> io::Result<()> {
+    let probe = Socket::new(Domain::UNIX, ty.cloexec(), None)?;
     match probe.connect(&SockAddr::unix(path)?) {
         Err(e)
             if matches!(
@@ -171,24 +255,71 @@ pub fn probe_unix(path: &Path) -> io::Result<()> {
 /// The process that made the listener `connected` is connected to (its
 /// credentials are taken when it listens), if the kernel says.
 fn listener_pid(connected: &Socket) -> Option<libc::pid_t> {
-    let mut cred = libc::ucred {
+    let empty = libc::ucred {
         pid: 0,
         uid: 0,
         gid: 0,
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are live locals of the size SO_PEERCRED
-    // writes; the fd is the open socket `connected` owns.
+    let cred = get_option(connected, libc::SOL_SOCKET, libc::SO_PEERCRED, empty)?;
+    (cred.pid > 0).then_some(cred.pid)
+}
+
+/// A plain C value a socket option holds: any bytes the kernel writes
+/// into it make a valid value.
+pub(crate) trait OptionValue: Copy {}
+
+impl OptionValue for libc::c_int {}
+impl OptionValue for u16 {}
+impl OptionValue for libc::ucred {}
+
+/// Sets socket option `name` of `level` on `socket` to `value`.
+pub(crate) fn set_option<T: OptionValue>(
+    socket: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: T,
+) -> io::Result<()> {
+    // SAFETY: the descriptor is the open socket borrowed for this call; the
+    // value is a live local of plain C data, and its size is the length
+    // passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads socket option `name` of `level` of `socket` into (a copy of)
+/// `value`; `None` when the socket refuses it.
+pub(crate) fn get_option<T: OptionValue>(
+    socket: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    mut value: T,
+) -> Option<T> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the descriptor is the open socket borrowed for this call;
+    // `value` and `len` are live locals of the size the call may write,
+    // and any bytes it writes make a valid `T` (`OptionValue`).
     let rc = unsafe {
         libc::getsockopt(
-            connected.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut cred).cast(),
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw mut value).cast(),
             &raw mut len,
         )
     };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+    (rc == 0).then_some(value)
 }
 
 /// Whether process `pid` exists (a zombie counts as gone: it holds no
@@ -239,18 +370,40 @@ impl Sources {
     }
 }
 
-/// An outgoing stream socket for `to` and its address, non-blocking when
-/// asked (epoll) and close-on-exec; bound to `from` (port chosen at
-/// connect) when given.
+/// An outgoing socket for `to`, its address and what it carries,
+/// non-blocking when asked (epoll) and close-on-exec; bound to `from`
+/// (port chosen at connect) when given. A BLE MTU must stay below the
+/// receive buffers' `chunk_size`.
 pub(crate) fn connect_socket(
     to: &Endpoint,
     from: Option<IpAddr>,
     nonblocking: bool,
+    chunk_size: u32,
     transport: &'static str,
-) -> Result<(Socket, SockAddr), TransportError> {
-    let (domain, addr) = match to {
-        Endpoint::Tcp(a) => (Domain::for_address(*a), SockAddr::from(*a)),
-        Endpoint::Unix(p) => (Domain::UNIX, SockAddr::unix(p)?),
+) -> Result<(Socket, SockAddr, Kind), TransportError> {
+    let kind = Kind::of(to, chunk_size)?;
+    let with = |ty: Type| {
+        if nonblocking {
+            ty.cloexec().nonblocking()
+        } else {
+            ty.cloexec()
+        }
+    };
+    let (socket, addr) = match to {
+        Endpoint::Tcp(a) => (
+            Socket::new(Domain::for_address(*a), with(Type::STREAM), None)?,
+            SockAddr::from(*a),
+        ),
+        Endpoint::Unix(p) => (
+            Socket::new(Domain::UNIX, with(Type::STREAM), None)?,
+            SockAddr::unix(p)?,
+        ),
+        Endpoint::BleSim { path, .. } => (
+            Socket::new(Domain::UNIX, with(Type::SEQPACKET), None)?,
+            SockAddr::unix(path)?,
+        ),
+        Endpoint::Ble(a) => crate::ble::l2cap_connect_socket(a, nonblocking)
+            .map_err(|e| io::Error::new(e.kind(), format!("{to}: {e}")))?,
         other => {
             return Err(TransportError::UnsupportedEndpoint {
                 transport,
@@ -258,17 +411,11 @@ pub(crate) fn connect_socket(
             });
         }
     };
-    let ty = if nonblocking {
-        Type::STREAM.cloexec().nonblocking()
-    } else {
-        Type::STREAM.cloexec()
-    };
-    let socket = Socket::new(domain, ty, None)?;
     if let Some(ip) = from {
         bind_address_no_port(&socket);
         socket.bind(&SocketAddr::new(ip, 0).into())?;
     }
-    Ok((socket, addr))
+    Ok((socket, addr, kind))
 }
 
 /// IP_BIND_ADDRESS_NO_PORT: a bind to a source address leaves the port to
@@ -277,19 +424,12 @@ pub(crate) fn connect_socket(
 /// destinations together. Best effort: without it the bind reserves a
 /// port at once, which still works.
 fn bind_address_no_port(socket: &Socket) {
-    let on: libc::c_int = 1;
-    // SAFETY: the descriptor is the open socket borrowed for this call;
-    // the option value is a c_int that outlives the call, and its size is
-    // the length passed.
-    let _ = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
-            (&raw const on).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    let _ = set_option(
+        socket,
+        libc::IPPROTO_IP,
+        libc::IP_BIND_ADDRESS_NO_PORT,
+        1 as libc::c_int,
+    );
 }
 
 /// Applies the per-connection socket options of `config` (TCP_NODELAY,
@@ -436,12 +576,12 @@ mod tests {
     fn shared_unix_listens_join_one_socket_and_the_last_removes_the_path() {
         let path = temp_sock("shared");
         let at = Endpoint::Unix(path.clone());
-        let (a, _) = listen(&at, true, "test").unwrap();
-        let (b, _) = listen(&at, true, "test").unwrap();
+        let (a, _) = listen(&at, true, 1 << 16, "test").unwrap();
+        let (b, _) = listen(&at, true, 1 << 16, "test").unwrap();
         assert_eq!(a.raw_fd(), b.raw_fd(), "one socket, accepted from by both");
         // Not shared: the path is taken by a live listener.
         assert!(matches!(
-            listen(&at, false, "test"),
+            listen(&at, false, 1 << 16, "test"),
             Err(TransportError::AddressInUse(_))
         ));
         drop(a);
@@ -456,12 +596,12 @@ mod tests {
         let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
         drop(stale); // the file stays, nobody accepts on it
         let at = Endpoint::Unix(path.clone());
-        let (live, _) = listen(&at, false, "test").unwrap();
+        let (live, _) = listen(&at, false, 1 << 16, "test").unwrap();
         assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
         drop(live);
         // A regular file at the path is not ours to remove.
         std::fs::write(&path, b"not a socket").unwrap();
-        assert!(listen(&at, false, "test").is_err());
+        assert!(listen(&at, false, 1 << 16, "test").is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
         std::fs::remove_file(&path).unwrap();
     }

@@ -23,7 +23,6 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::AsRawFd;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -234,36 +233,12 @@ pub(crate) fn udp_socket(
 
 /// Sets an int socket option; whether the kernel took it.
 fn set_int(socket: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
-    // SAFETY: the fd is the open socket borrowed for the call; the value is
-    // a live c_int and its size is the length passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&raw const value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    crate::socket::set_option(socket, level, name, value).is_ok()
 }
 
-/// Reads an int socket option, if the kernel has it.
+/// An int socket option, if the socket has it.
 fn get_int(socket: &Socket, level: libc::c_int, name: libc::c_int) -> Option<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the fd is the open socket borrowed for the call; `value` and
-    // `len` are live locals of the sizes the call writes.
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&raw mut value).cast(),
-            &raw mut len,
-        )
-    };
-    (rc == 0).then_some(value)
+    crate::socket::get_option(socket, level, name, 0)
 }
 
 /// The address in a `sockaddr_in` / `sockaddr_in6` the kernel wrote, read

@@ -1,6 +1,8 @@
 //! The transport conformance suite (SPEC TRN-1 … TRN-5): one set of tests
 //! run against every transport — TCP and Unix sockets on io_uring and on
-//! epoll, WebSocket and RTSP-interleaved on TCP, QUIC on UDP, the in-memory transport, and each of them inside a
+//! epoll, WebSocket and RTSP-interleaved on TCP, QUIC on UDP, the
+//! simulated BLE link (Unix `SOCK_SEQPACKET`, 247-byte SDUs), the
+//! in-memory transport, and each of them inside a
 //! `FaultInjector` with its faults off — and fault tests proving that what
 //! the injector promises is what a protocol under test sees.
 //!
@@ -60,6 +62,14 @@ macro_rules! for_every_transport {
             #[test]
             fn rtsp_epoll() { super::$test(super::Base::RtspEpoll, false) }
             #[test]
+            fn ble_sim_uring() { super::$test(super::Base::BleSimUring, false) }
+            #[test]
+            fn ble_sim_epoll() { super::$test(super::Base::BleSimEpoll, false) }
+            #[test]
+            fn faults_off_ble_sim_uring() { super::$test(super::Base::BleSimUring, true) }
+            #[test]
+            fn faults_off_ble_sim_epoll() { super::$test(super::Base::BleSimEpoll, true) }
+            #[test]
             fn faults_off_ws_uring() { super::$test(super::Base::WsUring, true) }
             #[test]
             fn faults_off_rtsp_uring() { super::$test(super::Base::RtspUring, true) }
@@ -101,6 +111,10 @@ macro_rules! for_every_base {
             fn rtsp_uring() { super::$test(super::Base::RtspUring) }
             #[test]
             fn rtsp_epoll() { super::$test(super::Base::RtspEpoll) }
+            #[test]
+            fn ble_sim_uring() { super::$test(super::Base::BleSimUring) }
+            #[test]
+            fn ble_sim_epoll() { super::$test(super::Base::BleSimEpoll) }
         }
     )*};
 }

@@ -20,7 +20,7 @@ const DOCS: &[(&str, &str)] = &[
     ("engine.pin", "Pin each shard to its core."),
     (
         "engine.listen",
-        "Endpoints the gateway listens on, every shard on each: `HOST:PORT` (TCP, SO_REUSEPORT; a port another process holds is refused), `unix:PATH` (a Unix stream socket; a stale socket file is replaced, a live one refused; relative paths from the file's folder), `ws:HOST:PORT/PATH` (DTP frames as WebSocket binary messages, subprotocol `dtp.v1`, on a TCP port of its own), `rtsp:HOST:PORT` (RTSP-interleaved: `$` packets after OPTIONS, SETUP and RECORD) or `quic:HOST:PORT` (one QUIC stream per connection; see `[quic]`).",
+        "Endpoints the gateway listens on, every shard on each: `HOST:PORT` (TCP, SO_REUSEPORT; a port another process holds is refused), `unix:PATH` (a Unix stream socket; a stale socket file is replaced, a live one refused; relative paths from the file's folder), `ws:HOST:PORT/PATH` (DTP frames as WebSocket binary messages, subprotocol `dtp.v1`, on a TCP port of its own), `rtsp:HOST:PORT` (RTSP-interleaved: `$` packets after OPTIONS, SETUP and RECORD), `quic:HOST:PORT` (one QUIC stream per connection; see `[quic]`), `ble:ADDR/psm/N?mtu=M` (a Bluetooth LE L2CAP channel on the adapter ADDR, 00:00:00:00:00:00 for any, and PSM N, SDUs of at most M bytes, default 247; refused at start-up on a host without Bluetooth) or `ble-sim:PATH?mtu=M` (the BLE link simulated on a Unix seqpacket socket, for tests; M below `io.chunk_size`, the same at both ends).",
     ),
     (
         "engine.drain_ms",

@@ -14,6 +14,7 @@ use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use socket2::SockAddr;
 
+use crate::ble::Sdu;
 use crate::buffers::{Buffers, RecvChunk, RecvPool};
 use crate::driver::{
     BackendChoice, BackendKind, CloseReason, ConnId, DriverConfig, DriverStats, ListenerId, Waker,
@@ -23,7 +24,7 @@ use crate::endpoint::Endpoint;
 use crate::ops::{HasSendSide, SendBook, SendSide};
 use crate::sendq::{GATHER_MAX, Head, SendError};
 use crate::slots::{SlotId, Slots};
-use crate::socket::ListenSocket;
+use crate::socket::{Kind, ListenSocket};
 use crate::transport::{Event, Transport, TransportError};
 use crate::waker::EventFd;
 
@@ -98,6 +99,9 @@ struct Conn {
     gather: Option<Box<Gather>>,
     /// The timespec of a connect's linked timeout, alive until it completes.
     connect_timeout: Option<Box<Timespec>>,
+    /// A message-preserving (BLE) socket's SDU sizes: each send is one SDU
+    /// of at most `send` bytes, a receive of more than `recv` an error.
+    sdu: Option<Sdu>,
 }
 
 impl HasSendSide for Conn {
@@ -263,7 +267,8 @@ impl Uring {
         at: &Endpoint,
         shared: bool,
     ) -> Result<(ListenerId, Endpoint), TransportError> {
-        let (socket, bound) = crate::socket::listen(at, shared, "io_uring")?;
+        let (socket, bound) =
+            crate::socket::listen(at, shared, self.config.chunk_size, "io_uring")?;
         let id = self
             .listeners
             .insert(Listener {
@@ -291,13 +296,20 @@ impl Uring {
     fn new_conn(
         &mut self,
         fd: OwnedFd,
-        tcp: bool,
+        kind: Kind,
         connecting: Option<Box<SockAddr>>,
     ) -> Option<ConnId> {
-        if tcp {
+        if kind == Kind::Tcp {
             crate::socket::tune_socket(socket2::SockRef::from(&fd), &self.config);
         }
+        let mut sdu = kind.sdu();
+        if connecting.is_none()
+            && let Some(sdu) = &mut sdu
+        {
+            sdu.settle(fd.as_raw_fd());
+        }
         let conn = Conn {
+            sdu,
             fd,
             ops: 0,
             recv_armed: false,
@@ -321,14 +333,14 @@ impl Uring {
 
     pub(crate) fn connect(&mut self, to: &Endpoint) -> Result<ConnId, TransportError> {
         let from = self.sources.pick(to);
-        let (socket, sa) = crate::socket::connect_socket(to, from, false, "io_uring")?;
+        let (socket, sa, kind) =
+            crate::socket::connect_socket(to, from, false, self.config.chunk_size, "io_uring")?;
         let sa = Box::new(sa);
         let fd: OwnedFd = socket.into();
         let raw = fd.as_raw_fd();
         let (ptr, len) = (sa.as_ptr(), sa.len());
-        let tcp = matches!(to, Endpoint::Tcp(_));
         let id = self
-            .new_conn(fd, tcp, Some(sa))
+            .new_conn(fd, kind, Some(sa))
             .ok_or(TransportError::TooManyConnections)?;
         // The connect and its linked timeout must go in one submission.
         let ring = self.ring()?;
@@ -503,6 +515,30 @@ impl Uring {
             if c.closing.is_some() || c.out.sendq.in_flight() {
                 continue;
             }
+            // SDUs go out at once while the socket takes them (a ring
+            // round trip each would cap a link at one SDU per poll); what
+            // it does not take is left to an asynchronous send below,
+            // which waits for room (the peer's credits).
+            if let Some(sdu) = c.sdu
+                && !c.out.sendq.is_empty()
+                && c.connecting.is_none()
+            {
+                let w = c.out.write_now(c.fd.as_raw_fd(), &mut self.bufs, sdu.send);
+                self.stats.bytes_out += w.bytes;
+                self.stats.gathered_sends += w.gathered;
+                c.out.report_room(*conn, self.config.max_send_queue, events);
+                if w.freed {
+                    self.wake_chunk_waiters(events);
+                }
+                if let Some(errno) = w.failed {
+                    self.begin_close(*conn, CloseReason::Error(errno));
+                    self.maybe_finish(*conn, events);
+                    continue;
+                }
+            }
+            let Some(c) = self.conns.get_mut(conn.0) else {
+                continue;
+            };
             if c.out.sendq.is_empty() {
                 if c.out.close_after_flush {
                     self.begin_close(*conn, CloseReason::Local);
@@ -535,7 +571,10 @@ impl Uring {
         let mut spans = [(std::ptr::null::<u8>(), 0u32); GATHER_MAX];
         let mut tickets = [None; GATHER_MAX];
         let mut n = 0;
-        for head in c.out.sendq.heads(GATHER_MAX) {
+        // One send is one SDU on a message-preserving socket (one at a
+        // time: the next starts when this one completes).
+        let message = c.sdu.map_or(usize::MAX, |s| s.send);
+        for head in c.out.sendq.heads(GATHER_MAX, message) {
             spans[n] = match head {
                 Head::Chunk {
                     handle,
@@ -566,7 +605,7 @@ impl Uring {
         c.ops += 1;
         let data = user_data(Op::Send, conn.0);
         let zc = self.config.send_zc_threshold;
-        let e = if n == 1 && zc > 0 && spans[0].1 as usize >= zc {
+        let e = if n == 1 && zc > 0 && spans[0].1 as usize >= zc && c.sdu.is_none() {
             // The chunk stays leased (a shared segment queued) until the
             // kernel's notification says it no longer reads it.
             self.stats.zc_sends += 1;
@@ -755,8 +794,11 @@ impl Uring {
         if res >= 0 {
             // SAFETY: a non-negative accept result is a new fd we own.
             let fd = unsafe { OwnedFd::from_raw_fd(res) };
-            let tcp = self.listeners.get(lid).is_none_or(|l| l.socket.is_tcp());
-            if let Some(conn) = self.new_conn(fd, tcp, None) {
+            let kind = self
+                .listeners
+                .get(lid)
+                .map_or(Kind::Tcp, |l| l.socket.kind());
+            if let Some(conn) = self.new_conn(fd, kind, None) {
                 self.arm_recv(conn)?;
                 events.push(Event::Accepted {
                     listener: ListenerId(lid),
@@ -806,6 +848,18 @@ impl Uring {
         let closing = self.conns.get(conn.0).is_some_and(|c| c.closing.is_some());
         let mut starved = false;
         match (res, chunk) {
+            (n, Some(chunk))
+                if self
+                    .conns
+                    .get(conn.0)
+                    .and_then(|c| c.sdu)
+                    .is_some_and(|s| s.refuses(n as usize)) =>
+            {
+                // Longer than the MTU (or cut short by the buffer, which is
+                // longer still): never passed on in part.
+                self.recycle(chunk);
+                self.begin_close(conn, CloseReason::Error(libc::EMSGSIZE));
+            }
             (n, Some(chunk)) if n > 0 && !closing => {
                 self.stats.bytes_in += n as u64;
                 let data = self.deliver(chunk);
@@ -901,6 +955,11 @@ impl Uring {
         if let Some(c) = self.conns.get_mut(id) {
             c.ops = c.ops.saturating_sub(1);
             c.connecting = None;
+            if res >= 0
+                && let Some(sdu) = &mut c.sdu
+            {
+                sdu.settle(c.fd.as_raw_fd());
+            }
         }
         if res < 0 {
             // Cancelled by its linked timeout: the connect timed out.

@@ -61,6 +61,10 @@ pub(crate) enum Base {
     /// DTP over RTSP-interleaved TCP, io_uring and epoll.
     RtspUring,
     RtspEpoll,
+    /// The simulated BLE link (SDUs of at most 247 bytes on a Unix
+    /// `SOCK_SEQPACKET` socket), io_uring and epoll.
+    BleSimUring,
+    BleSimEpoll,
 }
 
 impl Base {
@@ -70,7 +74,8 @@ impl Base {
             | Self::UnixUring
             | Self::WsUring
             | Self::QuicUring
-            | Self::RtspUring => BackendPreference::Uring,
+            | Self::RtspUring
+            | Self::BleSimUring => BackendPreference::Uring,
             _ => BackendPreference::Epoll,
         }
     }
@@ -165,6 +170,21 @@ pub(crate) fn adapters(base: Base) -> (Boxed, Boxed, Endpoint, Endpoint) {
             let listen = Endpoint::Rtsp("127.0.0.1:0".parse().unwrap());
             let nowhere = Endpoint::Rtsp(closed_port());
             (rtsp(backend), rtsp(backend), listen, nowhere)
+        }
+        Base::BleSimUring | Base::BleSimEpoll => {
+            let backend = base.backend();
+            let listen = Endpoint::BleSim {
+                path: unix_path("ble"),
+                mtu: dtp_transports::BLE_DEFAULT_MTU,
+            };
+            // A socket file nobody listens on, as for Unix sockets.
+            let path = unix_path("ble-nowhere");
+            drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+            let nowhere = Endpoint::BleSim {
+                path,
+                mtu: dtp_transports::BLE_DEFAULT_MTU,
+            };
+            (tcp(backend), tcp(backend), listen, nowhere)
         }
         Base::UnixUring | Base::UnixEpoll => {
             let backend = base.backend();
