@@ -13,13 +13,19 @@
 //! does not). The figure is the payload bytes the receivers got divided by
 //! the longest receiver's time from its first datagram to its last.
 //!
-//! Unlike TCP, nothing slows a UDP sender down to what its receiver takes:
-//! datagrams the receiver has no room for are dropped, and the sender's
-//! CPU is spent either way. So the figure is what the receivers could
-//! take while their senders ran flat out on the same cores — an upper
-//! bound for QUIC's payload over loopback, which also encrypts, acks and
-//! runs congestion control. It bounds `dtp-stream-quic` the way the TCP
-//! loopback limit ([`crate::loopback`]) bounds `dtp-stream`.
+//! **A window, as QUIC keeps one.** Nothing in UDP slows a sender down to
+//! what its receiver takes: a sender running flat out on the same two
+//! cores takes CPU from its receiver and has most of its datagrams
+//! dropped, and the figure then says more about the scheduler than about
+//! the kernel's UDP path (it varied fivefold from run to run). So each
+//! receiver tells its sender how many bytes it has received, in an 8-byte
+//! datagram every [`ACK_EVERY`] bytes, and the sender keeps at most
+//! [`WINDOW`] bytes (our QUIC receive window) beyond that in flight; a
+//! window with no answer for [`ACK_WAIT`] is written off as dropped. This
+//! is the least a QUIC sender does (flow control and acks, without the
+//! encryption, the congestion control or the per-packet work), so the
+//! figure bounds `dtp-stream-quic` the way the TCP loopback limit
+//! ([`crate::loopback`]) bounds `dtp-stream`.
 //!
 //! Plain `std::net` sockets, blocking: the point is the kernel's cost.
 //! This module owns its threads and sockets and leaves nothing running
@@ -44,6 +50,14 @@ pub const BATCH_BYTES: usize = 65_000;
 const SOCKET_BUFFER: usize = 2 << 20;
 /// How long a receiver waits for more once its sender has stopped.
 const DRAIN: Duration = Duration::from_millis(100);
+/// The most bytes a sender has in flight beyond what its receiver said it
+/// received: our QUIC transport's receive window.
+pub const WINDOW: u64 = 1 << 20;
+/// A receiver tells its sender what it has received every this many bytes.
+pub const ACK_EVERY: u64 = 64 * 1024;
+/// How long a sender with a full window waits for an answer before it
+/// writes the window off as dropped.
+const ACK_WAIT: Duration = Duration::from_millis(20);
 
 /// What one UDP loopback run measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,6 +116,7 @@ fn flow(duration: Duration) -> io::Result<UdpLoopbackResult> {
     let (rx, rx_state) = socket()?;
     let (tx, tx_state) = socket()?;
     let to = rx.local_addr()?;
+    let from = tx.local_addr()?;
     let segments = tx_state.max_gso_segments().clamp(1, BATCH_BYTES / DATAGRAM);
     rx.set_read_timeout(Some(DRAIN))?;
     let stopped = Arc::new(AtomicBool::new(false));
@@ -109,7 +124,7 @@ fn flow(duration: Duration) -> io::Result<UdpLoopbackResult> {
         let stopped = Arc::clone(&stopped);
         thread::Builder::new()
             .name("udp-loopback-rx".into())
-            .spawn(move || receive(&rx, &rx_state, &stopped))?
+            .spawn(move || receive(&rx, &rx_state, from, &stopped))?
     };
     let sent = send(&tx, &tx_state, to, segments, duration);
     stopped.store(true, Ordering::Release);
@@ -139,8 +154,8 @@ fn socket() -> io::Result<(UdpSocket, UdpSocketState)> {
     Ok((sock, state))
 }
 
-/// Sends batches of `segments` datagrams to `to` for `duration`; the
-/// payload bytes sent.
+/// Sends batches of `segments` datagrams to `to` for `duration`, keeping
+/// at most [`WINDOW`] bytes in flight; the payload bytes sent.
 fn send(
     sock: &UdpSocket,
     state: &UdpSocketState,
@@ -158,7 +173,47 @@ fn send(
     };
     let deadline = Instant::now() + duration;
     let mut sent = 0u64;
+    // What the receiver said it got, plus what was written off as dropped.
+    let mut settled = 0u64;
+    let mut acked = 0u64;
+    let mut answer = [0u8; 8];
     while Instant::now() < deadline {
+        // Take every answer waiting; with a full window, wait for one.
+        let full = sent - settled >= WINDOW;
+        sock.set_nonblocking(!full)?;
+        if full {
+            sock.set_read_timeout(Some(ACK_WAIT))?;
+        }
+        loop {
+            match sock.recv(&mut answer) {
+                Ok(8) => {
+                    let got = u64::from_le_bytes(answer);
+                    settled += got.saturating_sub(acked);
+                    acked = acked.max(got);
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if full && sent - settled >= WINDOW {
+                        // No answer: what is in flight was dropped.
+                        settled = sent;
+                    }
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            if sock.set_nonblocking(true).is_err() {
+                break;
+            }
+        }
+        if sent - settled >= WINDOW {
+            continue;
+        }
         match state.try_send(UdpSockRef::from(sock), &transmit) {
             Ok(()) => sent += batch.len() as u64,
             // The receiver's queue is full: the kernel dropped the batch
@@ -174,11 +229,13 @@ fn send(
 /// `ENOBUFS` on Linux: a send the kernel had no buffer for.
 const ENOBUFS: i32 = 105;
 
-/// Reads until no datagram has come for [`DRAIN`] after `stopped`; the
+/// Reads until no datagram has come for [`DRAIN`] after `stopped`,
+/// telling `sender` what it has received every [`ACK_EVERY`] bytes; the
 /// payload bytes and the time from the first datagram to the last.
 fn receive(
     sock: &UdpSocket,
     state: &UdpSocketState,
+    sender: SocketAddr,
     stopped: &AtomicBool,
 ) -> io::Result<(u64, Duration)> {
     let mut buf = vec![0u8; 64 * 1024];
@@ -186,6 +243,7 @@ fn receive(
     let mut bytes = 0u64;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
+    let mut told = 0u64;
     loop {
         let mut bufs = [IoSliceMut::new(&mut buf)];
         match state.recv(UdpSockRef::from(sock), &mut bufs, &mut meta) {
@@ -194,6 +252,11 @@ fn receive(
                 first.get_or_insert(now);
                 last = now;
                 bytes += meta[..n].iter().map(|m| m.len as u64).sum::<u64>();
+                if bytes - told >= ACK_EVERY {
+                    // A lost answer is made good by the next one.
+                    let _ = sock.send_to(&bytes.to_le_bytes(), sender);
+                    told = bytes;
+                }
             }
             Err(e)
                 if matches!(
