@@ -12,9 +12,11 @@
 //!   section that serves it.
 //! - [`peer_tokio`]: the peer server, the same protocol on tokio.
 //! - [`peer_tokio_dtp`]: the peer server running the full DTP protocol on
-//!   tokio, over TCP or over WebSocket (tokio-tungstenite).
+//!   tokio, over TCP, over WebSocket (tokio-tungstenite) or over QUIC
+//!   (quinn).
 //! - [`peer_tokio_uring`]: the same protocol on tokio-uring, one runtime per core.
-//! - [`loopback`]: the machine's loopback limit for `stream`.
+//! - [`loopback`]: the machine's loopback limit for `stream`;
+//!   [`udp_loopback`] its UDP counterpart for the QUIC stream.
 //! - [`aead_limit`]: the single-core AEAD limit for encrypted `stream`.
 //! - [`sealed_limit`]: the sealed-stream limit: sealing on one core, opening
 //!   on another, over loopback TCP.
@@ -40,4 +42,5 @@ pub mod peer_tokio_uring;
 pub mod procstat;
 pub mod report;
 pub mod sealed_limit;
+pub mod udp_loopback;
 pub mod workload;

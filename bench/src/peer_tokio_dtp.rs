@@ -4,10 +4,12 @@
 //! sans-IO [`DtpEndpoint`] and the same application ([`DtpResponder`]) as
 //! our gateway (`dtp_gateway::dtp::DtpGateway`), so the
 //! CPU-per-byte ratio of `dtp bench` measures the IO path and the runtime,
-//! not two protocol implementations. It carries DTP straight on TCP, or
-//! with [`DtpPeerConfig::websocket`] over WebSocket with `tokio-tungstenite`
+//! not two protocol implementations. It carries DTP straight on TCP, with
+//! [`DtpPeerConfig::websocket`] over WebSocket with `tokio-tungstenite`
 //! (`ws`: binary messages, subprotocol `dtp.v1`, as our `ws:` transport),
-//! the carrier being the only part that differs (`Wire`).
+//! or with [`DtpPeerConfig::quic`] over QUIC with `quinn` (`quic`: ALPN
+//! `dtp/1`, one bidirectional stream, as our `quic:` transport), the
+//! carrier being the only part that differs (`Wire`).
 //!
 //! **Owns**: the tokio driver of one terminal endpoint per accepted
 //! connection (`drive_connection`, whatever the carrier) — frames split
@@ -31,8 +33,9 @@
 //! [`READ_RESERVE`] of spare room, no pinning, no custom allocator, no
 //! socket options but `TCP_NODELAY`. [`serve`] runs it on a background
 //! thread for tests; [`run_child`] prints the same `listening ADDR` line
-//! (`listening ws:ADDR/PATH` over WebSocket, as `dtp serve` prints a `ws:`
-//! listener) and stops on the same end of standard input.
+//! (`listening ws:ADDR/PATH` over WebSocket, `listening quic:ADDR` and
+//! `quic certificate sha256 HEX` over QUIC, as `dtp serve` prints them)
+//! and stops on the same end of standard input.
 //!
 //! # Choices
 //!
@@ -63,6 +66,7 @@
 //! - **Randomness.** `ring`'s system generator, as in the gateway; if it
 //!   fails the connection is dropped rather than the process panicking.
 
+mod quic;
 mod ws;
 
 use std::future::Future;
@@ -88,6 +92,7 @@ use crate::peer_tokio::stdin_closed;
 use dtp_workload::dtp::{DtpResponder, ResponderSession};
 
 pub use crate::peer_tokio::{READ_RESERVE, SHUTDOWN_GRACE, parse_listening_line};
+pub use quic::{ALPN, QuicCert};
 pub use ws::{HANDSHAKE_TIMEOUT, SUBPROTOCOL};
 
 /// The peer's name in the report.
@@ -113,10 +118,22 @@ pub struct DtpPeerConfig {
     /// equal to `terminal.endpoint.limits` (the endpoint checks every frame
     /// against its own), as [`DtpPeerConfig::new`] does.
     pub limits: Limits,
-    /// `Some(path)`: carry DTP over WebSocket instead of straight on TCP,
-    /// accepting upgrades at `path` only, with the subprotocol `dtp.v1`
-    /// (the tokio-tungstenite peer).
-    pub websocket: Option<String>,
+    /// How DTP is carried.
+    pub carrier: Carrier,
+}
+
+/// How the peer carries DTP's byte stream.
+#[derive(Clone, Debug, Default)]
+pub enum Carrier {
+    /// Straight on TCP.
+    #[default]
+    Tcp,
+    /// Over WebSocket, accepting upgrades at this path only, with the
+    /// subprotocol `dtp.v1` (the tokio-tungstenite peer).
+    WebSocket(String),
+    /// Over QUIC on UDP with quinn (ALPN `dtp/1`, one bidirectional stream
+    /// per connection), presenting this certificate (the quinn peer).
+    Quic(QuicCert),
 }
 
 impl DtpPeerConfig {
@@ -129,24 +146,38 @@ impl DtpPeerConfig {
             workers,
             terminal,
             limits,
-            websocket: None,
+            carrier: Carrier::Tcp,
         }
     }
 
     /// The same, carrying DTP over WebSocket at `path` (`/dtp`).
     pub fn websocket(mut self, path: impl Into<String>) -> Self {
-        self.websocket = Some(path.into());
+        self.carrier = Carrier::WebSocket(path.into());
         self
     }
 
-    /// Prints the line `dtp bench` reads the address from once the peer is
-    /// bound: `listening ADDR`, or `listening ws:ADDR/PATH` over WebSocket
-    /// (the way `dtp serve` prints its endpoints).
+    /// The same, carrying DTP over QUIC (UDP at the listen address) with a
+    /// new self-signed certificate.
+    pub fn quic(mut self) -> io::Result<Self> {
+        self.carrier = Carrier::Quic(QuicCert::self_signed()?);
+        Ok(self)
+    }
+
+    /// Prints the lines `dtp bench` reads once the peer is bound (the way
+    /// `dtp serve` prints its endpoints): `listening ADDR`, `listening
+    /// ws:ADDR/PATH` over WebSocket, or over QUIC `listening quic:ADDR`
+    /// and then the certificate's pin, `quic certificate sha256 HEX`.
     pub fn announce(&self) -> impl FnOnce(SocketAddr) + Send + 'static {
-        let path = self.websocket.clone();
-        move |addr| match path {
-            Some(path) => crate::peer_tokio::print_line(&format!("listening ws:{addr}{path}")),
-            None => crate::peer_tokio::print_listening(addr),
+        let carrier = self.carrier.clone();
+        move |addr| match carrier {
+            Carrier::Tcp => crate::peer_tokio::print_listening(addr),
+            Carrier::WebSocket(path) => {
+                crate::peer_tokio::print_line(&format!("listening ws:{addr}{path}"));
+            }
+            Carrier::Quic(cert) => {
+                crate::peer_tokio::print_line(&format!("listening quic:{addr}"));
+                crate::peer_tokio::print_line(&cert.pin_line());
+            }
         }
     }
 
@@ -226,10 +257,10 @@ where
 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.worker_threads())
-        .thread_name(if config.websocket.is_some() {
-            "tokio-ws-dtp-peer-worker"
-        } else {
-            "tokio-dtp-peer-worker"
+        .thread_name(match config.carrier {
+            Carrier::Tcp => "tokio-dtp-peer-worker",
+            Carrier::WebSocket(_) => "tokio-ws-dtp-peer-worker",
+            Carrier::Quic(_) => "quinn-dtp-peer-worker",
         })
         .enable_all()
         .build()?;
@@ -240,46 +271,77 @@ where
         stats,
         rng: SystemRandom::new(),
     });
-    let websocket: Option<Arc<str>> = config.websocket.map(Arc::from);
+    let listen = config.listen;
     let result = runtime.block_on(async {
-        let listener = TcpListener::bind(config.listen).await?;
-        on_bound(listener.local_addr()?);
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                accepted = listener.accept() => {
-                    let sock = match accepted {
-                        Ok((sock, _)) => sock,
-                        // EMFILE, ECONNABORTED, …: this connection is lost,
-                        // the listener is not. Back off a little on EMFILE.
-                        Err(e) => {
-                            if e.raw_os_error() == Some(24) {
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
-                            continue;
-                        }
-                    };
-                    shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                    let shared = Arc::clone(&shared);
-                    let websocket = websocket.clone();
-                    tokio::spawn(async move {
-                        let clean = match websocket {
-                            Some(path) => ws::connection(sock, &path, &shared).await,
-                            None => connection(sock, &shared).await,
-                        }
-                        .is_ok();
-                        shared.stats.closed.fetch_add(1, Ordering::Relaxed);
-                        if !clean {
-                            shared.stats.errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    });
-                }
+        match config.carrier {
+            Carrier::Quic(cert) => quic::serve(listen, &cert, &shared, on_bound, shutdown).await,
+            Carrier::Tcp => serve_tcp(listen, None, &shared, on_bound, shutdown).await,
+            Carrier::WebSocket(path) => {
+                serve_tcp(listen, Some(Arc::from(path)), &shared, on_bound, shutdown).await
             }
         }
     });
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
     result
+}
+
+/// The TCP accept loop on `listen` until `shutdown`: one task per
+/// connection, carrying DTP straight or (with `websocket`, the request
+/// path) over WebSocket. `on_bound` gets the address first.
+async fn serve_tcp(
+    listen: SocketAddr,
+    websocket: Option<Arc<str>>,
+    shared: &Arc<Shared>,
+    on_bound: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let listener = TcpListener::bind(listen).await?;
+    on_bound(listener.local_addr()?);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => {
+                let sock = match accepted {
+                    Ok((sock, _)) => sock,
+                    // EMFILE, ECONNABORTED, …: this connection is lost,
+                    // the listener is not. Back off a little on EMFILE.
+                    Err(e) => {
+                        if e.raw_os_error() == Some(24) {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        continue;
+                    }
+                };
+                let websocket = websocket.clone();
+                spawn_connection(shared, move |shared| async move {
+                    match websocket {
+                        Some(path) => ws::connection(sock, &path, &shared).await,
+                        None => connection(sock, &shared).await,
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Counts an accepted connection and runs `connection` on a task of its
+/// own, counting how it ended.
+fn spawn_connection<F, Fut>(shared: &Arc<Shared>, connection: F)
+where
+    F: FnOnce(Arc<Shared>) -> Fut,
+    Fut: Future<Output = Result<(), ConnError>> + Send + 'static,
+{
+    shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+    let stats = Arc::clone(&shared.stats);
+    let run = connection(Arc::clone(shared));
+    tokio::spawn(async move {
+        let clean = run.await.is_ok();
+        stats.closed.fetch_add(1, Ordering::Relaxed);
+        if !clean {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    });
 }
 
 /// Why a connection ended other than cleanly.

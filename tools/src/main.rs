@@ -104,14 +104,19 @@ enum Command {
     /// connections: memory per connection), and the same over the full DTP protocol:
     /// dtp-pingpong, dtp-stream, resume (forced disconnects; its p50/p99
     /// are resume latencies); dtp-pingpong-ws and dtp-stream-ws (DTP over
-    /// WebSocket against a tokio-tungstenite peer); and control (the terminal control plane:
+    /// WebSocket against a tokio-tungstenite peer); dtp-pingpong-quic and
+    /// dtp-stream-quic (DTP over QUIC against a quinn peer);
+    /// dtp-pingpong-rtsp, dtp-stream-rtsp, dtp-pingpong-unix and
+    /// dtp-stream-unix (ours only, against our own TCP figure of the same
+    /// run); and control (the terminal control plane:
     /// AuthRequest → AuthResult decisions per second and handovers per
     /// second under a priority script, 64 Fays, without and with the built-in
     /// realtime streams published; no peer, absolute figures).
     /// Reports the server's CPU time per operation
     /// (from the OS), throughput, latency, and for the streams their limit
     /// (loopback; for dtp-stream and dtp-stream-ws the lower of loopback
-    /// and one core's AES-256-GCM).
+    /// and one core's AES-256-GCM; for dtp-stream-quic the lower of UDP
+    /// loopback and one core's AES-256-GCM).
     Bench(BenchCli),
     /// (Internal) The realtime fan-out peer of `dtp bench`: SSE and
     /// `realtime.v1` on axum and a tokio broadcast channel.
@@ -141,6 +146,11 @@ enum Command {
         /// subprotocol dtp.v1) at this request path.
         #[arg(long, value_name = "PATH", requires = "config")]
         websocket: Option<String>,
+        /// With a DTP --config: carry DTP over QUIC (quinn, ALPN dtp/1) on
+        /// UDP at --listen, with a self-signed certificate whose SHA-256
+        /// it prints (`quic certificate sha256 HEX`).
+        #[arg(long, requires = "config", conflicts_with = "websocket")]
+        quic: bool,
     },
     /// The tokio-uring peer server used by `dtp bench` (internal).
     #[command(name = "__peer-tokio-uring", hide = true)]
@@ -427,7 +437,14 @@ struct BenchCli {
     /// dtp-pingpong-ws and dtp-stream-ws (the same DTP workloads carried in
     /// WebSocket binary messages, subprotocol dtp.v1: ours on a ws:
     /// listener against a tokio-tungstenite peer, side `tokio-tungstenite`),
-    /// control (the terminal control plane, no peer), fanout-sse and
+    /// dtp-pingpong-quic and dtp-stream-quic (carried on one QUIC stream
+    /// per connection, ALPN dtp/1: ours on a quic: listener against a quinn
+    /// peer, side `quinn`; dtp-stream-quic's limit is UDP loopback),
+    /// dtp-pingpong-rtsp, dtp-stream-rtsp, dtp-pingpong-unix and
+    /// dtp-stream-unix (ours on an rtsp: or unix: listener, no peer: side
+    /// `ours-tcp` is our TCP figure of the same run, so the ratio is the
+    /// transport's overhead), control (the terminal control plane, no
+    /// peer), fanout-sse and
     /// fanout-ws (one publisher, --subscribers SSE or realtime.v1
     /// subscribers, against a tokio/axum peer).
     #[arg(long, default_value = bench::ALL_WORKLOADS)]
@@ -589,7 +606,8 @@ fn main() -> ExitCode {
             workers,
             config,
             websocket,
-        } => run_peer(listen, workers, config.as_deref(), websocket),
+            quic,
+        } => run_peer(listen, workers, config.as_deref(), websocket, quic),
         Command::PeerTokioUring { listen, workers } => run_peer_tokio_uring(listen, workers),
         Command::PeerFloor { listen, workers } => run_peer_floor(listen, workers),
         Command::Inspect(args) => args.limits.limits().and_then(|limits| {
@@ -931,6 +949,7 @@ fn run_peer(
     workers: usize,
     config: Option<&std::path::Path>,
     websocket: Option<String>,
+    quic: bool,
 ) -> Result<(), CliError> {
     let file = config::Config::load(config).map_err(|e| CliError::usage("BAD_CONFIG", e))?;
     let limits = file
@@ -956,14 +975,19 @@ fn run_peer(
             }
             config = config.websocket(path);
         }
+        if quic {
+            config = config
+                .quic()
+                .map_err(|e| CliError::Io(format!("quinn DTP peer: {e}")))?;
+        }
         let announce = config.announce();
         return dtp_bench::peer_tokio_dtp::run(config, announce, std::future::pending::<()>())
             .map_err(|e| CliError::Io(format!("tokio DTP peer: {e}")));
     }
-    if websocket.is_some() {
+    if websocket.is_some() || quic {
         return Err(CliError::usage(
             "BAD_ARGUMENT",
-            "--websocket needs a --config with [dtp] enabled = true".to_owned(),
+            "--websocket and --quic need a --config with [dtp] enabled = true".to_owned(),
         ));
     }
     let config = dtp_bench::peer_tokio::PeerConfig::new(listen, workers);

@@ -90,6 +90,12 @@ fn bench_writes_the_documented_json_with_every_peer() {
             "resume",
             "dtp-pingpong-ws",
             "dtp-stream-ws",
+            "dtp-pingpong-quic",
+            "dtp-stream-quic",
+            "dtp-pingpong-rtsp",
+            "dtp-stream-rtsp",
+            "dtp-pingpong-unix",
+            "dtp-stream-unix",
             "fanout-sse",
             "fanout-ws"
         ]
@@ -120,6 +126,14 @@ fn bench_writes_the_documented_json_with_every_peer() {
     for i in [6, 7] {
         assert_eq!(names(&w[i]["peers"]), ["tokio-tungstenite"], "{}", w[i]);
     }
+    for i in [8, 9] {
+        assert_eq!(names(&w[i]["peers"]), ["quinn"], "{}", w[i]);
+    }
+    // RTSP and Unix against our own TCP figures of the same run.
+    for (i, tcp) in [(10, 3), (11, 4), (12, 3), (13, 4)] {
+        assert_eq!(names(&w[i]["peers"]), ["ours-tcp"], "{}", w[i]);
+        assert_eq!(w[i]["peer"]["ops"], w[tcp]["ours"]["ops"], "{}", w[i]);
+    }
     // stream against loopback; dtp-stream against the lowest of its limit
     // figures; resume against each side's own dtp-stream goodput.
     assert!(w[1]["limit"]["bytes_per_s"].as_f64().unwrap() > 0.0);
@@ -134,6 +148,17 @@ fn bench_writes_the_documented_json_with_every_peer() {
         "{}",
         w[7]
     );
+    // dtp-stream-quic against UDP loopback and the same run's AEAD figure.
+    let quic_limits = w[9]["limit"]["figures"].as_array().unwrap();
+    assert!(
+        quic_limits[0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("udp loopback"),
+        "{}",
+        w[9]
+    );
+    assert!(quic_limits[0]["bytes_per_s"].as_f64().unwrap() > 0.0);
     assert!(w[5]["limit"]["ours_fraction"].as_f64().unwrap() > 0.0);
     for side in [&w[5]["ours"], &w[5]["peer"]] {
         assert_eq!(side["lost"], 0);
@@ -142,7 +167,7 @@ fn bench_writes_the_documented_json_with_every_peer() {
         assert!(side["resume_p99_us"].is_number());
     }
     assert!(w[2]["ours"]["memory"]["bytes_per_connection"].is_number());
-    for i in [8, 9] {
+    for i in [14, 15] {
         for side in ["ours", "peer"] {
             let m = &w[i][side]["memory"];
             assert_eq!(m["connections"], 50, "{i} {side}: {m}");

@@ -45,7 +45,7 @@ pub(super) struct Run {
 /// Runs the subscribers against `server` and returns its figures.
 pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
     let spec = RtSpec {
-        target: server.addr,
+        target: server.tcp_addr()?,
         mode: r.mode,
         subscribers: r.subscribers,
         stream: "demo".into(),

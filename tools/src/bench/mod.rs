@@ -1,7 +1,7 @@
 //! `dtp bench`: our gateway and the load generator on loopback, side by
 //! side with every peer (tokio, tokio-uring, the raw io_uring floor; the
-//! tokio DTP peer; the tokio/axum realtime peer), on the same load
-//! generator, in one run.
+//! tokio DTP peer over TCP, WebSocket and QUIC; the tokio/axum realtime
+//! peer), on the same load generator, in one run.
 //!
 //! Each server runs in its own process (this binary, re-executed), so the
 //! OS's accounting of its CPU time and memory is its alone. For every run,
@@ -43,11 +43,8 @@ pub(crate) use server::{BENCH_CHILD, Server};
 pub(crate) enum BenchWorkload {
     /// The plaintext protocol (`dtp_bench::workload`).
     Plain(Workload),
-    /// Over DTP (pingpong or stream).
-    Dtp(Workload),
-    /// Over DTP carried by WebSocket (`ws:`, binary messages, `dtp.v1`),
-    /// against the tokio-tungstenite peer.
-    DtpWs(Workload),
+    /// Over DTP (pingpong or stream), carried by TCP or another transport.
+    Dtp(Workload, Carry),
     /// The DTP stream, each connection cut every [`RESUME_EVERY`] fragments
     /// and resumed.
     Resume,
@@ -59,6 +56,40 @@ pub(crate) enum BenchWorkload {
     Fanout(crate::load_rt::Mode),
 }
 
+/// What carries DTP in a [`BenchWorkload::Dtp`] workload, and so which
+/// peer our gateway is measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Carry {
+    /// TCP, against the tokio DTP peer.
+    Tcp,
+    /// WebSocket (`ws:`, binary messages, `dtp.v1`), against the
+    /// tokio-tungstenite peer.
+    Ws,
+    /// QUIC (`quic:`, ALPN `dtp/1`, one stream per connection), against
+    /// the quinn peer.
+    Quic,
+    /// RTSP-interleaved TCP (`rtsp:`): ours only, against our own TCP
+    /// figure of the same run.
+    Rtsp,
+    /// A Unix stream socket (`unix:`): ours only, against our own TCP
+    /// figure of the same run.
+    Unix,
+}
+
+/// Every DTP workload by name: what it runs and over what.
+const DTP_WORKLOADS: [(&str, Workload, Carry); 10] = [
+    ("dtp-pingpong", Workload::Pingpong, Carry::Tcp),
+    ("dtp-stream", Workload::Stream, Carry::Tcp),
+    ("dtp-pingpong-ws", Workload::Pingpong, Carry::Ws),
+    ("dtp-stream-ws", Workload::Stream, Carry::Ws),
+    ("dtp-pingpong-quic", Workload::Pingpong, Carry::Quic),
+    ("dtp-stream-quic", Workload::Stream, Carry::Quic),
+    ("dtp-pingpong-rtsp", Workload::Pingpong, Carry::Rtsp),
+    ("dtp-stream-rtsp", Workload::Stream, Carry::Rtsp),
+    ("dtp-pingpong-unix", Workload::Pingpong, Carry::Unix),
+    ("dtp-stream-unix", Workload::Stream, Carry::Unix),
+];
+
 /// Fragments between forced disconnects in the `resume` workload (32 MiB of
 /// 16 KiB fragments).
 const RESUME_EVERY: u64 = 2048;
@@ -67,6 +98,8 @@ const RESUME_EVERY: u64 = 2048;
 pub(crate) const ALL_WORKLOADS: &str = concat!(
     "pingpong,stream,connections,",
     "dtp-pingpong,dtp-stream,resume,dtp-pingpong-ws,dtp-stream-ws,",
+    "dtp-pingpong-quic,dtp-stream-quic,dtp-pingpong-rtsp,dtp-stream-rtsp,",
+    "dtp-pingpong-unix,dtp-stream-unix,",
     "control,fanout-sse,fanout-ws"
 );
 
@@ -76,17 +109,24 @@ const WS_PATH: &str = "/dtp";
 /// The side name of the DTP-over-WebSocket peer.
 pub(crate) const TUNGSTENITE: &str = "tokio-tungstenite";
 
+/// The side name of the DTP-over-QUIC peer.
+pub(crate) const QUINN: &str = "quinn";
+
+/// The side name of our gateway over TCP in the RTSP and Unix workloads:
+/// the same run's `dtp-pingpong` or `dtp-stream` figures of ours (measured
+/// there if that workload is not in the run), so that the ratio is the
+/// transport's overhead over TCP.
+pub(crate) const OURS_TCP: &str = "ours-tcp";
+
 impl BenchWorkload {
     /// The name in the report and on the command line.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Plain(w) => w.name(),
-            Self::Dtp(Workload::Pingpong) => "dtp-pingpong",
-            Self::Dtp(Workload::Stream) => "dtp-stream",
-            Self::Dtp(Workload::Idle) => "dtp-connections",
-            Self::DtpWs(Workload::Pingpong) => "dtp-pingpong-ws",
-            Self::DtpWs(Workload::Stream) => "dtp-stream-ws",
-            Self::DtpWs(Workload::Idle) => "dtp-connections-ws",
+            Self::Dtp(w, c) => DTP_WORKLOADS
+                .iter()
+                .find(|&&(_, dw, dc)| (dw, dc) == (w, c))
+                .map_or("dtp-connections", |&(name, _, _)| name),
             Self::Resume => "resume",
             Self::Control => "control",
             Self::Fanout(crate::load_rt::Mode::Sse) => "fanout-sse",
@@ -96,11 +136,10 @@ impl BenchWorkload {
 
     /// The workload for a name.
     pub(crate) fn from_name(name: &str) -> Option<Self> {
+        if let Some(&(_, w, c)) = DTP_WORKLOADS.iter().find(|(n, _, _)| *n == name) {
+            return Some(Self::Dtp(w, c));
+        }
         Some(match name {
-            "dtp-pingpong" => Self::Dtp(Workload::Pingpong),
-            "dtp-stream" => Self::Dtp(Workload::Stream),
-            "dtp-pingpong-ws" => Self::DtpWs(Workload::Pingpong),
-            "dtp-stream-ws" => Self::DtpWs(Workload::Stream),
             "resume" => Self::Resume,
             "control" => Self::Control,
             "fanout-sse" => Self::Fanout(crate::load_rt::Mode::Sse),
@@ -112,7 +151,7 @@ impl BenchWorkload {
     /// The plaintext workload it builds on (sizes, connections).
     fn base(self) -> Workload {
         match self {
-            Self::Plain(w) | Self::Dtp(w) | Self::DtpWs(w) => w,
+            Self::Plain(w) | Self::Dtp(w, _) => w,
             Self::Resume => Workload::Stream,
             Self::Control | Self::Fanout(_) => Workload::Pingpong,
         }
@@ -120,23 +159,35 @@ impl BenchWorkload {
 
     /// Whether it runs the DTP protocol (and so needs the run's keys).
     fn is_dtp(self) -> bool {
-        matches!(
-            self,
-            Self::Dtp(_) | Self::DtpWs(_) | Self::Resume | Self::Control
-        )
+        matches!(self, Self::Dtp(..) | Self::Resume | Self::Control)
     }
 
-    /// Whether DTP is carried over WebSocket.
-    fn is_ws(self) -> bool {
-        matches!(self, Self::DtpWs(_))
+    /// What carries DTP (TCP for every workload but the DTP ones over
+    /// another transport).
+    fn carry(self) -> Carry {
+        match self {
+            Self::Dtp(_, c) => c,
+            _ => Carry::Tcp,
+        }
+    }
+
+    /// The same workload over TCP: what the RTSP and Unix workloads are
+    /// measured against.
+    fn over_tcp(self) -> Self {
+        match self {
+            Self::Dtp(w, _) => Self::Dtp(w, Carry::Tcp),
+            other => other,
+        }
     }
 
     /// The sides it runs, ours first.
     fn sides(self) -> &'static [&'static str] {
         match self {
             Self::Plain(_) => &[report::OURS, "tokio", "tokio-uring", "floor"],
-            Self::Dtp(_) | Self::Resume | Self::Fanout(_) => &[report::OURS, "tokio"],
-            Self::DtpWs(_) => &[report::OURS, TUNGSTENITE],
+            Self::Dtp(_, Carry::Tcp) | Self::Resume | Self::Fanout(_) => &[report::OURS, "tokio"],
+            Self::Dtp(_, Carry::Ws) => &[report::OURS, TUNGSTENITE],
+            Self::Dtp(_, Carry::Quic) => &[report::OURS, QUINN],
+            Self::Dtp(_, Carry::Rtsp | Carry::Unix) => &[report::OURS, OURS_TCP],
             Self::Control => &[report::OURS],
         }
     }
@@ -316,19 +367,32 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
     } else {
         None
     };
-    if args
-        .workloads
-        .iter()
-        .any(|w| matches!(w, BenchWorkload::Dtp(_) | BenchWorkload::Resume))
-    {
+    let carries = |c: Carry| {
+        args.workloads.iter().any(|&w| match w {
+            BenchWorkload::Dtp(_, carry) => carry == c,
+            BenchWorkload::Resume => c == Carry::Tcp,
+            _ => false,
+        })
+    };
+    if carries(Carry::Tcp) {
         notes.push(
             "the tokio DTP peer runs the same sans-IO DTP endpoint as our gateway, from the dtp-endpoint crate (on tokio, not on our runtime)"
                 .to_owned(),
         );
     }
-    if args.workloads.iter().any(|w| w.is_ws()) {
+    if carries(Carry::Ws) {
         notes.push(format!(
             "the {TUNGSTENITE} peer is the tokio DTP peer with DTP carried in WebSocket binary messages (subprotocol dtp.v1) by tokio-tungstenite; ours serves ws:127.0.0.1:PORT{WS_PATH}"
+        ));
+    }
+    if carries(Carry::Quic) {
+        notes.push(format!(
+            "the {QUINN} peer is the tokio DTP peer with DTP carried on one QUIC stream per connection (ALPN dtp/1) by quinn, its flow-control windows and timers set to ours; ours serves quic:127.0.0.1:PORT (quinn-proto on our UDP sockets)"
+        ));
+    }
+    if carries(Carry::Rtsp) || carries(Carry::Unix) {
+        notes.push(format!(
+            "the RTSP and Unix workloads have no peer: {OURS_TCP} is our gateway's figure over TCP in the same run (dtp-pingpong or dtp-stream), so ours / {OURS_TCP} is the transport's overhead"
         ));
     }
     let steps: usize = args

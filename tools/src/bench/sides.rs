@@ -14,8 +14,8 @@ use dtp_bench::workload::Workload;
 use dtp_codec::AeadAlgorithm;
 
 use super::{
-    BenchWorkload, DtpFiles, Plan, Progress, RESUME_EVERY, Server, TUNGSTENITE, WS_PATH, control,
-    entry, fail, fanout,
+    BenchWorkload, Carry, DtpFiles, OURS_TCP, Plan, Progress, QUINN, RESUME_EVERY, Server,
+    TUNGSTENITE, WS_PATH, control, entry, fail, fanout,
 };
 use crate::load::{self, LoadResult, LoadSpec};
 use crate::load_dtp::{self, DtpSpec};
@@ -58,6 +58,7 @@ pub(super) fn workload(
                 Ok(None)
             }
             BenchWorkload::Fanout(mode) => fanout_side(ctx, mode, side).map(Some),
+            _ if side == OURS_TCP => tcp_reference(ctx, bw, report).map(Some),
             _ => load_side(ctx, bw, side).map(Some),
         });
         match measured {
@@ -90,19 +91,45 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     }
 }
 
+/// Our figures for `bw`'s workload over TCP: those of the same run (the
+/// `dtp-pingpong` or `dtp-stream` step before), or measured now if the run
+/// has none.
+fn tcp_reference(ctx: &Ctx<'_>, bw: BenchWorkload, report: &RunReport) -> Result<Figures, String> {
+    let tcp = bw.over_tcp();
+    let same_run = report
+        .workloads
+        .iter()
+        .find(|w| w.name == tcp.name())
+        .and_then(|w| w.sides.iter().find(|s| s.name == OURS));
+    match same_run {
+        Some(side) => Ok(side.figures.clone()),
+        None => load_side(ctx, tcp, OURS),
+    }
+}
+
+/// Where our gateway listens for `bw`.
+fn our_listen(ctx: &Ctx<'_>, bw: BenchWorkload) -> Result<String, String> {
+    Ok(match bw.carry() {
+        Carry::Tcp => "127.0.0.1:0".to_owned(),
+        Carry::Ws => format!("ws:127.0.0.1:0{WS_PATH}"),
+        Carry::Quic => "quic:127.0.0.1:0".to_owned(),
+        Carry::Rtsp => "rtsp:127.0.0.1:0".to_owned(),
+        Carry::Unix => {
+            let files = ctx.dtp.ok_or("no folder for the Unix socket")?;
+            format!("unix:{}", files.dir.join("gateway.sock").display())
+        }
+    })
+}
+
 /// The command line that starts `side`'s server for `bw`.
 fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<String>, String> {
     let shards = ctx.plan.shards.to_string();
-    let ws_listen = format!("ws:127.0.0.1:0{WS_PATH}");
+    let listen = our_listen(ctx, bw)?;
     let mut args: Vec<String> = match side {
         OURS => vec![
             "serve",
             "--listen",
-            if bw.is_ws() {
-                &ws_listen
-            } else {
-                "127.0.0.1:0"
-            },
+            &listen,
             "--no-admin",
             "--no-realtime",
             "--backend",
@@ -125,6 +152,14 @@ fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<Strin
             &shards,
             "--websocket",
             WS_PATH,
+        ],
+        QUINN => vec![
+            "__peer-tokio",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            &shards,
+            "--quic",
         ],
         "tokio-uring" => vec![
             "__peer-tokio-uring",
@@ -167,22 +202,11 @@ fn fault(args: &mut Vec<String>, workload: &str, side: &str) {
 fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, String> {
     let plan = ctx.plan;
     let w = bw.base();
-    // Both servers print a WebSocket listener as `listening ws:ADDR/PATH`.
-    let prefix = if bw.is_ws() {
-        "listening ws:"
-    } else {
-        "listening "
-    };
-    let server = Server::start(side, &server_args(ctx, bw, side)?, prefix)?;
+    // Every server prints its endpoint as `dtp serve` does (`listening
+    // ADDR`, `listening ws:ADDR/PATH`, `listening quic:ADDR` and its pin…).
+    let server = Server::start(side, &server_args(ctx, bw, side)?, "listening ")?;
     let spec = LoadSpec {
-        target: if bw.is_ws() {
-            dtp_transports::Endpoint::Ws {
-                addr: server.addr,
-                path: WS_PATH.to_owned(),
-            }
-        } else {
-            server.addr.into()
-        },
+        target: server.endpoint.clone(),
         workload: w,
         connections: match w {
             Workload::Pingpong => plan.pingpong_connections,
@@ -204,7 +228,10 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
         shards: plan.shards,
         driver: crate::load_driver(32 * 1024, 0, crate::LOAD_CONGESTION),
         payload: None,
-        quic: None,
+        quic: server.pin.map(|pin| dtp_transports::QuicConfig {
+            pins: vec![dtp_transports::CertPin::Sha256(pin)],
+            ..dtp_transports::QuicConfig::default()
+        }),
     };
     let cores = Cores {
         machine: plan.shards,
@@ -212,14 +239,14 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
         client: spec.shards,
     };
     let figures = match (ctx.dtp, bw) {
-        (Some(files), BenchWorkload::Dtp(_) | BenchWorkload::DtpWs(_) | BenchWorkload::Resume) => {
+        (Some(files), BenchWorkload::Dtp(..) | BenchWorkload::Resume) => {
             let dtp = DtpSpec {
                 fay: files.keys.fay_config(),
                 disconnect_every: (bw == BenchWorkload::Resume).then_some(RESUME_EVERY),
             };
             measure_dtp(&server, bw, &spec, &dtp, cores)
         }
-        (None, BenchWorkload::Dtp(_) | BenchWorkload::DtpWs(_) | BenchWorkload::Resume) => {
+        (None, BenchWorkload::Dtp(..) | BenchWorkload::Resume) => {
             Err("no keys for the DTP workloads".to_owned())
         }
         _ => measure(&server, bw, cores, |phase| {
@@ -369,7 +396,10 @@ fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<
 /// The workload's limit figures of this run: loopback for `stream`; for
 /// `dtp-stream` loopback and one core's AES-256-GCM (`dtp-stream-ws` takes
 /// those of `dtp-stream` in the same run, or measures its own); for
-/// `resume` each side's own `dtp-stream` goodput of this run.
+/// `dtp-stream-quic` UDP loopback and one core's AES-256-GCM (that of
+/// `dtp-stream` in the same run, or its own); for `resume` each side's own
+/// `dtp-stream` goodput of this run. The RTSP and Unix workloads have none:
+/// their figure is the ratio to TCP.
 fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<(), String> {
     let window = ctx.plan.duration.min(Duration::from_secs(3));
     let n = ctx.plan.stream_connections;
@@ -387,14 +417,28 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
             .map(|w| w.limits.clone())
             .filter(|l| !l.is_empty())
     };
+    let aead = || {
+        same_run("dtp-stream")
+            .and_then(|l| l.into_iter().find(|f| f.name == AEAD_LIMIT))
+            .unwrap_or_else(|| {
+                LimitFigure::new(
+                    AEAD_LIMIT,
+                    dtp_bench::aead_limit::measure(
+                        AeadAlgorithm::Aes256Gcm,
+                        16 * 1024,
+                        window.min(Duration::from_secs(1)),
+                    ),
+                )
+            })
+    };
     let reused = match bw {
-        BenchWorkload::DtpWs(Workload::Stream) => same_run("dtp-stream"),
+        BenchWorkload::Dtp(Workload::Stream, Carry::Ws) => same_run("dtp-stream"),
         _ => None,
     };
     let figures = match (bw, reused) {
         (_, Some(same)) => same,
         (BenchWorkload::Plain(Workload::Stream), None) => vec![loopback()?],
-        (BenchWorkload::Dtp(Workload::Stream) | BenchWorkload::DtpWs(Workload::Stream), None) => {
+        (BenchWorkload::Dtp(Workload::Stream, Carry::Tcp | Carry::Ws), None) => {
             vec![
                 loopback()?,
                 LimitFigure::new(
@@ -403,14 +447,23 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
                         .map_err(|e| format!("sealed limit: {e}"))?
                         .bytes_per_s,
                 ),
+                aead(),
+            ]
+        }
+        (BenchWorkload::Dtp(Workload::Stream, Carry::Quic), None) => {
+            let udp = dtp_bench::udp_loopback::measure(window, n)
+                .map_err(|e| format!("UDP loopback limit: {e}"))?;
+            vec![
                 LimitFigure::new(
-                    "aead (AES-256-GCM, one core)",
-                    dtp_bench::aead_limit::measure(
-                        AeadAlgorithm::Aes256Gcm,
-                        16 * 1024,
-                        window.min(Duration::from_secs(1)),
+                    &format!(
+                        "udp loopback ({}, {}-byte datagrams, {} per send)",
+                        plural(n, "flow"),
+                        dtp_bench::udp_loopback::DATAGRAM,
+                        udp.segments
                     ),
+                    udp.bytes_per_s,
                 ),
+                aead(),
             ]
         }
         (BenchWorkload::Resume, None) => {
@@ -436,6 +489,9 @@ fn limits(ctx: &Ctx<'_>, bw: BenchWorkload, report: &mut RunReport) -> Result<()
     }
     Ok(())
 }
+
+/// The name of one core's AES-256-GCM limit.
+const AEAD_LIMIT: &str = "aead (AES-256-GCM, one core)";
 
 /// The load generator's congestion control, for the limits.
 fn congestion() -> Option<String> {

@@ -255,19 +255,24 @@ impl QConn {
             return;
         };
         let discard = self.close_requested;
-        let mut got = BytesMut::new();
+        // The chunks (about a packet each, pieces of the packets' buffers)
+        // are gathered by reference and copied once into a buffer of
+        // exactly their size: growing one buffer chunk by chunk
+        // reallocated and copied it again and again (a tenth of a QUIC
+        // server's time in the 16 KiB stream benchmark).
+        let mut got = Gathered::default();
         let mut finished = false;
         let mut reset = false;
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
                     if !discard {
-                        got.extend_from_slice(&chunk.bytes);
+                        got.push(chunk.bytes);
                     }
-                    if got.len() >= DELIVERY_MAX {
+                    if got.len >= DELIVERY_MAX {
                         events.push(Event::Received {
                             conn: id,
-                            data: RecvBuf::from(got.split()),
+                            data: got.take(),
                         });
                     }
                 }
@@ -284,10 +289,10 @@ impl QConn {
         }
         // Flow-control credit goes back with the next transmit.
         let _ = chunks.finalize();
-        if !got.is_empty() {
+        if got.len > 0 {
             events.push(Event::Received {
                 conn: id,
-                data: RecvBuf::from(got),
+                data: got.take(),
             });
         }
         if finished && !last {
@@ -373,4 +378,29 @@ struct VarIntZero;
 
 impl VarIntZero {
     const ZERO: quinn_proto::VarInt = quinn_proto::VarInt::from_u32(NO_ERROR);
+}
+
+/// Stream chunks gathered for one delivery, by reference.
+#[derive(Default)]
+struct Gathered {
+    chunks: Vec<Bytes>,
+    /// Their total length.
+    len: usize,
+}
+
+impl Gathered {
+    fn push(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        self.chunks.push(chunk);
+    }
+
+    /// The chunks copied into one buffer of their size; empties `self`.
+    fn take(&mut self) -> RecvBuf {
+        let mut out = BytesMut::with_capacity(self.len);
+        for c in self.chunks.drain(..) {
+            out.extend_from_slice(&c);
+        }
+        self.len = 0;
+        RecvBuf::from(out)
+    }
 }

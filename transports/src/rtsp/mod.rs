@@ -202,13 +202,14 @@ impl<T: Transport> Rtsp<T> {
             }
             Event::Connected { conn } if self.conns.contains_key(&conn) => {}
             Event::Received { conn, data } if self.conns.contains_key(&conn) => {
+                let rest = self.packets_in_place(conn, data, events);
                 if let Some(c) = self.conns.get_mut(&conn) {
-                    c.rx.extend_from_slice(&data);
+                    c.rx.extend_from_slice(&rest);
                     if !c.client {
                         c.last = self.now;
                     }
                 }
-                drop(data);
+                drop(rest);
                 self.advance(conn, events);
             }
             Event::Writable { conn } => match self.conns.get(&conn) {
@@ -222,6 +223,46 @@ impl<T: Transport> Rtsp<T> {
             }
             other => events.push(other),
         }
+    }
+
+    /// Delivers the data packets at the front of `data` as pieces of it,
+    /// in the receive chunk the kernel wrote (no copy), while nothing is
+    /// buffered before it and the connection is open; returns the rest —
+    /// an RTSP message, or a packet header split across two receives —
+    /// for [`Rtsp::advance`], which copies it into the connection's
+    /// buffer. Copying every receive there cost a fifth of the server's
+    /// time in the DTP stream benchmark.
+    fn packets_in_place(
+        &mut self,
+        conn: ConnId,
+        mut data: RecvBuf,
+        events: &mut Vec<Event>,
+    ) -> RecvBuf {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return data;
+        };
+        if !c.rx.is_empty() || !matches!(c.phase, Phase::Open) {
+            return data;
+        }
+        while !data.is_empty() {
+            // Only a data packet changes the decoder's state; anything else
+            // is decoded again from the connection's buffer.
+            let Ok((
+                Item::Data {
+                    channel, skip, len, ..
+                },
+                _,
+            )) = c.decoder.decode(&data)
+            else {
+                break;
+            };
+            drop(data.split_to(skip));
+            let piece = data.split_to(len);
+            if channel == DATA_CHANNEL && len > 0 {
+                events.push(Event::Received { conn, data: piece });
+            }
+        }
+        data
     }
 
     /// Reads what `conn` has received: packets and messages.
