@@ -189,11 +189,7 @@ impl<A: OsAccess> Terminal<A> {
                 limits.per_terminal
             ));
         }
-        let mine = self
-            .sessions
-            .values()
-            .filter(|s| s.holder.id() == holder)
-            .count();
+        let mine = self.per_holder.get(holder).map_or(0, |&n| n as usize);
         if mine >= limits.per_fay {
             return Err(format!(
                 "{holder:?} already has {} sessions (SPEC TS-17)",
@@ -246,6 +242,7 @@ impl<A: OsAccess> Terminal<A> {
         if let Some(r) = self.resources.get_mut(&rec.resource_id) {
             r.occupy(id, rec.mode);
         }
+        self.count_holder(rec.holder.id(), true);
         self.sessions.insert(id, rec);
         let wait = Wait::Create {
             session: id,
@@ -253,6 +250,22 @@ impl<A: OsAccess> Terminal<A> {
         };
         self.start_op(wait, grant, now);
         Ok(())
+    }
+
+    /// One session more (`added`) or fewer for `holder` in
+    /// [`Terminal::per_holder`].
+    fn count_holder(&mut self, holder: &str, added: bool) {
+        match (self.per_holder.get_mut(holder), added) {
+            (Some(n), true) => *n += 1,
+            (Some(n), false) => *n = n.saturating_sub(1),
+            (None, true) => {
+                self.per_holder.insert(holder.to_owned(), 1);
+            }
+            (None, false) => {}
+        }
+        if self.per_holder.len() > 2 * self.sessions.len() + 1024 {
+            self.per_holder.retain(|_, n| *n > 0);
+        }
     }
 
     /// A fresh session id that no live or remembered session has.
@@ -283,6 +296,7 @@ impl<A: OsAccess> Terminal<A> {
         let Some(rec) = self.sessions.remove(&id) else {
             return;
         };
+        self.count_holder(rec.holder.id(), false);
         let reason = rec.reason.unwrap_or(TerminationReason::Forced);
         self.out
             .push_back(Output::Audit(AuditRecord::SessionTerminated(

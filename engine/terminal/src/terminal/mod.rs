@@ -165,6 +165,13 @@ pub struct Terminal<A: OsAccess> {
     pub(crate) random: Box<dyn RandomSource + Send>,
     pub(crate) resources: BTreeMap<String, Resource>,
     pub(crate) sessions: BTreeMap<SessionId, SessionRecord>,
+    /// SPEC TS-17: how many of `sessions` each holder has, so that the
+    /// per-Fay limit is a lookup, not a count of the whole table on every
+    /// AuthRequest. A count that falls to zero stays until the map holds
+    /// twice as many entries as there are sessions (plus 1,024), then the
+    /// zeros are pruned: a Fay holding one session at a time costs no
+    /// allocation per decision, and the map stays bounded.
+    pub(crate) per_holder: BTreeMap<String, u32>,
     pub(crate) tombstones: BTreeMap<SessionId, Tombstone>,
     pub(crate) tomb_order: VecDeque<SessionId>,
     /// Connections that are up, and the Fays known to speak on each.
@@ -215,6 +222,7 @@ impl<A: OsAccess> Terminal<A> {
             random,
             resources,
             sessions: BTreeMap::new(),
+            per_holder: BTreeMap::new(),
             tombstones: BTreeMap::new(),
             tomb_order: VecDeque::new(),
             conns: BTreeMap::new(),

@@ -1,7 +1,7 @@
 //! Property test: random sequences of every input, with OS failures, and
 //! after EVERY step the invariants of SPEC TS-8, TS-9, TS-17, HO-4 and TS-4.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dtp_codec::{AccessMode, SessionState};
 use dtp_crypto::cred::Credential;
@@ -339,6 +339,20 @@ impl World {
 /// TS-9, HO-4, TS-17 per resource, and TS-8: occupancy is exactly the live
 /// sessions (returned as (session, resource, mode)).
 fn check_occupancy(t: &Terminal<ScriptedAccess>) -> BTreeSet<(SessionId, String, u8)> {
+    // TS-17's per-holder counts are the session table's, holder by holder
+    // (zeros may linger until pruned).
+    let mut counted: BTreeMap<&str, u32> = BTreeMap::new();
+    for rec in t.sessions.values() {
+        *counted.entry(rec.holder.id()).or_default() += 1;
+    }
+    for (holder, &n) in &t.per_holder {
+        assert_eq!(
+            counted.get(holder.as_str()).copied().unwrap_or(0),
+            n,
+            "{holder}"
+        );
+    }
+    assert!(counted.keys().all(|h| t.per_holder.contains_key(*h)));
     let mut occupied = BTreeSet::new();
     for r in t.resources() {
         // An exclusive occupant is alone, so at most one controller, and
