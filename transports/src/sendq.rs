@@ -185,6 +185,13 @@ impl SendQueue {
             self.wants_writable = true;
             return Err(SendError::BufferFull);
         }
+        // Room for one segment at first, not the four a first push would
+        // allocate: most connections never hold more (a request's answer),
+        // and the memory stays with the connection for its life. A busy
+        // one grows by doubling as usual.
+        if self.segments.capacity() == 0 {
+            self.segments.reserve_exact(1);
+        }
         match payload {
             Payload::Copied(bytes) => match self.copy_in(bufs, bytes) {
                 Ok(()) => {}
@@ -298,6 +305,10 @@ impl SendQueue {
 
     /// Records the request of one chunk a send in flight reads.
     pub(crate) fn add_in_flight(&mut self, t: Ticket) {
+        // One at first, as for the segments.
+        if self.in_flight.capacity() == 0 {
+            self.in_flight.reserve_exact(1);
+        }
         self.in_flight.push(t);
     }
 
