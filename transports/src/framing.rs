@@ -188,6 +188,20 @@ impl Rng {
     }
 }
 
+/// A wrapper's own state for `conn`, or `None` when the connection is
+/// not one it frames (it belongs to the inner transport: a TCP connection
+/// beside WebSocket or RTSP ones). No lookup while the wrapper has no
+/// connection at all, the common case of a TCP-only gateway.
+pub(crate) fn own_conn<C>(
+    conns: &mut std::collections::HashMap<ConnId, C>,
+    conn: ConnId,
+) -> Option<&mut C> {
+    if conns.is_empty() {
+        return None;
+    }
+    conns.get_mut(&conn)
+}
+
 /// The earlier of the caller's poll timeout and a wrapper's next timer.
 pub(crate) fn earlier(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     match (a, b) {

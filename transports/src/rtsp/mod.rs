@@ -536,11 +536,8 @@ impl<T: Transport> Transport for Rtsp<T> {
     }
 
     fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
-        if self.conns.is_empty() || !self.conns.contains_key(&conn) {
+        let Some(c) = crate::framing::own_conn(&mut self.conns, conn) else {
             return self.inner.send(conn, bytes);
-        }
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return Err(SendError::UnknownConnection);
         };
         if matches!(c.phase, Phase::Closing | Phase::Server { .. }) {
             return Err(SendError::Closed);
