@@ -10,6 +10,7 @@
 //! "control": {
 //!   "decisions": { "fays": 64, "resources": 64, "ops_per_s": …, "p50_us": …,
 //!                  "p99_us": …, "cpu_ns_per_op": …, "server_cpu_s": …,
+//!                  "control_cpu_ns_per_op": …,
 //!                  "ops": …, "refused": 0 },
 //!   "handovers": { …the same fields… },
 //!   "decisions_streams": { …the same fields… } | null,
@@ -65,6 +66,10 @@ pub struct ControlFigures {
     pub cpu_ns_per_op: f64,
     /// The gateway's CPU time (user + system) over the measured interval, s.
     pub server_cpu_s: f64,
+    /// The control thread's share of `cpu_ns_per_op`, ns (the rest is the
+    /// shards' and the workers'); 0 when it could not be read.
+    #[serde(default)]
+    pub control_cpu_ns_per_op: f64,
     /// Operations in the measured interval.
     pub ops: u64,
     /// AuthRequests refused over the whole run (any code).
@@ -74,13 +79,14 @@ pub struct ControlFigures {
 impl ControlFigures {
     /// The figures of a run of `fays` Fays on `resources` resources that
     /// completed `ops` operations in `elapsed`, during which the gateway
-    /// used `server_cpu_ns` of CPU.
+    /// used `server_cpu_ns` of CPU, `control_cpu_ns` of it on the control
+    /// thread.
     pub fn from_run(
         fays: u64,
         resources: u64,
         ops: u64,
         elapsed: Duration,
-        server_cpu_ns: u64,
+        (server_cpu_ns, control_cpu_ns): (u64, u64),
         latency: &LatencySummary,
         refused: u64,
     ) -> Self {
@@ -97,6 +103,11 @@ impl ControlFigures {
                 0.0
             },
             server_cpu_s: server_cpu_ns as f64 / 1e9,
+            control_cpu_ns_per_op: if ops > 0 {
+                control_cpu_ns as f64 / ops as f64
+            } else {
+                0.0
+            },
             ops,
             refused,
         }
@@ -136,6 +147,7 @@ fn median_figures(runs: &[&ControlFigures]) -> ControlFigures {
         p99_us: f(|r| r.p99_us),
         cpu_ns_per_op: f(|r| r.cpu_ns_per_op),
         server_cpu_s: f(|r| r.server_cpu_s),
+        control_cpu_ns_per_op: f(|r| r.control_cpu_ns_per_op),
         ops: n(|r| r.ops),
         refused: n(|r| r.refused),
     }
@@ -166,6 +178,22 @@ pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
             "-",
             "-",
             f.ops
+        )?;
+    }
+    let control: Vec<String> = rows
+        .iter()
+        .filter_map(|(_, label, f)| {
+            f.filter(|f| f.control_cpu_ns_per_op > 0.0)
+                .map(|f| format!("{label} {}", nanos(f.control_cpu_ns_per_op)))
+        })
+        .collect();
+    if !control.is_empty() {
+        writeln!(
+            out,
+            "{:<12} {:<18} control thread's CPU/op (the rest is the shards'): {}",
+            "",
+            "",
+            control.join(", ")
         )?;
     }
     writeln!(
@@ -201,7 +229,9 @@ mod tests {
             p99_us: 400.0,
             ..LatencySummary::default()
         };
-        ControlFigures::from_run(64, 64, ops, Duration::from_secs(2), cpu_ns, &lat, 0)
+        let control_ns = cpu_ns / 4;
+        let cpu = (cpu_ns, control_ns);
+        ControlFigures::from_run(64, 64, ops, Duration::from_secs(2), cpu, &lat, 0)
     }
 
     #[test]
@@ -210,7 +240,9 @@ mod tests {
         assert_eq!(f.ops_per_s, 10_000.0);
         assert_eq!(f.cpu_ns_per_op, 50_000.0);
         assert_eq!(f.server_cpu_s, 1.0);
+        assert_eq!(f.control_cpu_ns_per_op, 12_500.0);
         assert_eq!(figures(0, 5).cpu_ns_per_op, 0.0);
+        assert_eq!(figures(0, 5).control_cpu_ns_per_op, 0.0);
     }
 
     #[test]
@@ -238,5 +270,10 @@ mod tests {
         }
         assert!(text.contains("decisions+streams"), "{text}");
         assert!(!text.contains("handovers+streams"), "{text}");
+        // 1 s of control thread over 20,000 and 2,000 ops.
+        assert!(
+            text.contains("control thread's CPU/op (the rest is the shards'): decisions 12.50 µs, handovers 62.50 µs"),
+            "{text}"
+        );
     }
 }

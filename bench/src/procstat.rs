@@ -207,6 +207,29 @@ pub fn delta(a: &Sample, b: &Sample) -> Result<Delta, ProcError> {
     })
 }
 
+/// CPU time in ns (schedstat) of the threads of process `pid` named
+/// `name` (their `comm`, as a thread sets it with
+/// `std::thread::Builder::name`, cut to 15 bytes by the kernel), summed;
+/// `None` when no such thread is alive or the kernel has no schedstat.
+/// `dtp bench` reads the control thread's share this way.
+pub fn thread_cpu_ns(pid: u32, name: &str) -> Option<u64> {
+    let mut total = None;
+    for entry in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(entry) = entry else { continue };
+        let Ok(comm) = fs::read_to_string(entry.path().join("comm")) else {
+            continue;
+        };
+        if comm.trim_end_matches('\n') != name {
+            continue;
+        }
+        let Ok(s) = fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        *total.get_or_insert(0) += parse_schedstat_ns(&s)?;
+    }
+    total
+}
+
 /// `sysconf(_SC_CLK_TCK)`, from `getconf CLK_TCK` once, else
 /// [`DEFAULT_CLOCK_TICKS`].
 pub fn clock_ticks_per_second() -> u64 {
@@ -349,6 +372,28 @@ mod tests {
     #[test]
     fn clock_ticks_are_positive() {
         assert!(clock_ticks_per_second() > 0);
+    }
+
+    #[test]
+    fn a_named_thread_is_found_and_a_missing_one_is_not() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name("procstat-probe".into())
+            .spawn(move || {
+                // Busy for a moment so that its CPU time is not zero.
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(20) {
+                    std::hint::spin_loop();
+                }
+                let _ = rx.recv();
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+        let ns = thread_cpu_ns(std::process::id(), "procstat-probe");
+        tx.send(()).unwrap();
+        t.join().unwrap();
+        assert!(ns.is_some_and(|ns| ns > 0), "{ns:?}");
+        assert_eq!(thread_cpu_ns(std::process::id(), "no-such-thread"), None);
     }
 
     #[test]

@@ -289,7 +289,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
                 64,
                 30_000 * k,
                 Duration::from_secs(3),
-                900_000_000,
+                (900_000_000, 300_000_000),
                 &lat,
                 0,
             ),
@@ -298,7 +298,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
                 32,
                 6_000 * k,
                 Duration::from_secs(3),
-                600_000_000,
+                (600_000_000, 200_000_000),
                 &lat,
                 1,
             ),
@@ -307,7 +307,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
                 64,
                 12_000 * k,
                 Duration::from_secs(3),
-                900_000_000,
+                (900_000_000, 300_000_000),
                 &lat,
                 0,
             )),
@@ -347,6 +347,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
         "p99_us",
         "cpu_ns_per_op",
         "server_cpu_s",
+        "control_cpu_ns_per_op",
         "ops",
         "refused",
     ];
@@ -355,6 +356,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
     }
     assert_eq!(v["control"]["decisions"]["ops_per_s"], 10_000.0);
     assert_eq!(v["control"]["handovers"]["cpu_ns_per_op"], 100_000.0);
+    assert_eq!(v["control"]["decisions"]["control_cpu_ns_per_op"], 10_000.0);
     let m = combine(vec![run(1), run(3), run(2)], Vec::new(), Vec::new());
     assert_eq!(m.control.as_ref().unwrap().decisions.ops, 60_000);
     let streams = m.control.as_ref().unwrap().decisions_streams.as_ref();

@@ -51,7 +51,9 @@ pub use local::Local;
 #[cfg(not(loom))]
 pub use routed::{Routed, RoutedConn};
 #[cfg(not(loom))]
-pub use runtime::{Engine, EngineConfig, EngineHandle, Listener, ShardMetrics, ShardSnapshot};
+pub use runtime::{
+    CONTROL_THREAD, Engine, EngineConfig, EngineHandle, Listener, ShardMetrics, ShardSnapshot,
+};
 #[cfg(not(loom))]
 pub use service::{Connections, Ctl, Origin, Outbox, Service};
 #[cfg(not(loom))]

@@ -17,6 +17,10 @@ use crate::control::{self, ControlLink, ControlMetrics, ControlPlane, ShardLink}
 use crate::service::Service;
 use crate::shard::Shard;
 
+/// The control thread's name (what `/proc/PID/task/*/comm` and profilers
+/// show): `dtp bench` reads its CPU time by it.
+pub const CONTROL_THREAD: &str = "dtp-control";
+
 /// How to run the engine.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -313,7 +317,7 @@ impl Engine {
                 let metrics = Arc::new(ControlMetrics::default());
                 let (m, s) = (metrics.clone(), stop.clone());
                 let thread = std::thread::Builder::new()
-                    .name("dtp-control".to_owned())
+                    .name(CONTROL_THREAD.to_owned())
                     .spawn(move || {
                         if let Ok(links) = links_rx.recv() {
                             control::run(plane, links, s, m);

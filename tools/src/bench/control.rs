@@ -16,6 +16,7 @@ use dtp_bench::dtp_workload::BenchKeys;
 use dtp_bench::procstat::{self, Sample};
 use dtp_bench::workload::Workload;
 use dtp_codec::AccessMode;
+use dtp_engine::CONTROL_THREAD;
 
 use super::Server;
 use crate::load::LoadSpec;
@@ -166,13 +167,22 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         quic: None,
     };
     let mut edges: Vec<Result<Sample, String>> = Vec::new();
-    let result = control::run(&load, &spec, |_, _, _| {}, |_| edges.push(server.sample()))
+    let mut control_edges: Vec<Option<u64>> = Vec::new();
+    let at_edge = |_| {
+        edges.push(server.sample());
+        control_edges.push(server.thread_cpu_ns(CONTROL_THREAD));
+    };
+    let result = control::run(&load, &spec, |_, _, _| {}, at_edge)
         .map_err(|e| format!("control {}: {e}", mode.name()))?;
     let mut edges = edges.into_iter();
     let (Some(start), Some(end)) = (edges.next(), edges.next()) else {
         return Err("the measured window did not complete".to_owned());
     };
     let cpu = procstat::delta(&start?, &end?).map_err(|e| e.to_string())?;
+    let control_cpu_ns = match control_edges[..] {
+        [Some(a), Some(b), ..] => b.saturating_sub(a),
+        _ => 0,
+    };
     let (t, s) = (&result.load.tally, &result.stats);
     if t.errors > 0 || t.failed > 0 || result.failed_flows > 0 || result.unfinished > 0 {
         return Err(format!(
@@ -199,7 +209,7 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         resources,
         t.ops,
         result.load.elapsed,
-        cpu.cpu_ns,
+        (cpu.cpu_ns, control_cpu_ns),
         &result.load.latency,
         refused,
     ))

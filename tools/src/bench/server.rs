@@ -116,6 +116,11 @@ impl Server {
         procstat::sample(self.child.id()).map_err(|e| format!("{} server stats: {e}", self.name))
     }
 
+    /// The CPU time of its threads named `name` now, ns (`None`: none).
+    pub(crate) fn thread_cpu_ns(&self, name: &str) -> Option<u64> {
+        procstat::thread_cpu_ns(self.child.id(), name)
+    }
+
     /// Stops the server (the figures are already taken).
     pub(crate) fn stop(mut self) {
         let _ = self.child.kill();

@@ -608,3 +608,32 @@ fn signature_cache_rechecks_everything_but_the_signature() {
     }
     assert_eq!(cache.len(), 2);
 }
+
+/// `recheck` repeats every check of a verified credential but the
+/// signature: expiry, revocation and an issuer no longer trusted all fail it.
+#[test]
+fn recheck_repeats_everything_but_the_signature() {
+    let i = issuer(1);
+    let mut v = verifier_for(&i);
+    let c = i.issue(request(), [3; 16]).unwrap();
+    let verified = v.verify(&c, NOW).unwrap();
+    assert_eq!(v.recheck(&verified, NOW).unwrap(), verified);
+    assert!(matches!(
+        v.recheck(&verified, NOW + 3600),
+        Err(CredError::Expired { .. })
+    ));
+    assert!(matches!(
+        v.recheck(&verified, NOW - 11),
+        Err(CredError::NotYetValid { .. })
+    ));
+    let id = c.descriptor().descriptor_id;
+    assert!(v.revoke(id).unwrap());
+    assert!(matches!(v.recheck(&verified, NOW), Err(CredError::Revoked(r)) if r == id));
+    let mut v2 = verifier_for(&i);
+    assert!(v2.recheck(&verified, NOW).is_ok(), "another verifier");
+    assert!(v2.distrust(&i.public_key().key_id()));
+    assert!(matches!(
+        v2.recheck(&verified, NOW),
+        Err(CredError::UnknownIssuer(_))
+    ));
+}

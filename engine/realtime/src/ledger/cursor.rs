@@ -31,19 +31,47 @@ const TAG_LEN: usize = 16;
 /// Cursor format version prefix.
 const PREFIX: &str = "c1";
 
-/// The HMAC key cursors are tagged with.
-pub(crate) struct CursorKey(hmac::Key);
+/// The HMAC key cursors are tagged with, and the tag's state after the
+/// fixed part of its message for the ledger's current stream, scope and
+/// epoch ([`CursorKey::bind`]). Issuing a cursor then hashes only its
+/// sequence: a profile of the built-in streams showed cursor tags at about
+/// a twentieth of the control thread, a third of it the fixed prefix.
+pub(crate) struct CursorKey {
+    key: hmac::Key,
+    /// The context after `LABEL ‖ stream ‖ scope ‖ epoch`, and that epoch.
+    bound: Option<(hmac::Context, String)>,
+}
 
 impl CursorKey {
     /// A key from the deployment's 32-byte cursor secret.
     pub(crate) fn new(secret: &[u8; 32]) -> Self {
-        Self(hmac::Key::new(hmac::HMAC_SHA256, secret))
+        Self {
+            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+            bound: None,
+        }
+    }
+
+    /// Prepares issuing for `epoch` on `stream` under `scope` (called when
+    /// the ledger is made and when its epoch changes).
+    pub(crate) fn bind(&mut self, stream: &str, scope: &str, epoch: &str) {
+        self.bound = Some((self.prefix(stream, scope, epoch), epoch.to_owned()));
     }
 
     /// The cursor text for `sequence` of `epoch` on `stream` under `scope`.
     pub(crate) fn issue(&self, stream: &str, scope: &str, epoch: &str, sequence: u64) -> String {
-        let tag = self.tag(stream, scope, epoch, sequence);
-        let mut s = format!("{PREFIX}.{epoch}.{sequence}.");
+        let tag = match &self.bound {
+            Some((ctx, bound)) if bound == epoch => finish(ctx.clone(), sequence),
+            _ => self.tag(stream, scope, epoch, sequence),
+        };
+        let mut s = String::with_capacity(CURSOR_MAX_LEN);
+        s.push_str(PREFIX);
+        s.push('.');
+        s.push_str(epoch);
+        s.push('.');
+        // No `format!`: a cursor is issued for every event published.
+        let mut digits = [0u8; 20];
+        s.push_str(decimal(sequence, &mut digits));
+        s.push('.');
         for b in tag {
             s.push(hex_digit(b >> 4));
             s.push(hex_digit(b & 0x0f));
@@ -65,7 +93,12 @@ impl CursorKey {
     }
 
     fn tag(&self, stream: &str, scope: &str, epoch: &str, sequence: u64) -> [u8; TAG_LEN] {
-        let mut ctx = hmac::Context::with_key(&self.0);
+        finish(self.prefix(stream, scope, epoch), sequence)
+    }
+
+    /// The tag's context after its fixed fields.
+    fn prefix(&self, stream: &str, scope: &str, epoch: &str) -> hmac::Context {
+        let mut ctx = hmac::Context::with_key(&self.key);
         ctx.update(LABEL);
         for field in [stream, scope, epoch] {
             // Lengths are bounded by the callers (≤ 64, 256 and 16 bytes);
@@ -73,14 +106,33 @@ impl CursorKey {
             ctx.update(&(field.len() as u64).to_be_bytes());
             ctx.update(field.as_bytes());
         }
-        ctx.update(&sequence.to_be_bytes());
-        let full = ctx.sign();
-        let mut tag = [0u8; TAG_LEN];
-        for (t, f) in tag.iter_mut().zip(full.as_ref()) {
-            *t = *f;
-        }
-        tag
+        ctx
     }
+}
+
+/// The truncated tag of a prefix context and `sequence`.
+fn finish(mut ctx: hmac::Context, sequence: u64) -> [u8; TAG_LEN] {
+    ctx.update(&sequence.to_be_bytes());
+    let full = ctx.sign();
+    let mut tag = [0u8; TAG_LEN];
+    for (t, f) in tag.iter_mut().zip(full.as_ref()) {
+        *t = *f;
+    }
+    tag
+}
+
+/// `v` in decimal, written at the end of `buf`.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).unwrap_or("0")
 }
 
 /// A cursor's fields after the syntax check, before the tag check.
@@ -180,6 +232,22 @@ mod tests {
         let max = key().issue("orders", "tenant-1", EPOCH, u64::MAX);
         assert!(max.len() <= CURSOR_MAX_LEN && max.is_ascii());
         assert_eq!(parse(&max).unwrap().sequence, u64::MAX);
+    }
+
+    #[test]
+    fn a_bound_key_issues_what_an_unbound_one_does() {
+        let mut bound = key();
+        bound.bind("orders", "tenant-1", EPOCH);
+        for seq in [0, 1, 9, 10, 42, 1_000_007, u64::MAX] {
+            let c = bound.issue("orders", "tenant-1", EPOCH, seq);
+            assert_eq!(c, key().issue("orders", "tenant-1", EPOCH, seq));
+            assert!(key().verify("orders", "tenant-1", &parse(&c).unwrap()));
+        }
+        // Another epoch than the bound one is tagged in full, not with the
+        // bound prefix.
+        let other = "00000000deadbeee";
+        let c = bound.issue("orders", "tenant-1", other, 5);
+        assert_eq!(c, key().issue("orders", "tenant-1", other, 5));
     }
 
     #[test]

@@ -111,13 +111,15 @@ impl<T: LedgerItem> Ledger<T> {
         cursor_key: &[u8; 32],
     ) -> Result<Self, RetentionError> {
         retention.validate()?;
+        let mut key = CursorKey::new(cursor_key);
+        key.bind(stream_id, scope, epoch.as_str());
         Ok(Self {
             stream_id: stream_id.to_owned(),
             scope: scope.to_owned(),
             recovery,
             retention,
             epoch,
-            key: CursorKey::new(cursor_key),
+            key,
             last_sequence: 0,
             revision: 0,
             entries: VecDeque::new(),
@@ -259,6 +261,7 @@ impl<T: LedgerItem> Ledger<T> {
         }
         let n = self.drop_all();
         self.stats.evicted_by_epoch += n as u64;
+        self.key.bind(&self.stream_id, &self.scope, epoch.as_str());
         self.epoch = epoch;
         self.last_sequence = 0;
         self.revision = self.revision.wrapping_add(1);

@@ -35,7 +35,7 @@ impl<A: OsAccess> Terminal<A> {
         // The policy may have taken seconds: re-check the target's
         // credential now (a revocation or expiry in between fails it).
         if let Some(cred) = &ev.target
-            && let Err(e) = self.verifier.verify(cred.credential(), now.secs())
+            && let Err(e) = self.verifier.recheck(cred, now.secs())
         {
             let m = format!("target credential: {e}");
             self.finish_failed(ev, ErrorCode::E_HANDOVER_INVALID_TARGET, None, m, now);
