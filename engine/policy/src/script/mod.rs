@@ -46,7 +46,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rhai::{AST, Module, Shared};
+use rhai::{AST, Engine};
 
 use crate::config::PriorityScript;
 use crate::input::{PolicyInput, Verdict};
@@ -116,7 +116,10 @@ impl Default for ScriptLimits {
 /// SPEC HO-3a: the compiled priority scripts, by `script_id`.
 pub struct ScriptRegistry {
     scripts: HashMap<String, AST>,
-    packages: Vec<Shared<Module>>,
+    /// One sandboxed engine for every compile and run: building one per
+    /// run (its packages, disabled symbols and limits) was most of a
+    /// handover's script cost.
+    engine: Engine,
     limits: ScriptLimits,
     clock: BudgetClock,
 }
@@ -136,9 +139,11 @@ impl ScriptRegistry {
     /// An empty registry whose runs are held to `limits`, their time budget
     /// measured by `clock`.
     pub fn new(limits: ScriptLimits, clock: BudgetClock) -> Self {
+        let budget = (limits.time_budget, clock.clone());
+        let engine = sandbox::engine(&sandbox::packages(), &limits, Some(budget));
         Self {
             scripts: HashMap::new(),
-            packages: sandbox::packages(),
+            engine,
             limits,
             clock,
         }
@@ -154,8 +159,7 @@ impl ScriptRegistry {
         if self.scripts.contains_key(script_id) {
             return Err(err(ScriptErrorKind::Duplicate));
         }
-        let engine = sandbox::engine(&self.packages, &self.limits, None);
-        let ast = sandbox::compile(&engine, source)
+        let ast = sandbox::compile(&self.engine, source)
             .map_err(|e| err(ScriptErrorKind::Compile(one_line(&e.to_string()))))?;
         self.scripts.insert(script_id.to_owned(), ast);
         Ok(())
@@ -186,9 +190,8 @@ impl ScriptRegistry {
             .scripts
             .get(script_id)
             .ok_or_else(|| err(ScriptErrorKind::Unknown))?;
-        let budget = (self.limits.time_budget, self.clock.clone());
-        let engine = sandbox::engine(&self.packages, &self.limits, Some(budget));
-        let out = sandbox::run(&engine, ast, input, parameters).map_err(err)?;
+        let run = || sandbox::run(&self.engine, ast, input, parameters);
+        let out = sandbox::timed((self.clock)(), run).map_err(err)?;
         Scores::from_output(out).map_err(|m| err(ScriptErrorKind::Output(m)))
     }
 

@@ -3,8 +3,9 @@
 //! shown to the script. Nothing here touches the network, files, a random
 //! source or a clock (the budget check reads the caller's [`BudgetClock`]).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rhai::packages::{
     BasicArrayPackage, BasicMapPackage, BasicMathPackage, BitFieldPackage, CorePackage,
@@ -35,8 +36,16 @@ pub(super) fn packages() -> Vec<Shared<Module>> {
     ]
 }
 
-/// A sandboxed engine. With `budget`, the run that follows is stopped once
-/// it has used that much time on the clock (measured from this call).
+thread_local! {
+    /// When the run on this thread started, if one is running (see
+    /// [`engine`] and [`timed`]).
+    static RUN_START: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// A sandboxed engine, built once per registry and reused by every run. With
+/// `budget`, a run made through [`timed`] is stopped once it has used that
+/// much time on the clock; the start is the calling thread's own, so a
+/// registry shared between threads times each run alone.
 pub(super) fn engine(
     packages: &[Shared<Module>],
     limits: &ScriptLimits,
@@ -64,13 +73,24 @@ pub(super) fn engine(
         .set_max_modules(0);
     if let Some((budget, clock)) = budget {
         // The caller's clock (see the module doc of `script`).
-        let start = clock();
         engine.on_progress(move |ops| {
-            (ops % BUDGET_CHECK_EVERY == 0 && clock().saturating_duration_since(start) > budget)
-                .then_some(Dynamic::UNIT)
+            let over = ops % BUDGET_CHECK_EVERY == 0
+                && RUN_START
+                    .get()
+                    .is_some_and(|start| clock().saturating_duration_since(start) > budget);
+            over.then_some(Dynamic::UNIT)
         });
     }
     engine
+}
+
+/// Runs `f` as one timed run started at `start` (the budget of [`engine`]
+/// counts from there).
+pub(super) fn timed<T>(start: Instant, f: impl FnOnce() -> T) -> T {
+    RUN_START.set(Some(start));
+    let out = f();
+    RUN_START.set(None);
+    out
 }
 
 /// Compiles a script. `input` and `params` are declared (as plain

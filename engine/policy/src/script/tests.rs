@@ -203,6 +203,32 @@ fn time_budget_stops_a_run_the_step_limit_would_not() {
     );
 }
 
+/// The engine is built once and reused: every run's budget counts from
+/// its own start, not from the registry's first run, and a run after one
+/// that was stopped is not stopped for it.
+#[test]
+fn each_run_of_a_reused_engine_has_its_own_budget() {
+    let (clock, reads) = counting_clock(Duration::from_millis(1));
+    let limits = ScriptLimits {
+        max_operations: 0, // Rhai: unlimited
+        time_budget: Duration::from_millis(10),
+        ..ScriptLimits::default()
+    };
+    let mut r = ScriptRegistry::new(limits, clock);
+    r.load("spin", "loop { } #{ source: 0, target: 1 }")
+        .unwrap();
+    r.load("quick", "#{ source: 0, target: 1 }").unwrap();
+    let input = sample::input();
+    for _ in 0..2 {
+        let before = reads.load(Ordering::Relaxed);
+        let e = r.scores("spin", &input, &BTreeMap::new()).unwrap_err();
+        assert_eq!(e.kind, ScriptErrorKind::TimeBudget);
+        // Its own start, then one read per check until 10 ms passed.
+        assert!(reads.load(Ordering::Relaxed) - before >= 12);
+        assert!(r.scores("quick", &input, &BTreeMap::new()).is_ok());
+    }
+}
+
 #[test]
 fn the_time_budget_is_measured_by_the_callers_clock() {
     // A virtual clock that moves 1 ms per read: the run ends on the budget
