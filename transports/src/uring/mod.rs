@@ -1,5 +1,6 @@
-//! The io_uring backend: multishot accept and receive into a provided buffer
-//! ring whose buffers are the core's pool chunks, batched submission (one
+//! The io_uring backend: multishot accept (into the ring's file table where
+//! the kernel has direct descriptors: `fixed`) and receive into a provided
+//! buffer ring whose buffers are the core's pool chunks, batched submission (one
 //! `io_uring_enter` per poll), sends from pool chunks, and cancellation that
 //! waits for the cancelled operation's own completion before any buffer it
 //! may touch is reused (SPEC MEM-7).
