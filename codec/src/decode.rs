@@ -159,6 +159,34 @@ pub fn decode_frame(
     limits: &Limits,
 ) -> std::result::Result<(LogicalFrame, usize), DecodeError> {
     let h = parse_header(buf, limits)?;
+    decode_after_header(buf, h, limits)
+}
+
+/// SPEC FRM-2: decodes the frame at the start of `buf` whose header
+/// [`peek_frame_head`] already checked (on these bytes, with these
+/// limits), without reading the header again: a stream reader that cut the
+/// frame by its head parses each frame's length once. Returns what
+/// [`decode_frame`] returns for the same bytes.
+pub fn decode_frame_at(
+    buf: &Bytes,
+    head: &FrameHead,
+    limits: &Limits,
+) -> std::result::Result<(LogicalFrame, usize), DecodeError> {
+    let h = Header {
+        kind: head.kind,
+        aead: head.aead,
+        key_version: head.key_version,
+        stream_id: head.stream_id,
+        len: head.total_len.saturating_sub(HEADER_LEN),
+    };
+    decode_after_header(buf, h, limits)
+}
+
+fn decode_after_header(
+    buf: &Bytes,
+    h: Header,
+    limits: &Limits,
+) -> std::result::Result<(LogicalFrame, usize), DecodeError> {
     let total = HEADER_LEN + h.len;
     if buf.len() < total {
         return Err(DecodeError::Incomplete { needed: total });

@@ -82,7 +82,8 @@ pub use control::{
     SessionState, SessionStateChanged, SessionTransferRequest,
 };
 pub use decode::{
-    FrameDecoder, FrameHead, decode_frame, decode_opened, peek_frame_head, peek_frame_len,
+    FrameDecoder, FrameHead, decode_frame, decode_frame_at, decode_opened, peek_frame_head,
+    peek_frame_len,
 };
 pub use error::{DecodeError, DecodeErrorKind, EncodeError, ErrorCode};
 pub use frame::{

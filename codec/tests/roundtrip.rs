@@ -275,7 +275,10 @@ proptest! {
         prop_assert_eq!(used, wire.len());
         prop_assert_eq!(&back, &f);
         // Re-encoding is byte-identical: the encoding is canonical.
-        prop_assert_eq!(back.to_bytes(&limits).unwrap(), wire);
+        prop_assert_eq!(&back.to_bytes(&limits).unwrap(), &wire);
+        // Decoding after the head was peeked gives the same frame.
+        let head = peek_frame_head(&wire, &limits).unwrap();
+        prop_assert_eq!(decode_frame_at(&wire, &head, &limits).unwrap(), (back, used));
     }
 
     /// The JSON form round-trips too (what `dtp frame encode` relies on).

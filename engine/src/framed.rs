@@ -21,7 +21,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use dtp_codec::{
     Body, CloseFrame, DecodeError, ErrorCode, FrameBuf, FrameHead, Limits, LogicalFrame,
-    decode_frame, peek_frame_head,
+    decode_frame_at, peek_frame_head,
 };
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
@@ -43,8 +43,10 @@ pub struct Frame {
 impl Frame {
     /// Decodes the frame (payloads are slices of its bytes, no copy): for a
     /// service that has no use for the wire bytes themselves.
+    /// The header is not read again: [`Framed`] checked it with these
+    /// limits when it cut the frame (one length parse per frame).
     pub fn decode(self, limits: &Limits) -> Result<LogicalFrame, DecodeError> {
-        decode_frame(&self.wire.freeze(), limits).map(|(frame, _)| frame)
+        decode_frame_at(&self.wire.freeze(), &self.head, limits).map(|(frame, _)| frame)
     }
 }
 

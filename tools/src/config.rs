@@ -204,6 +204,9 @@ pub(crate) struct IoSection {
     pub(crate) batch_wait_us: u32,
     /// io_uring: SEND_ZC for sends of at least this many bytes (0: never).
     pub(crate) send_zc_threshold: usize,
+    /// io_uring: accept connections as direct descriptors where the kernel
+    /// has them.
+    pub(crate) fixed_files: bool,
     /// Milliseconds an outgoing connect may take.
     pub(crate) connect_timeout_ms: u64,
 }
@@ -224,6 +227,7 @@ impl Default for IoSection {
             batch: d.batch,
             batch_wait_us: d.batch_wait_us,
             send_zc_threshold: d.send_zc_threshold,
+            fixed_files: d.fixed_files,
             connect_timeout_ms: d.connect_timeout.as_millis() as u64,
         }
     }
@@ -505,6 +509,7 @@ impl Config {
             batch: self.io.batch,
             batch_wait_us: self.io.batch_wait_us,
             send_zc_threshold: self.io.send_zc_threshold,
+            fixed_files: self.io.fixed_files,
             connect_timeout: Duration::from_millis(self.io.connect_timeout_ms),
             // The gateway only accepts: its outgoing connections (none
             // today) would go from the kernel's choice of address.

@@ -133,6 +133,14 @@ pub struct DriverConfig {
     /// generator holding more connections to one server spreads them over
     /// several (127.0.0.2, 127.0.0.3, … on loopback).
     pub bind_sources: Vec<std::net::IpAddr>,
+    /// io_uring: accept TCP and Unix stream connections as direct
+    /// descriptors (slots of the ring's registered file table, no entry in
+    /// the process's descriptor table), so that no operation on them looks
+    /// the file up and takes a reference to it. Used where the kernel has
+    /// them (5.19+) and the table can be registered; otherwise, and once
+    /// the table is nearly full, connections are accepted as ordinary
+    /// descriptors.
+    pub fixed_files: bool,
 }
 
 impl Default for DriverConfig {
@@ -157,6 +165,7 @@ impl Default for DriverConfig {
             send_zc_threshold: 0,
             connect_timeout: Duration::from_secs(10),
             bind_sources: Vec::new(),
+            fixed_files: true,
         }
     }
 }

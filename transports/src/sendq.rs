@@ -237,33 +237,46 @@ impl SendQueue {
         };
         let chunk = bufs.chunk_size() as usize;
         let new_chunks = bytes.len().saturating_sub(tail_room).div_ceil(chunk);
-        let mut fresh = Vec::with_capacity(new_chunks);
+        // The fresh chunks go straight onto the queue (no list of their
+        // own to allocate per send), empty until every one is had.
+        let tail = self.segments.len();
         for _ in 0..new_chunks {
-            match bufs.acquire_send(self.chunks + fresh.len() as u32) {
-                Some(h) => fresh.push(h),
+            match bufs.acquire_send(self.chunks) {
+                Some(handle) => {
+                    self.segments.push_back(Segment::Chunk { handle, len: 0 });
+                    self.chunks += 1;
+                }
                 None => {
-                    for h in fresh {
-                        bufs.release_send(h);
+                    while self.segments.len() > tail {
+                        if let Some(Segment::Chunk { handle, .. }) = self.segments.pop_back() {
+                            bufs.release_send(handle);
+                            self.chunks -= 1;
+                        }
                     }
                     return Err(CopyFailed::Starved);
                 }
             }
         }
         let mut rest = bytes;
-        if tail_room > 0
-            && let Some(Segment::Chunk { handle, len }) = self.segments.back_mut()
-        {
-            let before = *len;
-            *len = bufs
-                .append(*handle, *len, rest)
-                .map_err(|_| CopyFailed::Pool)?;
-            rest = &rest[(*len - before) as usize..];
-        }
-        for handle in fresh {
-            let len = bufs.append(handle, 0, rest).map_err(|_| CopyFailed::Pool)?;
-            rest = &rest[len as usize..];
-            self.segments.push_back(Segment::Chunk { handle, len });
-            self.chunks += 1;
+        let first = if tail_room > 0 { tail - 1 } else { tail };
+        for segment in self.segments.range_mut(first..) {
+            if let Segment::Chunk { handle, len } = segment {
+                let before = *len;
+                match bufs.append(*handle, *len, rest) {
+                    Ok(valid) => *len = valid,
+                    Err(_) => {
+                        // An empty segment would stop the queue's sends:
+                        // the fresh chunks nothing reached go back.
+                        while let Some(Segment::Chunk { handle, len: 0 }) = self.segments.back() {
+                            bufs.release_send(*handle);
+                            self.segments.pop_back();
+                            self.chunks -= 1;
+                        }
+                        return Err(CopyFailed::Pool);
+                    }
+                }
+                rest = &rest[(*len - before) as usize..];
+            }
         }
         Ok(())
     }

@@ -68,6 +68,17 @@ impl ListenSocket {
         }
     }
 
+    /// Sets the per-connection options of `config` on a TCP listener, so
+    /// that the connections it accepts inherit them (Linux copies
+    /// TCP_NODELAY and a congestion control set by `setsockopt` to every
+    /// accepted socket): a connection accepted as a direct descriptor has
+    /// no file descriptor to set them on.
+    pub(crate) fn tune_accepted(&self, config: &DriverConfig) {
+        if let Self::Tcp(s) = self {
+            tune_socket(socket2::SockRef::from(s), config);
+        }
+    }
+
     /// What the accepted connections carry.
     pub(crate) fn kind(&self) -> Kind {
         match self {

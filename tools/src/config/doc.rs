@@ -77,6 +77,10 @@ const DOCS: &[(&str, &str)] = &[
         "io_uring: SEND_ZC for sends of at least this many bytes (0: never).",
     ),
     (
+        "io.fixed_files",
+        "io_uring: accept connections as direct descriptors (no per-operation file lookup) where the kernel has them.",
+    ),
+    (
         "io.connect_timeout_ms",
         "Milliseconds an outgoing connect may take.",
     ),

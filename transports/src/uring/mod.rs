@@ -1,5 +1,6 @@
-//! The io_uring backend: multishot accept and receive into a provided buffer
-//! ring whose buffers are the core's pool chunks, batched submission (one
+//! The io_uring backend: multishot accept (into the ring's file table where
+//! the kernel has direct descriptors: `fixed`) and receive into a provided
+//! buffer ring whose buffers are the core's pool chunks, batched submission (one
 //! `io_uring_enter` per poll), sends from pool chunks, and cancellation that
 //! waits for the cancelled operation's own completion before any buffer it
 //! may touch is reused (SPEC MEM-7).
@@ -29,8 +30,10 @@ use crate::transport::{Event, Transport, TransportError};
 use crate::waker::EventFd;
 
 mod bufring;
+mod fixed;
 mod udp;
 use bufring::BufRing;
+use fixed::{FixedTable, Sock};
 
 /// Bytes received in one poll from which the next wait holds out for a
 /// batch of completions (see [`DriverConfig::batch`]).
@@ -63,6 +66,8 @@ enum Op {
     UdpRecv = 8,
     /// A UDP socket's `sendmsg`.
     UdpSend = 9,
+    /// The close of a direct descriptor.
+    CloseFixed = 10,
 }
 
 fn user_data(op: Op, id: SlotId) -> u64 {
@@ -76,10 +81,18 @@ fn split(user_data: u64) -> (u8, u64) {
 struct Listener {
     socket: ListenSocket,
     armed: bool,
+    /// The armed accept takes direct descriptors.
+    direct: bool,
+    /// A cancel of the direct accept is under way (the table is nearly
+    /// full): its re-arm takes ordinary descriptors.
+    leaving_direct: bool,
+    /// The kernel refused a direct accept on this listener: it takes
+    /// ordinary descriptors from now on.
+    no_direct: bool,
 }
 
 struct Conn {
-    fd: OwnedFd,
+    sock: Sock,
     /// Operations submitted and not yet finally completed.
     ops: u32,
     recv_armed: bool,
@@ -151,6 +164,8 @@ pub struct Uring {
     batch: u32,
     /// The last poll received at least [`STREAMING_BYTES`].
     streaming: bool,
+    /// The registered file table for direct descriptors, if any.
+    fixed: Option<FixedTable>,
 }
 
 fn sys(res: i32) -> i32 {
@@ -175,6 +190,11 @@ impl Uring {
                 0,
             )?;
         }
+        let fixed = if config.fixed_files {
+            FixedTable::register(&ring, config.max_connections)
+        } else {
+            None
+        };
         let batch = if ring.params().is_feature_min_timeout() && config.batch_wait_us > 0 {
             config.batch.min(u32::from(config.recv_buffers) / 2).max(1)
         } else {
@@ -187,6 +207,7 @@ impl Uring {
             },
             batch,
             streaming: false,
+            fixed,
             ring: Some(ring),
             buf_ring: BufRing::new(1)?, // replaced below
             bufs,
@@ -269,11 +290,17 @@ impl Uring {
     ) -> Result<(ListenerId, Endpoint), TransportError> {
         let (socket, bound) =
             crate::socket::listen(at, shared, self.config.chunk_size, "io_uring")?;
+        if self.fixed.is_some() {
+            socket.tune_accepted(&self.config);
+        }
         let id = self
             .listeners
             .insert(Listener {
                 socket,
                 armed: false,
+                direct: false,
+                leaving_direct: false,
+                no_direct: false,
             })
             .map_err(|_| io::Error::other("too many listeners"))?;
         self.arm_accept(id)?;
@@ -285,9 +312,19 @@ impl Uring {
             return Ok(());
         };
         let fd = l.socket.raw_fd();
+        // Direct descriptors for stream sockets only: a message socket's
+        // SDU sizes are read from its descriptor.
+        let direct = !l.no_direct
+            && l.socket.kind().sdu().is_none()
+            && self.fixed.as_ref().is_some_and(FixedTable::room_for_accept);
         l.armed = true;
+        l.direct = direct;
+        l.leaving_direct = false;
+        // A direct descriptor is in no descriptor table, so close-on-exec
+        // does not apply (the kernel refuses the flag with one).
         let e = opcode::AcceptMulti::new(Fd(fd))
-            .flags(libc::SOCK_CLOEXEC)
+            .allocate_file_index(direct)
+            .flags(if direct { 0 } else { libc::SOCK_CLOEXEC })
             .build()
             .user_data(user_data(Op::Accept, id));
         self.push(e)
@@ -295,22 +332,25 @@ impl Uring {
 
     fn new_conn(
         &mut self,
-        fd: OwnedFd,
+        sock: Sock,
         kind: Kind,
         connecting: Option<Box<SockAddr>>,
     ) -> Option<ConnId> {
-        if kind == Kind::Tcp {
-            crate::socket::tune_socket(socket2::SockRef::from(&fd), &self.config);
+        // A direct descriptor inherited these from its listener.
+        if kind == Kind::Tcp
+            && let Sock::Fd(fd) = &sock
+        {
+            crate::socket::tune_socket(socket2::SockRef::from(fd), &self.config);
         }
         let mut sdu = kind.sdu();
         if connecting.is_none()
-            && let Some(sdu) = &mut sdu
+            && let (Some(sdu), Some(fd)) = (&mut sdu, sock.raw())
         {
-            sdu.settle(fd.as_raw_fd());
+            sdu.settle(fd);
         }
         let conn = Conn {
             sdu,
-            fd,
+            sock,
             ops: 0,
             recv_armed: false,
             needs_recv: false,
@@ -324,9 +364,25 @@ impl Uring {
         };
         match self.conns.insert(conn) {
             Ok(id) => Some(ConnId(id)),
-            Err(_) => {
+            Err(rejected) => {
                 self.stats.refused += 1;
+                self.close_sock(rejected.sock);
                 None
+            }
+        }
+    }
+
+    /// Closes a socket no connection holds any more: an ordinary
+    /// descriptor at once, a direct one through the ring.
+    fn close_sock(&mut self, sock: Sock) {
+        match sock {
+            Sock::Fd(fd) => drop(fd),
+            Sock::Fixed(slot) => {
+                let e = fixed::close_entry(slot).user_data((Op::CloseFixed as u64) << 56);
+                if self.push(e).is_err() {
+                    // The slot stays taken until the ring closes.
+                    tracing::warn!("could not submit the close of a direct descriptor");
+                }
             }
         }
     }
@@ -340,7 +396,7 @@ impl Uring {
         let raw = fd.as_raw_fd();
         let (ptr, len) = (sa.as_ptr(), sa.len());
         let id = self
-            .new_conn(fd, kind, Some(sa))
+            .new_conn(Sock::Fd(fd), kind, Some(sa))
             .ok_or(TransportError::TooManyConnections)?;
         // The connect and its linked timeout must go in one submission.
         let ring = self.ring()?;
@@ -379,9 +435,8 @@ impl Uring {
         c.recv_armed = true;
         c.needs_recv = false;
         c.ops += 1;
-        let fd = c.fd.as_raw_fd();
-        let e = opcode::RecvMulti::new(Fd(fd), BGID)
-            .build()
+        let (fd, fixed) = c.sock.target();
+        let e = Sock::entry(fixed, opcode::RecvMulti::new(fd, BGID).build())
             .user_data(user_data(Op::Recv, id.0));
         self.push(e)
     }
@@ -446,7 +501,7 @@ impl Uring {
             (c.out.sendq.in_flight(), Op::Send),
             (c.connecting.is_some(), Op::Connect),
         ];
-        let fd = Fd(c.fd.as_raw_fd());
+        let walk = c.sock.cancel_all();
         let mut any = false;
         for (_, op) in pending.into_iter().filter(|(on, _)| *on) {
             any = true;
@@ -455,7 +510,7 @@ impl Uring {
         if !any {
             // An operation we keep no flag for: the walk it takes.
             self.stats.cancel_walks += 1;
-            self.cancel(conn, CancelBuilder::fd(fd).all());
+            self.cancel(conn, walk);
         }
     }
 
@@ -478,7 +533,7 @@ impl Uring {
         if let Some(mut c) = self.conns.remove(conn.0) {
             c.out.sendq.clear(&mut self.bufs);
             let reason = c.closing.unwrap_or(CloseReason::Local);
-            drop(c.fd);
+            self.close_sock(c.sock);
             events.push(Event::Closed { conn, reason });
             self.wake_chunk_waiters(events);
         }
@@ -519,11 +574,11 @@ impl Uring {
             // round trip each would cap a link at one SDU per poll); what
             // it does not take is left to an asynchronous send below,
             // which waits for room (the peer's credits).
-            if let Some(sdu) = c.sdu
+            if let (Some(sdu), Some(fd)) = (c.sdu, c.sock.raw())
                 && !c.out.sendq.is_empty()
                 && c.connecting.is_none()
             {
-                let w = c.out.write_now(c.fd.as_raw_fd(), &mut self.bufs, sdu.send);
+                let w = c.out.write_now(fd, &mut self.bufs, sdu.send);
                 self.stats.bytes_out += w.bytes;
                 self.stats.gathered_sends += w.gathered;
                 c.out.report_room(*conn, self.config.max_send_queue, events);
@@ -567,7 +622,7 @@ impl Uring {
         let Some(c) = self.conns.get_mut(conn.0) else {
             return Ok(());
         };
-        let fd = Fd(c.fd.as_raw_fd());
+        let (fd, fixed) = c.sock.target();
         let mut spans = [(std::ptr::null::<u8>(), 0u32); GATHER_MAX];
         let mut tickets = [None; GATHER_MAX];
         let mut n = 0;
@@ -639,7 +694,7 @@ impl Uring {
                 .flags(libc::MSG_NOSIGNAL as u32)
                 .build()
         };
-        self.push(e.user_data(data))
+        self.push(Sock::entry(fixed, e).user_data(data))
     }
 
     pub(crate) fn poll(
@@ -768,6 +823,15 @@ impl Uring {
                 }
                 Ok(())
             }
+            x if x == Op::CloseFixed as u8 => {
+                if let Some(t) = &mut self.fixed {
+                    t.freed();
+                }
+                if res < 0 {
+                    tracing::debug!(errno = sys(res), "closing a direct descriptor failed");
+                }
+                Ok(())
+            }
             x if x == Op::Wake as u8 => {
                 self.wake_armed = false;
                 events.push(Event::Woken);
@@ -784,26 +848,55 @@ impl Uring {
         flags: u32,
         events: &mut Vec<Event>,
     ) -> io::Result<()> {
-        let Some(lid) = self.listeners.find_packed(packed) else {
-            if res >= 0 {
-                // SAFETY: a non-negative accept result is a new fd we own.
-                drop(unsafe { OwnedFd::from_raw_fd(res) });
+        let lid = self.listeners.find_packed(packed);
+        let direct = lid
+            .and_then(|lid| self.listeners.get(lid))
+            .is_some_and(|l| l.direct);
+        let sock = (res >= 0).then(|| {
+            if direct {
+                if let Some(t) = &mut self.fixed {
+                    t.taken();
+                }
+                Sock::Fixed(res as u32)
+            } else {
+                // SAFETY: a non-negative accept result that is not a table
+                // slot is a new fd we own.
+                Sock::Fd(unsafe { OwnedFd::from_raw_fd(res) })
+            }
+        });
+        let Some(lid) = lid else {
+            if let Some(sock) = sock {
+                self.close_sock(sock);
             }
             return Ok(());
         };
-        if res >= 0 {
-            // SAFETY: a non-negative accept result is a new fd we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(res) };
+        if let Some(sock) = sock {
             let kind = self
                 .listeners
                 .get(lid)
                 .map_or(Kind::Tcp, |l| l.socket.kind());
-            if let Some(conn) = self.new_conn(fd, kind, None) {
+            if let Some(conn) = self.new_conn(sock, kind, None) {
                 self.arm_recv(conn)?;
                 events.push(Event::Accepted {
                     listener: ListenerId(lid),
                     conn,
                 });
+            }
+        } else if direct
+            && matches!(
+                sys(res),
+                libc::EINVAL | libc::EOPNOTSUPP | libc::EBADF | libc::ENFILE
+            )
+        {
+            // A kernel that cannot accept into the table (or a table full
+            // against the count): ordinary descriptors from the re-arm on,
+            // no loop of refusals.
+            tracing::info!(
+                errno = sys(res),
+                "io_uring: direct accept refused; accepting ordinary descriptors"
+            );
+            if let Some(l) = self.listeners.get_mut(lid) {
+                l.no_direct = true;
             }
         } else {
             tracing::debug!(errno = sys(res), "accept failed");
@@ -813,6 +906,19 @@ impl Uring {
                 l.armed = false;
             }
             self.arm_accept(lid)?;
+        } else if direct && !self.fixed.as_ref().is_some_and(FixedTable::room_for_accept) {
+            // The table is nearly full: end the direct accept; its re-arm
+            // takes ordinary descriptors.
+            if let Some(l) = self.listeners.get_mut(lid)
+                && !l.leaving_direct
+            {
+                l.leaving_direct = true;
+                let target = user_data(Op::Accept, lid);
+                let e = opcode::AsyncCancel::new(target)
+                    .build()
+                    .user_data(user_data(Op::Cancel, lid));
+                self.push(e)?;
+            }
         }
         Ok(())
     }
@@ -956,9 +1062,9 @@ impl Uring {
             c.ops = c.ops.saturating_sub(1);
             c.connecting = None;
             if res >= 0
-                && let Some(sdu) = &mut c.sdu
+                && let (Some(sdu), Some(fd)) = (&mut c.sdu, c.sock.raw())
             {
-                sdu.settle(c.fd.as_raw_fd());
+                sdu.settle(fd);
             }
         }
         if res < 0 {
