@@ -157,6 +157,13 @@ where
             .decision(rest, &mut Side::<_, _, _, true> { inner: conns })
     }
 
+    fn decisions_done(&mut self, conns: &mut dyn Connections<Self::Conn, Self::Up>) {
+        self.a
+            .decisions_done(&mut Side::<_, _, _, false> { inner: &mut *conns });
+        self.b
+            .decisions_done(&mut Side::<_, _, _, true> { inner: conns });
+    }
+
     fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_, Self::Up>) {
         either!(self, state, |s, c| s.timeout(c, now, out))
     }

@@ -164,6 +164,14 @@ impl<'a, U> Outbox<'a, U> {
         self.buf
     }
 
+    /// The shared bytes queued so far ([`Outbox::send_shared`]), in order,
+    /// each with the length the batch ([`Outbox::wire`]) had when it was
+    /// queued: it goes out after that many of the batch's bytes. For a
+    /// driver other than a shard (a test) to see what would be sent.
+    pub fn shared(&self) -> &[(usize, Bytes)] {
+        &self.shared
+    }
+
     /// The encoding limits of this shard.
     pub fn limits(&self) -> &Limits {
         self.limits
@@ -244,6 +252,16 @@ impl<'a, U> Outbox<'a, U> {
         self
     }
 
+    /// Lists shared bytes in `spare` (emptied), a list the shard reuses
+    /// from one callback to the next: a fan-out visits thousands of
+    /// connections, each queueing one shared block, and would otherwise
+    /// allocate a list for each.
+    pub(crate) fn reusing(mut self, mut spare: Vec<(usize, Bytes)>) -> Self {
+        spare.clear();
+        self.shared = spare;
+        self
+    }
+
     /// Counts one frame cut from the input, in the shard's metrics
     /// ([`ShardMetrics::frames_in`](crate::ShardMetrics::frames_in)).
     pub fn count_frame(&mut self) {
@@ -317,6 +335,18 @@ pub trait Service {
         data: RecvBuf,
         out: &mut Outbox<'_, Self::Up>,
     ) -> Result<(), ErrorCode>;
+
+    /// Every decision the shard took from the control ring in one turn
+    /// has been handed to [`Service::decision`]: a service that held some
+    /// back to carry them out together does so now — e.g. a burst of
+    /// events fanned out with one send per subscriber instead of one per
+    /// event. Called after every such batch, empty or not, and before a
+    /// decision of the shard's own in the batch (a
+    /// [`Decision::Close`](crate::Decision::Close)), so that nothing is
+    /// carried out out of order; the default does nothing.
+    fn decisions_done(&mut self, conns: &mut dyn Connections<Self::Conn, Self::Up>) {
+        let _ = conns;
+    }
 
     /// The control thread closes the connection with `code`
     /// ([`Decision::Close`](crate::Decision::Close)): the service says why

@@ -79,6 +79,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 },
                 limits,
                 out: BytesMut::new(),
+                shared: Vec::new(),
                 events: Vec::new(),
                 max_send_queue,
                 metrics,
@@ -248,6 +249,9 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             self.apply(d);
         }
         self.core.decisions = decisions;
+        self.service.decisions_done(&mut Conns {
+            core: &mut self.core,
+        });
         // A decision's callback may have asked the control thread again (a
         // paced replay's next page): wake it now, not at the next turn.
         if let Some(link) = &mut self.core.control {
@@ -270,6 +274,11 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
                 }
             }
             Decision::Close { conn, code, reason } => {
+                // What the service held back of the decisions before this
+                // one goes first.
+                self.service.decisions_done(&mut Conns {
+                    core: &mut self.core,
+                });
                 let service = &mut self.service;
                 Conns {
                     core: &mut self.core,
@@ -356,7 +365,8 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             budget,
             budget,
             self.core.now,
-        );
+        )
+        .reusing(std::mem::take(&mut self.core.shared));
         let app = self.service.open(conn, origin, &mut outbox);
         let done = outbox.finish();
         self.core.conns.insert(Slot::new(conn, app, budget));

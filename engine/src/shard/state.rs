@@ -151,6 +151,9 @@ pub(super) struct Core<T, C, U, D> {
     pub(super) limits: Limits,
     /// The current connection's outgoing batch.
     pub(super) out: BytesMut,
+    /// The list of shared bytes a callback queues ([`Outbox::send_shared`]),
+    /// kept empty between callbacks so that its memory is reused.
+    pub(super) shared: Vec<(usize, Bytes)>,
     pub(super) events: Vec<Event>,
     pub(super) max_send_queue: usize,
     pub(super) metrics: Arc<ShardMetrics>,
@@ -230,7 +233,11 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
             }
         }
         self.forward_to_control(conn, done.to_control);
-        self.flush(conn, done.shared);
+        let mut shared = done.shared;
+        self.flush(conn, &mut shared);
+        if shared.capacity() > self.shared.capacity() {
+            self.shared = shared;
+        }
         if done.wants_writable {
             self.driver.want_writable(conn);
         }
@@ -351,7 +358,8 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
     /// Sends the current batch, with the shared bytes queued among it
     /// (each after the batch's first `offset` bytes); what the transport
     /// refuses waits in `pending`.
-    pub(super) fn flush(&mut self, conn: ConnId, shared: Vec<(usize, Bytes)>) {
+    /// `shared` is left empty.
+    pub(super) fn flush(&mut self, conn: ConnId, shared: &mut Vec<(usize, Bytes)>) {
         if self.out.is_empty() && shared.is_empty() {
             return;
         }
@@ -359,6 +367,7 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         let Some(slot) = self.conns.get_mut(conn) else {
             self.out = out;
             self.out.clear();
+            shared.clear();
             return;
         };
         slot.handed += (out.len() + shared.iter().map(|(_, b)| b.len()).sum::<usize>()) as u64;
@@ -367,7 +376,7 @@ impl<T: Transport, C, U, D> Core<T, C, U, D> {
         // Bytes that had to wait in `pending`, this batch.
         let mut waiting = 0;
         let mut start = 0;
-        let mut shared = shared.into_iter();
+        let mut shared = shared.drain(..);
         loop {
             let next = shared.next();
             let end = next.as_ref().map_or(out.len(), |(offset, _)| *offset);
@@ -487,8 +496,9 @@ impl<T: Transport, C, U, D> Conns<'_, T, C, U, D> {
         // What waits in `pending` (refused by the driver) counts as queued.
         let budget = slot.budget();
         let room = budget.saturating_sub(queued + slot.pending.len());
-        let mut outbox =
-            Outbox::new(&mut core.out, &core.limits, room, budget, core.now).handed(slot.handed);
+        let mut outbox = Outbox::new(&mut core.out, &core.limits, room, budget, core.now)
+            .handed(slot.handed)
+            .reusing(std::mem::take(&mut core.shared));
         let r = f(&mut slot.app, &mut outbox);
         let done = outbox.finish();
         core.after(conn, done);

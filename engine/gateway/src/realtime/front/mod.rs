@@ -10,7 +10,8 @@
 //! `realtime.v1` session. Events come from the control thread once per
 //! shard ([`RtDecision::Event`]) and are fanned out here to every
 //! subscriber of the stream: the SSE block and the envelope were encoded
-//! once, on the control thread, for all of them.
+//! once, on the control thread, for all of them, and the events of one
+//! turn go to each subscriber as one block shared by all (`burst.rs`).
 //!
 //! Slow consumers (SPEC RT-10): a subscriber whose connection has more than
 //! [`RtLimits::max_outbound`](super::RtLimits) queued when an event comes
@@ -23,6 +24,7 @@
 //! outbound ceiling, so no realtime connection holds more of its core's
 //! send memory than that (SPEC MEM-5).
 
+mod burst;
 mod http;
 mod index;
 mod metrics;
@@ -132,6 +134,8 @@ pub struct RealtimeFront {
     subscriptions: usize,
     /// Reused for framing messages.
     scratch: BytesMut,
+    /// Events taken this turn, fanned out at its end ([`burst`]).
+    burst: Vec<Arc<super::RtEvent>>,
     /// The shard is stopping: new streams, sessions and requests are
     /// answered 503 with Retry-After (SPEC RT-8, RT-11).
     stopping: bool,
@@ -150,6 +154,7 @@ impl RealtimeFront {
             metrics,
             subscriptions: 0,
             scratch: BytesMut::new(),
+            burst: Vec::new(),
             stopping: false,
         }
     }
@@ -219,28 +224,15 @@ impl RealtimeFront {
     }
 
     /// Carries out one of the realtime plane's decisions.
+    ///
+    /// Events wait for the end of the turn; anything else first sends
+    /// the events before it, so that every connection sees them in order.
     fn decide(&mut self, d: RtDecision, conns: &mut dyn Connections<RtConn, GatewayUp>) {
+        if !matches!(d, RtDecision::Event(_)) {
+            self.fan_out(conns);
+        }
         match d {
-            RtDecision::Event(ev) => {
-                let mut dropped = Vec::new();
-                let mut i = 0;
-                // Walked by position, not copied: the list may be long.
-                while let Some(&(conn, key)) = self.index.stream(ev.stream).list().get(i) {
-                    i += 1;
-                    let mut kept = false;
-                    conns.visit(conn, &mut |c, out| kept = self.deliver(c, key, &ev, out));
-                    if !kept {
-                        dropped.push((conn, key));
-                    }
-                }
-                self.metrics.delivered(i - dropped.len());
-                if !dropped.is_empty() {
-                    for who in dropped {
-                        self.index.remove(ev.stream, who);
-                    }
-                    self.publish_gauges();
-                }
-            }
+            RtDecision::Event(ev) => self.burst.push(ev),
             RtDecision::Kick(stream) => {
                 let who: Vec<_> = self.index.stream(stream).list().to_vec();
                 for (conn, _) in who {
@@ -286,21 +278,21 @@ impl RealtimeFront {
         }
     }
 
-    /// Sends `ev` to subscription `key` of `c`; false if the subscription
-    /// is gone (or was just ended as a slow consumer).
+    /// Sends a run of events to subscription `key` of `c`; false if the
+    /// subscription is gone (or was just ended as a slow consumer).
     fn deliver(
         &mut self,
         c: &mut RtConn,
         key: SubKey,
-        ev: &super::RtEvent,
+        run: &mut burst::Run<'_>,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
         let max = self.config.limits.max_outbound;
         self.metrics.queued(out.queued());
         let flow = &mut c.flow;
         let kept = match &mut c.phase {
-            Phase::Sse(s) => s.deliver(ev, max, flow, out),
-            Phase::Ws(w) => w.deliver(key, ev, (max, flow), &mut self.scratch, out),
+            Phase::Sse(s) => s.deliver(run, max, flow, out),
+            Phase::Ws(w) => w.deliver(key, run, (max, flow), out),
             _ => false,
         };
         if !kept {
@@ -366,6 +358,11 @@ impl Service for RealtimeFront {
             }
             other => Some(other),
         }
+    }
+
+    /// The turn's events go out, a burst in one send per subscriber.
+    fn decisions_done(&mut self, conns: &mut dyn Connections<RtConn, GatewayUp>) {
+        self.fan_out(conns);
     }
 
     fn timeout(&mut self, c: &mut RtConn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {

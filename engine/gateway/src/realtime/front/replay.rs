@@ -64,15 +64,26 @@ impl Outflow {
         self.ends.len()
     }
 
-    /// Whether one more event message of `len` bytes stays within the
-    /// ceilings (SPEC RT-10, RT-13); if not, the subscriber is too slow.
-    pub(super) fn fits(&mut self, out: &Outbox<'_, GatewayUp>, len: usize, max: usize) -> bool {
-        out.queued() + len <= max && self.queued_messages(out) < MAX_QUEUED_MESSAGES
+    /// Whether `n` more event messages of `len` bytes in all stay within
+    /// the ceilings (SPEC RT-10, RT-13); if not, the subscriber is too slow.
+    pub(super) fn fits_all(
+        &mut self,
+        out: &Outbox<'_, GatewayUp>,
+        len: usize,
+        n: usize,
+        max: usize,
+    ) -> bool {
+        out.queued() + len <= max && self.queued_messages(out) + n <= MAX_QUEUED_MESSAGES
     }
 
     /// Notes an event message just queued.
     pub(super) fn queued_one(&mut self, out: &Outbox<'_, GatewayUp>) {
-        self.ends.push_back(out.position());
+        self.queued_to(out.position());
+    }
+
+    /// Notes an event message queued that ends at `end` ([`Outbox::position`]).
+    pub(super) fn queued_to(&mut self, end: u64) {
+        self.ends.push_back(end);
     }
 
     /// The periodic check (at each heartbeat): true when bytes have been

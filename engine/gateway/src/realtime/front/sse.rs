@@ -14,6 +14,7 @@ use dtp_codec::realtime::{
     CloseCategory, FailureKind, SseControl, write_sse_control, write_sse_retry,
 };
 
+use super::burst::{Run, share};
 use super::replay::{Outflow, Replaying, apply_page};
 use super::reply::{chunk, end_stream, start_stream};
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
@@ -32,13 +33,14 @@ pub(super) struct SseState {
 }
 
 impl SseState {
-    /// Writes `ev`; a subscriber past the outbound ceilings is told
-    /// QUEUE_OVERFLOW and its stream ended instead (SPEC RT-10, RT-13).
-    /// Returns whether it stays subscribed. A replaying subscriber skips
-    /// it: a later page brings it.
+    /// Writes the run's events in one shared block; a subscriber past the
+    /// outbound ceilings is told QUEUE_OVERFLOW and its stream ended
+    /// after those that fit (SPEC RT-10, RT-13). Returns whether it stays
+    /// subscribed. A replaying subscriber skips them: a later page brings
+    /// them.
     pub(super) fn deliver(
         &mut self,
-        ev: &RtEvent,
+        run: &mut Run<'_>,
         max: usize,
         flow: &mut Outflow,
         out: &mut Outbox<'_, GatewayUp>,
@@ -46,11 +48,11 @@ impl SseState {
         if self.replay.is_some() {
             return true;
         }
-        if !flow.fits(out, ev.sse.len(), max) {
+        let events = run.sse();
+        if events.queue(flow, max, out) < events.ends.len() {
             self.overflow(out);
             return false;
         }
-        send_event(out, ev, flow);
         true
     }
 
@@ -116,9 +118,7 @@ impl SseState {
 /// written into the batch instead, as every block was before blocks were
 /// shared (the outbound ceiling is checked by the caller, for live events).
 fn send_event(out: &mut Outbox<'_, GatewayUp>, ev: &RtEvent, flow: &mut Outflow) {
-    if out.send_shared(&ev.sse).is_err() {
-        out.wire().extend_from_slice(&ev.sse);
-    }
+    share(out, &ev.sse);
     flow.queued_one(out);
 }
 

@@ -16,20 +16,21 @@ use bytes::{Buf, BytesMut};
 use dtp_codec::ErrorCode;
 use dtp_codec::http::{RequestHead, websocket_upgrade};
 use dtp_codec::realtime::{
-    ClientMessage, CloseCategory, ConnectionLimits, EVENT_MESSAGE_END, FailureKind,
-    HeartbeatPolicy, JsonLimits, SUBPROTOCOL, ServerMessage, write_event_message_head,
+    ClientMessage, CloseCategory, ConnectionLimits, FailureKind, HeartbeatPolicy, JsonLimits,
+    SUBPROTOCOL, ServerMessage, write_event_message_head,
 };
 use dtp_codec::ws::{
     CloseCode, Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_header,
 };
 
+use super::burst::{Run, event_frame};
 use super::http::NEED_CREDENTIALS;
 use super::replay::{Outflow, Replaying, apply_page};
 use super::reply::refuse_head;
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn};
 use crate::app::GatewayUp;
 use crate::realtime::config::RtLimits;
-use crate::realtime::{ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
+use crate::realtime::{ReplayPage, RtDecision, RtRefusal, RtRequest, SubKey};
 use dtp_engine::Outbox;
 
 /// One logical subscription of a session.
@@ -68,16 +69,16 @@ impl WsState {
             .find_map(|s| s.replay.as_ref().map(|r| (s.key, s.stream, r)))
     }
 
-    /// Sends `ev` to subscription `key`; a session past the outbound
-    /// ceilings is a slow consumer: CLOSE OVERLOADED (QUEUE_OVERFLOW) and
-    /// closed (SPEC RT-10, RT-13). Returns whether the subscription stays.
-    /// A replaying subscription skips it: a later page brings it.
+    /// Sends the run's events to subscription `key`, in one shared block;
+    /// a session past the outbound ceilings is a slow consumer: CLOSE
+    /// OVERLOADED (QUEUE_OVERFLOW) after those that fit, and closed (SPEC
+    /// RT-10, RT-13). Returns whether the subscription stays. A replaying
+    /// subscription skips them: a later page brings them.
     pub(super) fn deliver(
         &mut self,
         key: SubKey,
-        ev: &RtEvent,
+        run: &mut Run<'_>,
         (max, flow): (usize, &mut Outflow),
-        scratch: &mut BytesMut,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
         let Some(sub) = self
@@ -90,13 +91,16 @@ impl WsState {
         if sub.replay.is_some() {
             return true;
         }
-        if !flow.fits(out, event_len(&sub.id, ev, scratch) + 10, max) {
+        let mut all = 0;
+        let queued = run.ws(&sub.id, |events| {
+            all = events.ends.len();
+            events.queue(flow, max, out)
+        });
+        if queued < all {
             close_session(out, CloseCategory::Overloaded);
             self.subs.clear();
             return false;
         }
-        event_frame(out, scratch, &ev.envelope);
-        flow.queued_one(out);
         true
     }
 
@@ -119,8 +123,8 @@ impl WsState {
         };
         let id = &sub.id;
         let sent = apply_page(r, page, |ev| {
-            event_len(id, ev, scratch);
-            event_frame(out, scratch, &ev.envelope);
+            event_head(id, scratch);
+            event_frame(out.wire(), scratch, &ev.envelope);
             flow.queued_one(out);
         });
         match sent {
@@ -206,30 +210,12 @@ fn frame(out: &mut Outbox<'_, GatewayUp>, opcode: Opcode, payload: &[u8]) {
 }
 
 /// Writes the head of an EVENT message for `subscription_id` into
-/// `scratch` and returns the whole message's length (head, the shared
-/// envelope, the end).
-fn event_len(subscription_id: &str, ev: &RtEvent, scratch: &mut BytesMut) -> usize {
+/// `scratch`.
+fn event_head(subscription_id: &str, scratch: &mut BytesMut) {
     scratch.clear();
     if write_event_message_head(scratch, subscription_id).is_err() {
         // Ids are checked by the SUBSCRIBE decoder: unreachable in practice.
         scratch.clear();
-    }
-    scratch.len() + ev.envelope.len() + 1
-}
-
-/// One EVENT message frame: its header, the head in `scratch`, the shared
-/// envelope (copied once, straight into the outgoing batch), the end.
-fn event_frame(out: &mut Outbox<'_, GatewayUp>, head: &[u8], envelope: &[u8]) {
-    let len = head.len() + envelope.len() + 1;
-    match encode_header(Role::Server, true, Opcode::Text, len as u64, None) {
-        Ok(h) => {
-            let wire = out.wire();
-            wire.extend_from_slice(h.as_slice());
-            wire.extend_from_slice(head);
-            wire.extend_from_slice(envelope);
-            wire.extend_from_slice(&[EVENT_MESSAGE_END]);
-        }
-        Err(_) => tracing::error!("a WebSocket frame header could not be encoded"),
     }
 }
 
@@ -583,8 +569,8 @@ impl RealtimeFront {
         };
         let (id, scratch, flow) = (&sub.id, &mut self.scratch, &mut c.flow);
         let more = apply_page(&mut r, Ok(replay), |ev| {
-            event_len(id, ev, scratch);
-            event_frame(out, scratch, &ev.envelope);
+            event_head(id, scratch);
+            event_frame(out.wire(), scratch, &ev.envelope);
             flow.queued_one(out);
         });
         sub.replay = (more == Some(true)).then_some(r);
