@@ -199,7 +199,7 @@ fn send(
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    if full && sent - settled >= WINDOW {
+                    if full && sent.saturating_sub(settled) >= WINDOW {
                         // No answer: what is in flight was dropped.
                         settled = sent;
                     }
