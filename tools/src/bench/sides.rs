@@ -187,7 +187,7 @@ fn server_args(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Vec<Strin
     if bw == BenchWorkload::Plain(Workload::Idle) && side == OURS {
         // Each shard may have to hold every connection (the kernel spreads
         // them over the shards' listeners unevenly).
-        let path = std::env::temp_dir().join(format!("dtp-bench-idle-{}.toml", std::process::id()));
+        let path = idle_config();
         let n = ctx.plan.idle_connections + 64;
         std::fs::write(&path, format!("[io]\nmax_connections = {n}\n"))
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -270,7 +270,16 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
         }),
     };
     server.stop();
+    if w == Workload::Idle {
+        let _ = std::fs::remove_file(idle_config());
+    }
     figures
+}
+
+/// Our gateway's config file for the `connections` workload (its
+/// `max_connections`), removed once the side is measured.
+fn idle_config() -> PathBuf {
+    std::env::temp_dir().join(format!("dtp-bench-idle-{}.toml", std::process::id()))
 }
 
 /// One side's measurement of one workload: the load runs through `load`,
