@@ -211,7 +211,7 @@ fn send(
                 break;
             }
         }
-        if sent - settled >= WINDOW {
+        if sent.saturating_sub(settled) >= WINDOW {
             continue;
         }
         match state.try_send(UdpSockRef::from(sock), &transmit) {
