@@ -179,7 +179,7 @@ fn send(
     let mut answer = [0u8; 8];
     while Instant::now() < deadline {
         // Take every answer waiting; with a full window, wait for one.
-        let full = sent - settled >= WINDOW;
+        let full = sent.saturating_sub(settled) >= WINDOW;
         sock.set_nonblocking(!full)?;
         if full {
             sock.set_read_timeout(Some(ACK_WAIT))?;
