@@ -50,14 +50,16 @@
 //!   sharing it behind a mutex would add a lock per event that our gateway
 //!   (one per shard, no lock) does not pay.
 //! - **Timers.** One `Sleep` per connection, reset only when the deadline
-//!   changes (the endpoint's `poll_timeout`, and while a resume request
-//!   waits for its session, a retry every [`RESUME_POLL`]).
+//!   changes (the endpoint's `poll_timeout`, and a waiting resume
+//!   request's grace).
 //! - **Resume grace.** A Fay whose connection was cut reconnects at once
 //!   and may ask for its session before the old connection's task has seen
 //!   the end of its socket; the request then waits up to
-//!   [`RESUME_GRACE`] (the gateway's grace),
-//!   looking in the registry every [`RESUME_POLL`], before it is refused
-//!   with RESUME_FAILED.
+//!   [`RESUME_GRACE`] (the gateway's grace) before it is refused with
+//!   RESUME_FAILED. As in the gateway, the registry wakes it when the
+//!   session is parked (`take_or_wait`; here a `tokio::sync::Notify` the
+//!   connection's task selects on), instead of it looking every
+//!   [`RESUME_POLL`].
 //! - **Bounded memory.** The registry holds at most
 //!   [`MAX_SUSPENDED_SESSIONS`]; past it a lost session is dropped (the
 //!   registry expires stale ones first). The endpoint bounds everything
@@ -83,7 +85,7 @@ use dtp_codec::{ErrorCode, Limits, SessionId, peek_frame_len};
 use dtp_endpoint::{DtpEndpoint, DtpError, DtpEvent, TerminalConfig};
 // The suspended-session registry and its grace are the gateway crate's
 // (which links the runtime): the one part of our gateway this peer shares.
-use dtp_endpoint::{RESUME_GRACE, SessionRegistry};
+use dtp_endpoint::{RESUME_GRACE, ResumeWaiter, SessionRegistry, Taken};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -365,6 +367,10 @@ struct Conn {
     /// A resume request whose session is not parked yet, and until when it
     /// may wait ([`RESUME_GRACE`]).
     waiting_resume: Option<(SessionId, Instant)>,
+    /// Woken by the registry when that session is parked (made at the
+    /// first wait); whether a waiter is kept there now.
+    parked: Option<Arc<tokio::sync::Notify>>,
+    waiter_kept: bool,
     /// Fragments delivered since the counters were last updated.
     fragments: u64,
 }
@@ -387,6 +393,8 @@ impl Conn {
             app: DtpResponder::default(),
             session: ResponderSession::default(),
             waiting_resume: None,
+            parked: None,
+            waiter_kept: false,
             fragments: 0,
         })
     }
@@ -402,6 +410,7 @@ impl Conn {
                 match event {
                     DtpEvent::ResumeRequested { session_id } => {
                         self.waiting_resume = Some((session_id, now + RESUME_GRACE));
+                        self.waiter_kept = false;
                         self.try_resume(shared, now);
                         if self.waiting_resume.is_some() {
                             shared.stats.resume_waited.fetch_add(1, Ordering::Relaxed);
@@ -432,31 +441,48 @@ impl Conn {
         let Some((session_id, until)) = self.waiting_resume else {
             return;
         };
-        match shared.registry.take(session_id, now) {
-            Some(s) => {
+        let taken = if self.waiter_kept {
+            // A waiter is kept already: look without keeping another.
+            shared
+                .registry
+                .take(session_id, now)
+                .map_or(Taken::Waiting, |s| Taken::Session(Box::new(s)))
+        } else {
+            let notify = self.parked.get_or_insert_with(Default::default).clone();
+            let waiter = ResumeWaiter::new(until, move || notify.notify_one());
+            shared.registry.take_or_wait(session_id, now, waiter)
+        };
+        self.waiter_kept = matches!(taken, Taken::Waiting);
+        match taken {
+            Taken::Session(s) => {
                 self.waiting_resume = None;
-                if let Err(refused) = self.ep.resume_with(s, now) {
+                if let Err(refused) = self.ep.resume_with(*s, now) {
                     // Not this peer's (or not now): the session stays
                     // parked for its owner.
                     shared.stats.resume_refused.fetch_add(1, Ordering::Relaxed);
                     let _ = shared.registry.insert(*refused.session, now);
                 }
             }
-            None if now >= until => {
+            _ if now >= until => {
                 self.waiting_resume = None;
                 shared.stats.resume_refused.fetch_add(1, Ordering::Relaxed);
                 self.ep.refuse_resume();
             }
-            None => {}
+            Taken::Waiting | Taken::Absent => {}
         }
     }
 
     /// When the connection's timer must next fire: the endpoint's deadline,
-    /// or sooner while a resume request waits for its session.
+    /// or sooner while a resume request waits for its session (its grace;
+    /// every [`RESUME_POLL`] if the registry keeps no waiter for it).
     fn deadline(&self, now: Instant) -> Option<Instant> {
-        let wait = self
-            .waiting_resume
-            .map(|(_, until)| (now + RESUME_POLL).min(until));
+        let wait = self.waiting_resume.map(|(_, until)| {
+            if self.waiter_kept {
+                until
+            } else {
+                (now + RESUME_POLL).min(until)
+            }
+        });
         match (self.ep.poll_timeout(), wait) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -572,6 +598,14 @@ async fn drive_connection(mut wire: impl Wire, shared: &Shared) -> Result<(), Co
                 conn.drive(shared, &mut output, now);
                 now
             }
+            // Its session was parked: take it now.
+            () = parked(&conn.parked), if conn.waiter_kept => {
+                let now = Instant::now();
+                conn.waiter_kept = false;
+                conn.try_resume(shared, now);
+                conn.drive(shared, &mut output, now);
+                now
+            }
         };
         conn.flush_stats(&shared.stats);
         let next = conn.deadline(now);
@@ -585,6 +619,15 @@ async fn drive_connection(mut wire: impl Wire, shared: &Shared) -> Result<(), Co
     wire.close().await;
     conn.flush_stats(&shared.stats);
     finish(conn.ep, shared, outcome)
+}
+
+/// Resolves once the registry has run the connection's waiter (never
+/// without one).
+async fn parked(notify: &Option<Arc<tokio::sync::Notify>>) {
+    match notify {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The connection is over: a session still live is parked for a resume

@@ -179,7 +179,7 @@ fn send(
     let mut answer = [0u8; 8];
     while Instant::now() < deadline {
         // Take every answer waiting; with a full window, wait for one.
-        let full = sent - settled >= WINDOW;
+        let full = sent.saturating_sub(settled) >= WINDOW;
         sock.set_nonblocking(!full)?;
         if full {
             sock.set_read_timeout(Some(ACK_WAIT))?;
@@ -199,7 +199,7 @@ fn send(
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    if full && sent - settled >= WINDOW {
+                    if full && sent.saturating_sub(settled) >= WINDOW {
                         // No answer: what is in flight was dropped.
                         settled = sent;
                     }
@@ -211,7 +211,7 @@ fn send(
                 break;
             }
         }
-        if sent - settled >= WINDOW {
+        if sent.saturating_sub(settled) >= WINDOW {
             continue;
         }
         match state.try_send(UdpSockRef::from(sock), &transmit) {

@@ -25,6 +25,7 @@ use dtp_codec::{
 };
 use dtp_transports::{CloseReason, ConnId, RecvBuf};
 
+use crate::Notifier;
 use crate::service::{Connections, Ctl, Origin, Outbox, Service};
 
 /// One whole frame cut from a connection's input: its header, checked, and
@@ -137,6 +138,17 @@ pub trait FrameService {
     fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
         let _ = (now, ctl);
         None
+    }
+
+    /// The shard's notifier, once ([`Service::attach`]).
+    fn attach(&mut self, notifier: Notifier) {
+        let _ = notifier;
+    }
+
+    /// The connection was named to the shard's notifier
+    /// ([`Service::notified`]).
+    fn notified(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, Self::Up>) {
+        let _ = (state, out);
     }
 }
 
@@ -371,5 +383,13 @@ impl<F: FrameService> Service for Framed<F> {
 
     fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
         self.inner.tick(now, ctl)
+    }
+
+    fn attach(&mut self, notifier: Notifier) {
+        self.inner.attach(notifier);
+    }
+
+    fn notified(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, Self::Up>) {
+        self.inner.notified(&mut state.inner, out);
     }
 }

@@ -29,6 +29,7 @@ mod control;
 mod framed;
 #[cfg(not(loom))]
 mod local;
+mod notify;
 // Under `--cfg loom` only the control thread's protocol is built, to be
 // model-checked (its threads are loom's; the shards' are std's).
 #[cfg(not(loom))]
@@ -48,6 +49,7 @@ pub use control::{ControlMetrics, ControlPlane, ControlWaker, Decision, Request}
 pub use framed::{Frame, FrameService, Framed, FramedConn};
 #[cfg(not(loom))]
 pub use local::Local;
+pub use notify::Notifier;
 #[cfg(not(loom))]
 pub use routed::{Routed, RoutedConn};
 #[cfg(not(loom))]

@@ -187,6 +187,15 @@ where
         }
     }
 
+    fn attach(&mut self, notifier: crate::Notifier) {
+        self.a.attach(notifier.clone());
+        self.b.attach(notifier);
+    }
+
+    fn notified(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, Self::Up>) {
+        either!(self, state, |s, c| s.notified(c, out))
+    }
+
     fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
         let a = self.a.tick(now, ctl);
         let b = self.b.tick(now, ctl);

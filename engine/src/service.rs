@@ -6,6 +6,8 @@ use bytes::{Bytes, BytesMut};
 use dtp_codec::{ErrorCode, Limits, LogicalFrame};
 use dtp_transports::{CloseReason, ConnId, Endpoint, RecvBuf};
 
+use crate::Notifier;
+
 /// How a connection came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -412,5 +414,19 @@ pub trait Service {
     fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
         let _ = (now, ctl);
         None
+    }
+
+    /// Called once, before the shard's first turn: the handle through
+    /// which any thread has [`Service::notified`] called for a connection
+    /// of this shard. The default ignores it.
+    fn attach(&mut self, notifier: Notifier) {
+        let _ = notifier;
+    }
+
+    /// Some thread named this connection to its shard's [`Notifier`]
+    /// (e.g. what it waits for is ready on another core). The default does
+    /// nothing.
+    fn notified(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, Self::Up>) {
+        let _ = (state, out);
     }
 }

@@ -9,6 +9,7 @@
 
 pub(crate) mod status;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,12 @@ pub(crate) struct LoadSpec {
     pub(crate) payload: Option<usize>,
     /// QUIC for a `quic:` target (the server's certificate pinned).
     pub(crate) quic: Option<dtp_transports::QuicConfig>,
+    /// `idle` only: open half the connections, call the phase callback
+    /// with [`Phase::Half`] once they are all answered (or failed), then
+    /// open the rest — so a caller can take the server's memory at half
+    /// and at the whole count, and the set-up rate is that of the second
+    /// half, measured without the pause.
+    pub(crate) staged: bool,
 }
 
 /// What one client shard measured (merged across shards at the end).
@@ -63,6 +70,8 @@ pub(crate) struct Tally {
     pub(crate) last_errno: i32,
     /// Refusals and CAP failures by code (DTP modes).
     pub(crate) failures: Failures,
+    /// `idle`: when the last connection's round trip was answered.
+    pub(crate) last_answer: Option<Instant>,
     pub(crate) done: bool,
 }
 
@@ -79,6 +88,7 @@ impl Tally {
             backlogged: 0,
             last_errno: 0,
             failures: Failures::default(),
+            last_answer: None,
             done: false,
         }
     }
@@ -96,6 +106,7 @@ impl Tally {
             self.last_errno = o.last_errno;
         }
         self.failures.merge(&o.failures);
+        self.last_answer = self.last_answer.max(o.last_answer);
     }
 }
 
@@ -111,6 +122,18 @@ pub(crate) struct LoadResult {
     /// with the server's. `None` when the window did not complete or the
     /// OS's accounting could not be read.
     pub(crate) client_cpu_ns: Option<u64>,
+    /// `idle`, staged: connections answered at [`Phase::Half`], and those
+    /// opened after it per second (from the release to the last answer).
+    pub(crate) staged: Option<Staged>,
+}
+
+/// What a staged `idle` run saw at its half and after.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Staged {
+    /// Connections answered when the second half was released.
+    pub(crate) at_half: u64,
+    /// Connections of the second half answered per second.
+    pub(crate) setup_per_s: Option<f64>,
 }
 
 impl LoadResult {
@@ -172,6 +195,8 @@ struct Client {
     spec: LoadSpec,
     share: usize,
     launched: usize,
+    /// Staged `idle`: set once the second half may be opened.
+    released: Option<Arc<AtomicBool>>,
     shared: Arc<Mutex<Tally>>,
     local: Tally,
     measure_from: Instant,
@@ -364,6 +389,7 @@ impl FrameService for Client {
                 self.check(1, &frame)?;
                 *answered = true;
                 self.local.ops += 1;
+                self.local.last_answer = Some(now);
             }
         }
         Ok(())
@@ -387,8 +413,13 @@ impl FrameService for Client {
     }
 
     fn tick(&mut self, now: Instant, ctl: &mut dyn Ctl) -> Option<Instant> {
-        // Open connections in waves, so a large count does not flood the backlog.
-        let wave = (self.share - self.launched).min(256);
+        // Open connections in waves, so a large count does not flood the
+        // backlog; a staged run opens half its share first.
+        let allowed = match &self.released {
+            Some(r) if !r.load(Ordering::Acquire) => self.share / 2,
+            _ => self.share,
+        };
+        let wave = allowed.saturating_sub(self.launched).min(256);
         for _ in 0..wave {
             match ctl.connect(&self.spec.target) {
                 Ok(_) => self.launched += 1,
@@ -430,11 +461,7 @@ impl FrameService for Client {
             Some((s, sent)) => s.intended(*sent).min(now + Duration::from_millis(20)),
             None => now + Duration::from_millis(20),
         };
-        Some(if self.launched < self.share {
-            now
-        } else {
-            next
-        })
+        Some(if self.launched < allowed { now } else { next })
     }
 }
 
@@ -446,6 +473,9 @@ pub(crate) enum Phase {
     MeasureStart,
     /// The measured window ends now (connections are still open).
     MeasureEnd,
+    /// A staged `idle` run: half the connections are answered (or failed),
+    /// before the rest are opened ([`LoadSpec::staged`]).
+    Half,
 }
 
 /// Runs the load and returns what it measured. `progress` is called about
@@ -454,8 +484,9 @@ pub(crate) enum Phase {
 pub(crate) fn run(
     spec: &LoadSpec,
     progress: impl FnMut(f64, u64),
-    mut phase: impl FnMut(Phase),
+    phase: impl FnMut(Phase),
 ) -> Result<LoadResult, String> {
+    let phase = std::cell::RefCell::new(phase);
     let shards = spec.shards.max(1);
     let start = Instant::now();
     let measure_from = start + spec.warmup;
@@ -465,6 +496,11 @@ pub(crate) fn run(
         .collect();
     let factory_tallies = tallies.clone();
     let base = spec.clone();
+    let staged =
+        (spec.staged && spec.workload == Workload::Idle).then(|| Arc::new(AtomicBool::new(false)));
+    let factory_released = staged.clone();
+    let connections = spec.connections;
+    let share = move |i: usize| base_share(connections, shards, i);
     let config = EngineConfig {
         shards,
         pin: false,
@@ -476,12 +512,13 @@ pub(crate) fn run(
         quic: spec.quic.clone(),
     };
     let engine = Engine::start(config, move |i| {
-        let share = base.connections / shards + usize::from(i < base.connections % shards);
+        let share = share(i);
         let rate = base.rate.map(|r| (r / shards as u64).max(1));
         Framed::new(Client {
             spec: base.clone(),
             share,
             launched: 0,
+            released: factory_released.clone(),
             shared: factory_tallies[i].clone(),
             local: Tally::new(),
             measure_from,
@@ -500,13 +537,30 @@ pub(crate) fn run(
     .map_err(|e| format!("could not start the load generator: {e}"))?;
     let backend = engine.backend().kind.name().to_owned();
     let deadline = end + Duration::from_secs(10);
-    let poll = || {
-        tallies
+    // Staged: the second half is released once the first is answered or
+    // failed (or when the measured window starts, whichever comes first).
+    let half: u64 = (0..shards).map(|i| (share(i) / 2) as u64).sum();
+    let mut at_half: Option<(u64, Instant)> = None;
+    let mut poll = || {
+        let (ops, settled, done) = tallies
             .iter()
-            .fold((0, true), |(ops, done), t| match t.lock() {
-                Ok(t) => (ops + t.ops, done && t.done),
-                Err(_) => (ops, done),
-            })
+            .fold((0, 0, true), |(ops, settled, done), t| match t.lock() {
+                Ok(t) => (
+                    ops + t.ops,
+                    settled + t.ops + t.failed + t.errors,
+                    done && t.done,
+                ),
+                Err(_) => (ops, settled, done),
+            });
+        if let Some(released) = &staged
+            && at_half.is_none()
+            && (settled >= half || Instant::now() >= measure_from)
+        {
+            (phase.borrow_mut())(Phase::Half);
+            at_half = Some((ops, Instant::now()));
+            released.store(true, Ordering::Release);
+        }
+        (ops, done)
     };
     // A window that did not complete is reported as such by the caller
     // (its edges never fired).
@@ -515,9 +569,9 @@ pub(crate) fn run(
         measure_from,
         end,
         deadline,
-        poll,
+        &mut poll,
         progress,
-        &mut phase,
+        &mut |p| (phase.borrow_mut())(p),
     );
     engine.stop();
     engine
@@ -531,13 +585,31 @@ pub(crate) fn run(
     }
     no_connection_is_an_error(&total, &spec.target)?;
     let latency = total.latency.summary();
+    let staged = at_half.map(|(at_half, released)| {
+        let opened = total.ops.saturating_sub(at_half);
+        let took = total
+            .last_answer
+            .map(|t| t.saturating_duration_since(released).as_secs_f64());
+        Staged {
+            at_half,
+            setup_per_s: took
+                .filter(|&t| t > 0.0 && opened > 0)
+                .map(|t| opened as f64 / t),
+        }
+    });
     Ok(LoadResult {
+        staged,
         tally: total,
         elapsed: spec.duration,
         latency,
         backend,
         client_cpu_ns: window.client_cpu_ns,
     })
+}
+
+/// The connections shard `i` of `shards` opens of `connections`.
+fn base_share(connections: usize, shards: usize, i: usize) -> usize {
+    connections / shards + usize::from(i < connections % shards)
 }
 
 /// What [`run_window`] saw.
@@ -590,6 +662,7 @@ pub(crate) fn run_window(
                         .and_then(|(a, b)| dtp_bench::procstat::delta(a, b).ok())
                         .map(|d| d.cpu_ns);
                 }
+                Phase::Half => {}
             }
             phase(p);
             edges.pop();

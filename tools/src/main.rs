@@ -708,6 +708,7 @@ fn run_load(a: LoadCli) -> Result<(), CliError> {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let spec = load::LoadSpec {
+        staged: false,
         target: a.target.clone(),
         workload: w,
         connections: a.connections,

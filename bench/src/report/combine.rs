@@ -104,6 +104,7 @@ fn median_ratio(per_run: &[&RunWorkload], peer: &str) -> Ratio {
         cpu_per_op: m(|r| r.cpu_per_op),
         p99: m(|r| r.p99),
         memory_per_connection: m(|r| r.memory_per_connection),
+        setup_rate: m(|r| r.setup_rate),
     }
 }
 
@@ -181,6 +182,10 @@ fn median_figures(runs: &[&Figures]) -> Figures {
         rss_bytes: median_u64(mems.iter().map(|m| m.rss_bytes)),
         peak_rss_bytes: median_u64(mems.iter().map(|m| m.peak_rss_bytes)),
         bytes_per_connection: median(mems.iter().map(|m| m.bytes_per_connection)),
+        counted_from: (mems.iter().all(|m| m.counted_from.is_some()))
+            .then(|| median_u64(mems.iter().filter_map(|m| m.counted_from))),
+        setup_per_s: median_opt(mems.iter().map(|m| m.setup_per_s)),
+        failed: median_u64(mems.iter().map(|m| m.failed)),
     });
     Figures {
         ops_per_s: f(|r| r.ops_per_s),

@@ -168,8 +168,25 @@ pub struct Memory {
     pub rss_bytes: u64,
     /// Peak RSS of the server process.
     pub peak_rss_bytes: u64,
-    /// (RSS with the connections − RSS before them) / connections.
+    /// User-space memory per connection: (RSS with the connections − RSS
+    /// before them) / connections; with `counted_from` set, the same
+    /// between that many connections and all of them (the cost of one more
+    /// connection, without the server's first-use costs).
     pub bytes_per_connection: f64,
+    /// The connection count of the first RSS reading, when it was not 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_from: Option<u64>,
+    /// `connections`: connections set up per second (the second half of a
+    /// staged run: connect, one round trip), as the load generator saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_per_s: Option<f64>,
+    /// `connections`: connects that failed (e.g. no file descriptor left).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Ours / peer, per figure; `null` where the peer's figure is 0.
@@ -184,6 +201,9 @@ pub struct Ratio {
     /// `memory.bytes_per_connection` ours / peer (where both have memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_per_connection: Option<f64>,
+    /// `memory.setup_per_s` ours / peer (higher is better).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_rate: Option<f64>,
 }
 
 /// A workload's limit after the medians: the binding figure, every side's
@@ -373,7 +393,20 @@ impl Memory {
             } else {
                 0.0
             },
+            counted_from: None,
+            setup_per_s: None,
+            failed: 0,
         }
+    }
+
+    /// As [`Memory::from_rss`] between `from` connections (RSS `rss_from`)
+    /// and `connections` (RSS `rss_after`): the marginal cost of a
+    /// connection.
+    pub fn between(from: u64, rss_from: u64, connections: u64, rss_after: u64, peak: u64) -> Self {
+        let mut m = Self::from_rss(connections.saturating_sub(from), rss_from, rss_after, peak);
+        m.connections = connections;
+        m.counted_from = Some(from);
+        m
     }
 }
 
@@ -384,11 +417,19 @@ impl Ratio {
             (Some(o), Some(p)) => ratio(o.bytes_per_connection, p.bytes_per_connection),
             _ => None,
         };
+        let setup_rate = match (&ours.memory, &peer.memory) {
+            (Some(o), Some(p)) => o
+                .setup_per_s
+                .zip(p.setup_per_s)
+                .and_then(|(o, p)| ratio(o, p)),
+            _ => None,
+        };
         Self {
             throughput: ratio(ours.ops_per_s, peer.ops_per_s),
             cpu_per_op: ratio(ours.cpu_ns_per_op, peer.cpu_ns_per_op),
             p99: ratio(ours.p99_us, peer.p99_us),
             memory_per_connection,
+            setup_rate,
         }
     }
 }

@@ -70,9 +70,12 @@ fn workload(out: &mut impl fmt::Write, w: &WorkloadReport) -> fmt::Result {
         let memory = r
             .memory_per_connection
             .map_or_else(String::new, |m| format!(" · memory {}", times(Some(m))));
+        let setup = r.setup_rate.map_or_else(String::new, |s| {
+            format!(" · set-up rate {}", times(Some(s)))
+        });
         writeln!(
             out,
-            "{:<12} {:<18} throughput {} · CPU/op {} · p99 {}{memory}",
+            "{:<12} {:<18} throughput {} · CPU/op {} · p99 {}{memory}{setup}",
             "",
             format!("ours / {}", p.name),
             times(r.throughput),
@@ -85,9 +88,20 @@ fn workload(out: &mut impl fmt::Write, w: &WorkloadReport) -> fmt::Result {
     }
     for (side, f) in w.sides() {
         if let Some(m) = &f.memory {
+            let from = m
+                .counted_from
+                .map_or_else(String::new, |n| format!(", counted from {n}"));
+            let setup = m
+                .setup_per_s
+                .map_or_else(String::new, |s| format!(", {s:.0} set up/s"));
+            let failed = if m.failed > 0 {
+                format!(", {} connects failed", m.failed)
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "{:<12} {:<18} {}: {}/conn (RSS {}, {} conns)",
+                "{:<12} {:<18} {}: {}/conn (RSS {}, {} conns{from}{setup}{failed})",
                 "",
                 "memory",
                 side,

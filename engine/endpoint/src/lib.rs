@@ -203,8 +203,8 @@ pub use error::DtpError;
 pub use event::DtpEvent;
 pub use persist::{SESSION_FORMAT_VERSION, SESSION_MAGIC};
 pub use registry::{
-    ParkError, ParkRefused, RESUME_GRACE, RESUME_POLL, RegistryFull, SessionRegistry,
-    SuspendedSessions,
+    ParkError, ParkRefused, RESUME_GRACE, RESUME_POLL, RegistryFull, ResumeWaiter, SessionRegistry,
+    SuspendedSessions, Taken,
 };
 pub use session::{ResumeRefused, SuspendedSession};
 

@@ -22,11 +22,60 @@ use dtp_codec::{ErrorCode, SessionId};
 use crate::SuspendedSession;
 
 /// SPEC SES-2: a bounded, thread-safe map of suspended sessions by
-/// Session_ID, each with its expiry (the endpoint's `suspend_timeout`).
+/// Session_ID, each with its expiry (the endpoint's `suspend_timeout`),
+/// and the resume requests waiting for a session not parked yet.
 #[derive(Debug)]
 pub struct SessionRegistry {
-    sessions: Mutex<HashMap<SessionId, SuspendedSession>>,
+    state: Mutex<State>,
     max_sessions: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sessions: HashMap<SessionId, SuspendedSession>,
+    /// Resume requests that found no session, by the id they wait for;
+    /// at most `max_sessions` in all.
+    waiting: HashMap<SessionId, Vec<ResumeWaiter>>,
+    waiters: usize,
+}
+
+/// SPEC SES-3: a resume request waiting for its session to be parked (the
+/// old connection's end not yet seen by the core that held it): called
+/// once when a session with that id is parked, from the thread that parks
+/// it. Dropped unused when its deadline passes.
+pub struct ResumeWaiter {
+    until: Instant,
+    wake: Box<dyn FnOnce() + Send>,
+}
+
+impl ResumeWaiter {
+    /// A waiter that runs `wake` when the session is parked, and is
+    /// forgotten after `until` (the request's grace, [`RESUME_GRACE`]).
+    pub fn new(until: Instant, wake: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            until,
+            wake: Box::new(wake),
+        }
+    }
+}
+
+impl fmt::Debug for ResumeWaiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResumeWaiter")
+            .field("until", &self.until)
+            .finish_non_exhaustive()
+    }
+}
+
+/// SPEC SES-3: what [`SuspendedSessions::take_or_wait`] found.
+#[derive(Debug)]
+pub enum Taken {
+    /// The session, taken (boxed: the other answers carry nothing).
+    Session(Box<SuspendedSession>),
+    /// Not here; the waiter runs once it is parked.
+    Waiting,
+    /// Not here, and the store will not say when it is: look again later.
+    Absent,
 }
 
 /// The registry holds its most sessions: the session is handed back.
@@ -145,6 +194,19 @@ pub trait SuspendedSessions: Send + Sync {
     fn take(&self, session_id: SessionId, now: Instant) -> Option<SuspendedSession>;
     /// Releases every expired session; returns how many.
     fn expire(&self, now: Instant) -> usize;
+
+    /// As [`SuspendedSessions::take`]; when the session is not here, keeps
+    /// `waiter` to run once a session with this id is parked
+    /// ([`Taken::Waiting`]), in the same step, so that a park between the
+    /// look and the wait cannot be missed. The default keeps no waiter
+    /// ([`Taken::Absent`]): the caller looks again on a timer.
+    fn take_or_wait(&self, session_id: SessionId, now: Instant, waiter: ResumeWaiter) -> Taken {
+        let _ = waiter;
+        match self.take(session_id, now) {
+            Some(s) => Taken::Session(Box::new(s)),
+            None => Taken::Absent,
+        }
+    }
 }
 
 impl SuspendedSessions for SessionRegistry {
@@ -159,13 +221,17 @@ impl SuspendedSessions for SessionRegistry {
     fn expire(&self, now: Instant) -> usize {
         SessionRegistry::expire(self, now)
     }
+
+    fn take_or_wait(&self, session_id: SessionId, now: Instant, waiter: ResumeWaiter) -> Taken {
+        SessionRegistry::take_or_wait(self, session_id, now, waiter)
+    }
 }
 
 impl SessionRegistry {
     /// An empty registry holding at most `max_sessions` sessions.
     pub fn new(max_sessions: usize) -> Self {
         Self {
-            sessions: Mutex::new(HashMap::new()),
+            state: Mutex::new(State::default()),
             max_sessions,
         }
     }
@@ -174,20 +240,54 @@ impl SessionRegistry {
     /// At the ceiling, expired sessions are dropped first; if none is, the
     /// session is handed back. A session with the same id replaces the
     /// older one (one connection per session: the older is stale).
+    ///
+    /// Requests waiting for this id ([`SessionRegistry::take_or_wait`]) are
+    /// woken, after the lock is let go.
     pub fn insert(&self, session: SuspendedSession, now: Instant) -> Result<(), RegistryFull> {
-        let mut map = self.lock();
+        let mut state = self.lock();
         let id = session.session_id();
-        if !map.contains_key(&id) && map.len() >= self.max_sessions {
-            Self::expire_locked(&mut map, now);
-            if map.len() >= self.max_sessions {
+        if !state.sessions.contains_key(&id) && state.sessions.len() >= self.max_sessions {
+            state.expire(now);
+            if state.sessions.len() >= self.max_sessions {
                 return Err(RegistryFull {
                     max: self.max_sessions,
                     session: Box::new(session),
                 });
             }
         }
-        map.insert(id, session);
+        state.sessions.insert(id, session);
+        let waiting = state.waiting.remove(&id).unwrap_or_default();
+        state.waiters -= waiting.len();
+        drop(state);
+        for w in waiting {
+            (w.wake)();
+        }
         Ok(())
+    }
+
+    /// SPEC SES-3: takes the session, or keeps `waiter` to run when a
+    /// session with this id is parked ([`Taken::Waiting`]) — in one step,
+    /// so no park falls between. With `max_sessions` waiters already kept,
+    /// keeps none ([`Taken::Absent`]: the caller looks again later).
+    pub fn take_or_wait(&self, session_id: SessionId, now: Instant, waiter: ResumeWaiter) -> Taken {
+        let mut state = self.lock();
+        if let Some(session) = state.sessions.remove(&session_id) {
+            drop(state);
+            if session.is_expired(now) {
+                session.expire();
+                return Taken::Absent;
+            }
+            return Taken::Session(Box::new(session));
+        }
+        if state.waiters >= self.max_sessions {
+            state.expire(now);
+            if state.waiters >= self.max_sessions {
+                return Taken::Absent;
+            }
+        }
+        state.waiting.entry(session_id).or_default().push(waiter);
+        state.waiters += 1;
+        Taken::Waiting
     }
 
     /// SPEC SES-3: takes the session to resume it (see
@@ -196,7 +296,7 @@ impl SessionRegistry {
     /// released). A taken session is no longer here, so a second
     /// connection cannot resume it at the same time.
     pub fn take(&self, session_id: SessionId, now: Instant) -> Option<SuspendedSession> {
-        let session = self.lock().remove(&session_id)?;
+        let session = self.lock().sessions.remove(&session_id)?;
         if session.is_expired(now) {
             session.expire();
             return None;
@@ -205,14 +305,16 @@ impl SessionRegistry {
     }
 
     /// SPEC SES-2: releases every session whose suspend timeout passed
-    /// (FSM Suspended → Idle); returns how many.
+    /// (FSM Suspended → Idle), and forgets the waiters whose grace passed;
+    /// returns how many sessions.
     pub fn expire(&self, now: Instant) -> usize {
-        Self::expire_locked(&mut self.lock(), now)
+        self.lock().expire(now)
     }
 
     /// The earliest expiry, for the driver's timer.
     pub fn next_expiry(&self) -> Option<Instant> {
         self.lock()
+            .sessions
             .values()
             .filter_map(SuspendedSession::expires_at)
             .min()
@@ -220,28 +322,43 @@ impl SessionRegistry {
 
     /// Number of sessions held.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().sessions.len()
     }
 
     /// Whether no session is held.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().sessions.is_empty()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, SuspendedSession>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Resume requests waiting for a session ([`SessionRegistry::take_or_wait`]).
+    pub fn waiting(&self) -> usize {
+        self.lock().waiters
     }
 
-    fn expire_locked(map: &mut HashMap<SessionId, SuspendedSession>, now: Instant) -> usize {
-        let due: Vec<SessionId> = map
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    fn expire(&mut self, now: Instant) -> usize {
+        let due: Vec<SessionId> = self
+            .sessions
             .iter()
             .filter(|(_, s)| s.is_expired(now))
             .map(|(id, _)| *id)
             .collect();
         for id in &due {
-            if let Some(session) = map.remove(id) {
+            if let Some(session) = self.sessions.remove(id) {
                 session.expire();
             }
+        }
+        if self.waiters > 0 {
+            self.waiting.retain(|_, ws| {
+                ws.retain(|w| w.until > now);
+                !ws.is_empty()
+            });
+            self.waiters = self.waiting.values().map(Vec::len).sum();
         }
         due.len()
     }
@@ -253,7 +370,7 @@ impl SessionRegistry {
 /// the core that held it; that core parks the session as soon as it does.
 pub const RESUME_GRACE: Duration = Duration::from_secs(2);
 
-/// How often a waiting resume request looks for its session again: the
-/// wait is rare (only when the resume outran the old connection's end), so
-/// a short poll costs little and keeps resume latency low.
+/// How often a waiting resume request looks for its session again when
+/// the store cannot wake it ([`Taken::Absent`]); a store that can
+/// ([`SessionRegistry`]) wakes it the moment the session is parked.
 pub const RESUME_POLL: Duration = Duration::from_millis(1);

@@ -11,6 +11,7 @@ use bytes::{Buf, BytesMut};
 use dtp_codec::{ErrorCode, Limits, LogicalFrame};
 use dtp_transports::{ConnId, EVENTS_KEPT, Endpoint, Event, RecvBuf, SendError, Transport};
 
+use crate::Notifier;
 use crate::control::{Decision, Request, ShardLink};
 
 mod state;
@@ -33,6 +34,11 @@ pub struct Shard<T: Transport, S: Service, C: Clock = SystemClock> {
     service: S,
     clock: C,
     core: Core<T, S::Conn, S::Up, S::Down>,
+    /// Connections other threads asked the service to look at
+    /// ([`Service::notified`]).
+    notifier: Notifier,
+    /// Those taken this turn (kept for its capacity).
+    notified: Vec<ConnId>,
 }
 
 impl<T: Transport, S: Service> Shard<T, S> {
@@ -66,9 +72,14 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
         clock: C,
     ) -> Self {
         let now = clock.now();
+        let mut service = service;
+        let notifier = Notifier::new(Box::new(driver.waker()));
+        service.attach(notifier.clone());
         Self {
             service,
             clock,
+            notifier,
+            notified: Vec::new(),
             core: Core {
                 now,
                 untaken: 0,
@@ -200,6 +211,7 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             events.shrink_to(EVENTS_KEPT); // a burst's room given back
         }
         self.core.events = events;
+        self.notices();
         self.control_turn();
         let now = self.core.now;
         self.fire_timers(now);
@@ -209,6 +221,24 @@ impl<T: Transport, S: Service, C: Clock> Shard<T, S, C> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         })
+    }
+
+    /// Runs [`Service::notified`] for every connection another thread
+    /// named since the last turn (module `notify`).
+    fn notices(&mut self) {
+        self.notifier.take(&mut self.notified);
+        if self.notified.is_empty() {
+            return;
+        }
+        let mut notified = std::mem::take(&mut self.notified);
+        for conn in notified.drain(..) {
+            let service = &mut self.service;
+            Conns {
+                core: &mut self.core,
+            }
+            .with(conn, |app, out| service.notified(app, out));
+        }
+        self.notified = notified;
     }
 
     /// Sends what waits for the control ring, resumes connections that

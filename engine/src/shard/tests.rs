@@ -38,14 +38,21 @@ impl Service for Timed {
     }
 }
 
-#[test]
-fn a_deadline_moved_on_every_frame_leaves_no_pile_of_stale_entries() {
+/// A shard on a manual clock running `service`, with one in-memory
+/// connection accepted (the client's transport is returned to keep it open).
+fn one_connection<S: Service>(
+    service: S,
+) -> (
+    Shard<dtp_transports::MemoryTransport, S, ManualClock>,
+    ManualClock,
+    dtp_transports::MemoryTransport,
+) {
     let hub = MemoryHub::new();
-    let at = Endpoint::Memory("timers".into());
+    let at = Endpoint::Memory("shard-tests".into());
     let clock = ManualClock::new(Instant::now());
     let mut shard = Shard::on_clock(
         hub.transport(),
-        Timed::default(),
+        service,
         Limits::default(),
         1 << 20,
         Arc::new(ShardMetrics::default()),
@@ -57,6 +64,12 @@ fn a_deadline_moved_on_every_frame_leaves_no_pile_of_stale_entries() {
     for _ in 0..3 {
         shard.turn(Some(Duration::ZERO)).unwrap();
     }
+    (shard, clock, client)
+}
+
+#[test]
+fn a_deadline_moved_on_every_frame_leaves_no_pile_of_stale_entries() {
+    let (mut shard, clock, _client) = one_connection(Timed::default());
     let conn = shard.service().conn.unwrap();
     let base = clock.now() + Duration::from_secs(60);
     for i in 0..50_000u64 {
@@ -232,4 +245,56 @@ fn connected<S: Service>(
         client.poll(&mut events, Some(Duration::ZERO)).unwrap();
     }
     (shard, client, id)
+}
+
+/// Remembers its notifier and the connections it was notified for.
+#[derive(Default)]
+struct Noticed {
+    notifier: Option<crate::Notifier>,
+    conn: Option<ConnId>,
+    notified: Vec<ConnId>,
+}
+
+impl Service for Noticed {
+    type Conn = ConnId;
+    type Up = ();
+    type Down = ();
+
+    fn open(&mut self, conn: ConnId, _: Origin, _: &mut Outbox<'_>) -> ConnId {
+        self.conn = Some(conn);
+        conn
+    }
+
+    fn bytes(&mut self, _: &mut ConnId, _: RecvBuf, _: &mut Outbox<'_>) -> Result<(), ErrorCode> {
+        Ok(())
+    }
+
+    fn attach(&mut self, notifier: crate::Notifier) {
+        self.notifier = Some(notifier);
+    }
+
+    fn notified(&mut self, conn: &mut ConnId, _: &mut Outbox<'_>) {
+        self.notified.push(*conn);
+    }
+}
+
+/// A connection named to the shard's notifier from another thread is
+/// handed to the service at the shard's next turn, once; a connection the
+/// shard does not hold is skipped; a turn with no notice calls nothing.
+#[test]
+fn a_notice_from_another_thread_reaches_its_connection_at_the_next_turn() {
+    let (mut shard, _clock, _client) = one_connection(Noticed::default());
+    let conn = shard.service().conn.unwrap();
+    let notifier = shard.service().notifier.clone().unwrap();
+    std::thread::spawn(move || {
+        notifier.notify(conn);
+        notifier.notify(ConnId::from_u64(u64::MAX));
+    })
+    .join()
+    .unwrap();
+    assert!(shard.service().notified.is_empty(), "not before a turn");
+    shard.turn(Some(Duration::ZERO)).unwrap();
+    assert_eq!(shard.service().notified, vec![conn]);
+    shard.turn(Some(Duration::ZERO)).unwrap();
+    assert_eq!(shard.service().notified, vec![conn], "once");
 }

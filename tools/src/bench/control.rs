@@ -153,6 +153,7 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         Some(*r.keys.terminal_noise.public()),
     )?;
     let load = LoadSpec {
+        staged: false,
         target: server.endpoint.clone(),
         // Not used by the control mode.
         workload: Workload::Pingpong,

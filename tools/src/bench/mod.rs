@@ -486,8 +486,10 @@ fn fit_to_fd_limit(plan: &mut Plan, args: &BenchArgs, notes: &mut Vec<String>) {
     let room = limit.saturating_sub(256).max(1);
     let wants = |w: fn(BenchWorkload) -> bool| args.workloads.iter().any(|b| w(*b));
     if plan.idle_connections > room && wants(|w| w == BenchWorkload::Plain(Workload::Idle)) {
+        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
         notes.push(format!(
-            "the open-file limit is {limit}: the connections workload opens {room} connections instead of {}",
+            "the open-file limit is {limit} (the soft limit raised to the hard one; fs.nr_open is {nr_open}): the connections workload opens {room} connections instead of {} — each needs a descriptor in the load generator and one in the server; raise the hard limit to hold more (README: many connections)",
             plan.idle_connections
         ));
         plan.idle_connections = room;

@@ -449,6 +449,7 @@ pub(crate) fn run(
     let latency: LatencySummary = tally.latency.summary();
     Ok(DtpLoadResult {
         load: LoadResult {
+            staged: None,
             tally,
             elapsed: spec.duration,
             latency,

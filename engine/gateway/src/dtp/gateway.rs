@@ -22,10 +22,11 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::drive::{EndpointHandler, drive_endpoint};
 use super::{
-    DtpEndpoint, DtpError, DtpEvent, RESUME_GRACE, RESUME_POLL, SuspendedSessions, TerminalConfig,
+    DtpEndpoint, DtpError, DtpEvent, RESUME_GRACE, RESUME_POLL, ResumeWaiter, SuspendedSessions,
+    Taken, TerminalConfig,
 };
 use crate::app::{GatewayDown, GatewayUp};
-use dtp_engine::{Connections, Frame, FrameService, Origin, Outbox};
+use dtp_engine::{Connections, Frame, FrameService, Notifier, Origin, Outbox};
 
 /// What a gateway does with its DTP sessions: decides agreements, consumes
 /// fragments, produces its own. Called on the shard that owns the
@@ -52,6 +53,9 @@ pub struct DtpGateway<A: DtpApp> {
     registry: Arc<dyn SuspendedSessions>,
     app: A,
     rng: SystemRandom,
+    /// Wakes this shard's connections: a resume request waiting for its
+    /// session is woken by the core that parks it.
+    notifier: Option<Notifier>,
 }
 
 /// One connection of a [`DtpGateway`]: its endpoint and application state
@@ -62,9 +66,28 @@ pub struct GatewayConn<S> {
     conn: ConnId,
     endpoint: DtpEndpoint,
     session: S,
-    /// A resume request whose session is not parked yet, and until when it
-    /// may wait ([`RESUME_GRACE`]).
-    waiting_resume: Option<(SessionId, Instant)>,
+    /// A resume request whose session is not parked yet: until when it may
+    /// wait ([`RESUME_GRACE`]).
+    waiting_resume: Option<WaitingResume>,
+}
+
+/// A resume request whose session is not parked yet.
+#[derive(Clone, Copy, Debug)]
+struct WaitingResume {
+    session_id: SessionId,
+    /// The end of its grace.
+    until: Instant,
+    /// The registry wakes it when the session is parked; else it looks
+    /// again every [`RESUME_POLL`].
+    woken: bool,
+}
+
+/// How a waiting resume request is woken: its shard's notifier and its
+/// connection.
+#[derive(Clone, Copy)]
+struct Wake<'a> {
+    notifier: Option<&'a Notifier>,
+    conn: ConnId,
 }
 
 impl<A: DtpApp> DtpGateway<A> {
@@ -77,6 +100,7 @@ impl<A: DtpApp> DtpGateway<A> {
             registry,
             app,
             rng: SystemRandom::new(),
+            notifier: None,
         }
     }
 
@@ -93,7 +117,10 @@ impl<A: DtpApp> DtpGateway<A> {
         let mut terminal = Terminal {
             app: &mut self.app,
             registry: &*self.registry,
-            conn: c.conn,
+            wake: Wake {
+                notifier: self.notifier.as_ref(),
+                conn: c.conn,
+            },
             session: &mut c.session,
             waiting_resume: &mut c.waiting_resume,
         };
@@ -107,9 +134,9 @@ impl<A: DtpApp> DtpGateway<A> {
 struct Terminal<'a, A: DtpApp> {
     app: &'a mut A,
     registry: &'a dyn SuspendedSessions,
-    conn: ConnId,
+    wake: Wake<'a>,
     session: &'a mut A::Session,
-    waiting_resume: &'a mut Option<(SessionId, Instant)>,
+    waiting_resume: &'a mut Option<WaitingResume>,
 }
 
 impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
@@ -122,13 +149,17 @@ impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
     ) {
         match event {
             DtpEvent::ResumeRequested { session_id } => {
-                *self.waiting_resume = Some((session_id, now + RESUME_GRACE));
-                try_resume(self.registry, ep, self.waiting_resume, now);
+                *self.waiting_resume = Some(WaitingResume {
+                    session_id,
+                    until: now + RESUME_GRACE,
+                    woken: false,
+                });
+                try_resume(self.registry, ep, self.waiting_resume, self.wake, now);
             }
             // Terminal control-plane messages belong to the control
             // thread (SPEC §2-3), which answers through `control`.
             DtpEvent::Control(msg) => out.to_control(GatewayUp::Message {
-                conn: self.conn,
+                conn: self.wake.conn,
                 msg: Box::new(msg),
             }),
             DtpEvent::Established {
@@ -138,7 +169,7 @@ impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
             } => {
                 let fay_id = String::from_utf8_lossy(peer.as_bytes());
                 out.to_control(GatewayUp::Identified {
-                    conn: self.conn,
+                    conn: self.wake.conn,
                     fay_id: fay_id.into(),
                 });
                 let event = DtpEvent::Established {
@@ -149,7 +180,7 @@ impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
                 self.app.event(self.session, ep, event, now);
             }
             DtpEvent::Error(DtpError::Cap(e)) => {
-                refused_handshake(self.conn, &e);
+                refused_handshake(self.wake.conn, &e);
                 let event = DtpEvent::Error(DtpError::Cap(e));
                 self.app.event(self.session, ep, event, now);
             }
@@ -158,9 +189,13 @@ impl<A: DtpApp> EndpointHandler<GatewayUp> for Terminal<'_, A> {
     }
 
     fn timer(&self, ep: &DtpEndpoint, now: Instant) -> Option<Instant> {
-        let wait = self
-            .waiting_resume
-            .map(|(_, until)| (now + RESUME_POLL).min(until));
+        let wait = self.waiting_resume.map(|w| {
+            if w.woken {
+                w.until
+            } else {
+                (now + RESUME_POLL).min(w.until)
+            }
+        });
         match (ep.poll_timeout(), wait) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -183,34 +218,73 @@ fn refused_handshake(conn: ConnId, e: &dtp_crypto::cap::CapError) {
 }
 
 /// Answers a waiting resume request from the registry: resumes, refuses
-/// (the grace is over), or leaves it waiting.
+/// (the grace is over), or leaves it waiting — woken by the registry when
+/// the session is parked (on any core), or looking again on its timer when
+/// the store cannot wake it.
 fn try_resume(
     registry: &dyn SuspendedSessions,
     ep: &mut DtpEndpoint,
-    waiting_resume: &mut Option<(SessionId, Instant)>,
+    waiting_resume: &mut Option<WaitingResume>,
+    wake: Wake<'_>,
     now: Instant,
 ) {
-    let Some((session_id, until)) = *waiting_resume else {
+    let Some(mut w) = *waiting_resume else {
         return;
     };
-    match registry.take(session_id, now) {
-        Some(s) => {
+    let taken = match wake.notifier {
+        // A waiter is kept already: look without keeping another.
+        _ if w.woken => registry
+            .take(w.session_id, now)
+            .map_or(Taken::Waiting, |s| Taken::Session(Box::new(s))),
+        Some(notifier) => {
+            let (notifier, conn) = (notifier.clone(), wake.conn);
+            let waiter = ResumeWaiter::new(w.until, move || notifier.notify(conn));
+            registry.take_or_wait(w.session_id, now, waiter)
+        }
+        None => registry
+            .take(w.session_id, now)
+            .map_or(Taken::Absent, |s| Taken::Session(Box::new(s))),
+    };
+    match taken {
+        Taken::Session(s) => {
             *waiting_resume = None;
-            if let Err(refused) = ep.resume_with(s, now) {
+            if let Err(refused) = ep.resume_with(*s, now) {
                 // Not this peer's (or not now): the session stays
                 // parked for its owner.
                 let _ = registry.park(*refused.session, now);
             }
         }
-        None if now >= until => {
+        _ if now >= w.until => {
             *waiting_resume = None;
             ep.refuse_resume();
         }
-        None => {}
+        Taken::Waiting => {
+            w.woken = true;
+            *waiting_resume = Some(w);
+        }
+        Taken::Absent => {
+            w.woken = false;
+            *waiting_resume = Some(w);
+        }
     }
 }
 
 impl<A: DtpApp> DtpGateway<A> {
+    /// Looks for the session `c`'s resume request waits for ([`try_resume`]).
+    fn look_for_session(&self, c: &mut GatewayConn<A::Session>, now: Instant) {
+        let wake = Wake {
+            notifier: self.notifier.as_ref(),
+            conn: c.conn,
+        };
+        try_resume(
+            &*self.registry,
+            &mut c.endpoint,
+            &mut c.waiting_resume,
+            wake,
+            now,
+        );
+    }
+
     /// Sends a control-plane message in `c`'s session (SPEC §2-3).
     fn send_control(
         &mut self,
@@ -321,8 +395,26 @@ impl<A: DtpApp> FrameService for DtpGateway<A> {
 
     fn timeout(&mut self, state: &mut Self::Conn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
         if let Some(c) = state {
-            try_resume(&*self.registry, &mut c.endpoint, &mut c.waiting_resume, now);
+            self.look_for_session(c, now);
             c.endpoint.handle_timeout(now);
+            self.drive(c, out);
+        }
+    }
+
+    fn attach(&mut self, notifier: Notifier) {
+        self.notifier = Some(notifier);
+    }
+
+    /// The session a resume request waits for was parked (by this core or
+    /// another): take it now.
+    fn notified(&mut self, state: &mut Self::Conn, out: &mut Outbox<'_, GatewayUp>) {
+        if let Some(c) = state
+            && let Some(w) = &mut c.waiting_resume
+        {
+            // Its waiter has run: a look that finds nothing keeps a new one.
+            w.woken = false;
+            let now = out.now();
+            self.look_for_session(c, now);
             self.drive(c, out);
         }
     }

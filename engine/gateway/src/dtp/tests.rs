@@ -126,6 +126,73 @@ fn ses2_registry_take_expire_and_ceiling() {
     assert_eq!(registry.expire(later), 1);
 }
 
+/// SPEC SES-3: a resume request that finds no session keeps a waiter,
+/// which runs once when the session is parked (in the same step as the
+/// look, so a park in between is not missed); a look that finds the
+/// session takes it and keeps nothing.
+#[test]
+fn ses3_a_waiting_resume_is_woken_when_its_session_is_parked() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(10);
+    let registry = SessionRegistry::new(4);
+    let woken = Arc::new(AtomicUsize::new(0));
+    let waiter = |until| {
+        let woken = woken.clone();
+        ResumeWaiter::new(until, move || {
+            woken.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    let id = Uuid::from_u128(7);
+    assert!(matches!(
+        registry.take_or_wait(id, t0, waiter(later)),
+        Taken::Waiting
+    ));
+    assert_eq!(registry.waiting(), 1);
+    registry.insert(suspended(8, Some(later)), t0).unwrap();
+    assert_eq!(
+        woken.load(Ordering::SeqCst),
+        0,
+        "another session wakes no one"
+    );
+    registry.insert(suspended(7, Some(later)), t0).unwrap();
+    assert_eq!(woken.load(Ordering::SeqCst), 1);
+    assert_eq!(registry.waiting(), 0, "a waiter runs once");
+    let Taken::Session(s) = registry.take_or_wait(id, t0, waiter(later)) else {
+        panic!("the parked session is taken");
+    };
+    assert_eq!(s.session_id(), id);
+    assert_eq!(registry.waiting(), 0);
+}
+
+/// SPEC SES-3: waiters are bounded (at the registry's ceiling the caller is
+/// told to look again itself) and forgotten once their grace has passed.
+#[test]
+fn ses3_resume_waiters_are_bounded_and_expire() {
+    let t0 = Instant::now();
+    let registry = SessionRegistry::new(2);
+    let grace = t0 + Duration::from_secs(2);
+    for id in 1..=2 {
+        let w = ResumeWaiter::new(grace, || {});
+        assert!(matches!(
+            registry.take_or_wait(Uuid::from_u128(id), t0, w),
+            Taken::Waiting
+        ));
+    }
+    let w = ResumeWaiter::new(grace, || {});
+    assert!(matches!(
+        registry.take_or_wait(Uuid::from_u128(3), t0, w),
+        Taken::Absent
+    ));
+    registry.expire(grace);
+    assert_eq!(registry.waiting(), 0);
+    let w = ResumeWaiter::new(grace + Duration::from_secs(2), || {});
+    assert!(matches!(
+        registry.take_or_wait(Uuid::from_u128(3), grace, w),
+        Taken::Waiting
+    ));
+}
+
 /// Every error carries its SPEC code.
 #[test]
 fn errors_map_to_their_spec_codes() {

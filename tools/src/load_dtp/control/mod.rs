@@ -284,6 +284,7 @@ pub(crate) fn run(
     let latency = tally.latency.summary();
     Ok(ControlLoadResult {
         load: LoadResult {
+            staged: None,
             tally,
             elapsed: spec.duration,
             latency,
