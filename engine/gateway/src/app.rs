@@ -3,12 +3,13 @@
 //! looking inside), and the control plane that runs the terminal plane and
 //! the realtime plane side by side on the control thread.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use dtp_codec::ControlMessage;
 use dtp_transports::ConnId;
 
-use crate::realtime::{RtDecision, RtRequest};
+use crate::realtime::{RtDecision, RtEvent, RtRequest};
 use dtp_engine::{ControlPlane, ControlWaker, Decision, Request};
 
 /// What the gateway's connections tell the control thread.
@@ -47,8 +48,13 @@ pub enum GatewayDown {
         /// The message.
         msg: Box<ControlMessage>,
     },
-    /// A realtime answer or event, for the realtime front end.
+    /// A realtime answer, for the realtime front end.
     Realtime(Box<RtDecision>),
+    /// A committed event for every subscriber of its stream on the shard
+    /// (as [`RtDecision::Event`], without the box: one goes to every shard
+    /// for every event published, and each box was an allocation and a
+    /// free per shard).
+    RtEvent(Arc<RtEvent>),
 }
 
 /// A request of the gateway's rings.

@@ -358,8 +358,7 @@ impl<C: Clock> RealtimePlane<C> {
         self.streams[n as usize].state.apply(change, payload);
         if let Some(event) = made {
             for to in 0..self.shards {
-                let d = RtDecision::Event(event.clone());
-                out.push((to, rt_decision(d)));
+                out.push((to, Decision::Service(GatewayDown::RtEvent(event.clone()))));
             }
         }
         Ok((n, epoch, at))

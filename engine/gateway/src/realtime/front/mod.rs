@@ -356,6 +356,10 @@ impl Service for RealtimeFront {
                 self.decide(*d, conns);
                 None
             }
+            GatewayDown::RtEvent(ev) => {
+                self.burst.push(ev);
+                None
+            }
             other => Some(other),
         }
     }
