@@ -81,7 +81,24 @@ pub(crate) fn decimal_str<B: BufMut>(buf: &mut B, n: u64) {
 
 /// An unsigned integer as a JSON number.
 pub(crate) fn uint<B: BufMut>(buf: &mut B, n: u64) {
-    buf.put_slice(n.to_string().as_bytes());
+    // Written from a stack buffer: `to_string` allocated a `String` for
+    // every event's sequence.
+    buf.put_slice(decimal(n, &mut [0; 20]).as_bytes());
+}
+
+/// `n` in decimal, written at the end of `buf` (no allocation: cursors and
+/// envelopes write one for every event published).
+pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 /// A whole value, compact.
@@ -168,6 +185,15 @@ mod tests {
     }
 
     proptest! {
+        /// `uint` writes what `to_string` writes, for any number (the
+        /// edges too: 0, powers of ten, `u64::MAX`).
+        #[test]
+        fn uint_agrees_with_to_string(n in any::<u64>(), p in 0u32..20) {
+            for n in [n, 0, 10u64.pow(p), 10u64.pow(p) - 1, u64::MAX] {
+                prop_assert_eq!(written(|b| uint(b, n)), n.to_string().into_bytes());
+            }
+        }
+
         /// Both paths of `str` (plain and escaped) write what `serde_json`
         /// writes, for any string.
         #[test]

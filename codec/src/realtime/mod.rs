@@ -89,6 +89,7 @@ pub use client_msg::{ClientMessage, SUBPROTOCOL};
 pub use envelope::{ENVELOPE_PROTOCOL, Envelope, EnvelopeHead, write_envelope};
 pub use failure::{CloseCategory, FailureKind, UnknownCloseCategory, UnknownFailureKind};
 pub use json_guard::{JsonLimits, check_json};
+pub use jsonw::decimal;
 pub use publication::{Publication, PublishReceipt, write_publication, write_receipt};
 pub use recovery::{RecoveryMode, UnknownRecoveryMode};
 pub use refusal::Refusal;

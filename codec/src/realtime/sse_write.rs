@@ -13,7 +13,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes};
 
 use super::value::{Fields, check_id, is_valid_token, parse_object};
 use super::{CloseCategory, Envelope, FailureKind, JsonLimits, Refusal, jsonw};
@@ -150,13 +150,10 @@ impl fmt::Display for SseEncodeError {
 impl std::error::Error for SseEncodeError {}
 
 fn has_line_break(bytes: &[u8]) -> bool {
-    // Whole blocks without an early exit, which the compiler vectorises
-    // (every published event's envelope passes here once).
-    bytes.chunks(64).any(|block| {
-        block
-            .iter()
-            .fold(false, |seen, &b| seen | (b == b'\r') | (b == b'\n'))
-    })
+    // Every published event's envelope passes here once: `memchr`'s SIMD
+    // search (a fold over 64-byte blocks was 6 % of the control thread's
+    // cost of publishing an event).
+    memchr::memchr2(b'\r', b'\n', bytes).is_some()
 }
 
 /// An application event block (SPEC RT-8): `id: <id>\n` when `id` is `Some`
@@ -184,19 +181,22 @@ pub fn write_sse_event<B: BufMut>(
 /// one HTTP/1.1 chunk (as [`crate::http::write_chunk`] frames it) and built
 /// in one buffer, its data written in place by `data` (e.g.
 /// [`super::write_envelope`]; `capacity`: the size it will likely take).
-/// Gives the chunk and where the data lies in it, so that the data is
-/// shared as a slice of the chunk (`Bytes::slice`) instead of encoded into
-/// a buffer of its own and copied twice (once into the block, once into
-/// the chunk).
+/// Gives the chunk and where the data lies in it, so that the data is read
+/// in place (or shared as a slice of the chunk) instead of encoded into a
+/// buffer of its own and copied twice (once into the block, once into the
+/// chunk).
+///
+/// The chunk is built in a `Vec` and handed over as a `Bytes` that owns it
+/// (its head dropped by moving the start, not by splitting a `BytesMut`).
 pub fn sse_chunk_with(
     id: Option<&str>,
     capacity: usize,
-    data: impl FnOnce(&mut BytesMut) -> Result<(), Refusal>,
+    data: impl FnOnce(&mut Vec<u8>) -> Result<(), Refusal>,
 ) -> Result<(Bytes, Range<usize>), SseEncodeError> {
     use crate::http::{CHUNK_HEAD_MAX, chunk_head};
     valid_id(id)?;
     let id_line = id.map_or(0, |id| id.len() + 5);
-    let mut buf = BytesMut::with_capacity(CHUNK_HEAD_MAX + id_line + 6 + capacity + 4);
+    let mut buf = Vec::with_capacity(CHUNK_HEAD_MAX + id_line + 6 + capacity + 4);
     // Room for the chunk head, whose size is known only at the end.
     buf.put_bytes(0, CHUNK_HEAD_MAX);
     put_id_line(&mut buf, id);
@@ -209,8 +209,9 @@ pub fn sse_chunk_with(
     let (head, from) = chunk_head(buf.len() - CHUNK_HEAD_MAX);
     buf[from..CHUNK_HEAD_MAX].copy_from_slice(&head[from..]);
     buf.put_slice(b"\r\n");
-    let _ = buf.split_to(from);
-    Ok((buf.freeze(), start - from..end - from))
+    let mut chunk = Bytes::from(buf);
+    chunk.advance(from);
+    Ok((chunk, start - from..end - from))
 }
 
 /// A bad `id` is a bug on the server's side: a debug assertion, and

@@ -95,7 +95,7 @@ impl Rig {
     fn keep_events(&mut self, out: &[(usize, Decision<GatewayDown>)]) {
         for (_, d) in out {
             if let Decision::Service(GatewayDown::RtEvent(ev)) = d {
-                let env = Envelope::decode(&ev.envelope, &JsonLimits::default()).unwrap();
+                let env = Envelope::decode(ev.envelope(), &JsonLimits::default()).unwrap();
                 if env.stream_id == "sessions" {
                     self.events.push((env.sequence, Value::Object(env.payload)));
                 }

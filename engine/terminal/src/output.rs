@@ -1,6 +1,8 @@
 //! What the terminal asks its driver to do, polled with
 //! [`crate::Terminal::poll_output`].
 
+use std::sync::Arc;
+
 use dtp_codec::{AccessMode, ControlMessage, ErrorCode, SessionId, SessionState};
 use serde::Serialize;
 use uuid::Uuid;
@@ -95,10 +97,11 @@ pub enum Output {
 pub struct StateChange {
     /// The session.
     pub session_id: SessionId,
-    /// Its holder.
-    pub fay_id: String,
-    /// Its resource.
-    pub resource_id: String,
+    /// Its holder (shared with the session's record: a transition copies
+    /// no id).
+    pub fay_id: Arc<str>,
+    /// Its resource (shared likewise).
+    pub resource_id: Arc<str>,
     /// Its mode.
     pub access_mode: AccessMode,
     /// The state before (`None`: the session was just created, in creating).

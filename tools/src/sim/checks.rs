@@ -142,9 +142,9 @@ pub(super) fn check(s: &Snapshot) -> Vec<String> {
         .iter()
         .map(|x| AccessGrant {
             session_id: x.session_id,
-            resource_id: x.resource_id.clone(),
+            resource_id: x.resource_id.as_str().into(),
             access_mode: x.access_mode,
-            holder: x.fay_id.clone(),
+            holder: x.fay_id.as_str().into(),
         })
         .collect();
     for g in s.granted.difference(&want) {
@@ -252,9 +252,9 @@ mod tests {
             .iter()
             .map(|s| AccessGrant {
                 session_id: s.session_id,
-                resource_id: s.resource_id.clone(),
+                resource_id: s.resource_id.as_str().into(),
                 access_mode: s.access_mode,
-                holder: s.fay_id.clone(),
+                holder: s.fay_id.as_str().into(),
             })
             .collect();
         Snapshot {

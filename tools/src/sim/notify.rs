@@ -265,14 +265,14 @@ impl World {
         if c.to == SessionState::Terminated {
             self.watch.mirror.remove(&id);
             let reason = c.reason.unwrap_or(TerminationReason::Forced);
-            self.watch.ended.insert(id, (c.fay_id.clone(), reason));
+            self.watch.ended.insert(id, (c.fay_id.to_string(), reason));
             self.watch.session_creds.remove(&id);
             self.watch.hb_max.remove(&id);
             self.report.bump(&format!("session.ended.{reason}"));
         } else {
             let m = Mirrored {
-                fay: c.fay_id.clone(),
-                resource: c.resource_id.clone(),
+                fay: c.fay_id.to_string(),
+                resource: c.resource_id.to_string(),
                 mode: c.access_mode,
                 state: c.to,
             };
@@ -285,7 +285,7 @@ impl World {
             .mirror
             .iter()
             .filter(|(_, m)| {
-                m.resource == c.resource_id && dtp_terminal::session::is_controlling(m.state)
+                *m.resource == *c.resource_id && dtp_terminal::session::is_controlling(m.state)
             })
             .map(|(id, m)| (*id, m.mode))
             .collect();
@@ -324,7 +324,7 @@ impl World {
             R::Forced => matches!(ctx, Ctx::Force(s) if *s == id),
             R::ResourceUnavailable => matches!(
                 ctx,
-                Ctx::Available { resource, available: false } if *resource == c.resource_id
+                Ctx::Available { resource, available: false } if **resource == *c.resource_id
             ),
             R::CredentialRevoked => match ctx {
                 Ctx::Revoke(d) => creds.is_empty() || creds.iter().any(|c| c.descriptor == *d),

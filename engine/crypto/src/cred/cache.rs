@@ -4,6 +4,7 @@
 //! Ed25519 verification.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -20,7 +21,7 @@ use super::{CredError, Credential, VerifiedCredential, Verifier};
 /// At the ceiling the oldest entry goes.
 #[derive(Debug)]
 pub struct SignatureCache {
-    checked: HashMap<Bytes, Credential>,
+    checked: HashMap<Bytes, Arc<Credential>>,
     order: VecDeque<Bytes>,
     max: usize,
 }
@@ -49,8 +50,8 @@ impl SignatureCache {
         if let Some(cred) = self.checked.get(bytes) {
             return verifier.verify_signed(cred, now);
         }
-        let cred = Credential::from_bytes(bytes)?;
-        let result = verifier.verify(&cred, now);
+        let cred = Arc::new(Credential::from_bytes(bytes)?);
+        let result = verifier.verify_shared(&cred, now);
         // Whatever else failed, the signature held: remember that.
         let signed = match &result {
             Ok(_) => true,

@@ -41,6 +41,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use dtp_codec::{AccessMode, ErrorCode};
@@ -613,12 +614,22 @@ impl Verifier {
 
     /// Parses and verifies a credential's binary form at `now` (Unix seconds).
     pub fn verify_bytes(&self, bytes: &[u8], now: u64) -> Result<VerifiedCredential, CredError> {
-        self.verify(&Credential::from_bytes(bytes)?, now)
+        self.verify_shared(&Arc::new(Credential::from_bytes(bytes)?), now)
     }
 
     /// Verifies a parsed credential at `now` (Unix seconds): issuer, then
     /// signature, then revocation, then validity window.
     pub fn verify(&self, cred: &Credential, now: u64) -> Result<VerifiedCredential, CredError> {
+        self.verify_shared(&Arc::new(cred.clone()), now)
+    }
+
+    /// [`Verifier::verify`] of a credential already shared (the signature
+    /// cache keeps the one it verified, and the result shares it).
+    fn verify_shared(
+        &self,
+        cred: &Arc<Credential>,
+        now: u64,
+    ) -> Result<VerifiedCredential, CredError> {
         let d = &cred.descriptor;
         let key = self
             .issuers
@@ -647,7 +658,11 @@ impl Verifier {
     /// The checks after the signature: revocation, then validity window.
     /// The issuer must still be trusted (a signature checked earlier under
     /// a key no longer trusted counts for nothing).
-    fn verify_signed(&self, cred: &Credential, now: u64) -> Result<VerifiedCredential, CredError> {
+    fn verify_signed(
+        &self,
+        cred: &Arc<Credential>,
+        now: u64,
+    ) -> Result<VerifiedCredential, CredError> {
         let d = &cred.descriptor;
         if !self.issuers.contains_key(&d.issuer_key_id) {
             return Err(CredError::UnknownIssuer(d.issuer_key_id));
@@ -673,7 +688,7 @@ impl Verifier {
             });
         }
         Ok(VerifiedCredential {
-            credential: cred.clone(),
+            credential: Arc::clone(cred),
         })
     }
 }
@@ -690,7 +705,10 @@ impl Default for Verifier {
 /// as the clock moves (SPEC TS-16 ends sessions at `not_after`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifiedCredential {
-    credential: Credential,
+    /// Shared with the signature cache: a cached credential verified again
+    /// (every request of a known Fay) is not copied (its Fay id and grants
+    /// were three allocations per decision on the control thread).
+    credential: Arc<Credential>,
 }
 
 impl VerifiedCredential {

@@ -33,13 +33,41 @@ pub struct RtEvent {
     pub stream: u32,
     /// Its sequence in the stream's current epoch.
     pub sequence: u64,
-    /// The envelope (REALTIME_EVENT_V1) as JSON (SPEC RT-3): a slice of
-    /// `sse`, sharing its memory.
-    pub envelope: Bytes,
     /// The SSE event block carrying the envelope (SPEC RT-8), framed as one
     /// HTTP/1.1 chunk of an SSE response, ready to send: one allocation
     /// queued by reference on every subscriber's connection.
     pub sse: Bytes,
+    /// Where the envelope lies in `sse`.
+    envelope_at: std::ops::Range<usize>,
+}
+
+impl RtEvent {
+    /// The event `sequence` of stream `stream`: its SSE chunk and where
+    /// the envelope lies in it (as `sse_chunk_with` gives them).
+    ///
+    /// # Panics
+    /// If `envelope_at` is not within `sse` (a bug of the caller).
+    pub fn new(
+        stream: u32,
+        sequence: u64,
+        sse: Bytes,
+        envelope_at: std::ops::Range<usize>,
+    ) -> Self {
+        assert!(envelope_at.start <= envelope_at.end && envelope_at.end <= sse.len());
+        Self {
+            stream,
+            sequence,
+            sse,
+            envelope_at,
+        }
+    }
+
+    /// The envelope (REALTIME_EVENT_V1) as JSON (SPEC RT-3), read in place
+    /// in `sse`: not a `Bytes` slice of it, which cost a reference count
+    /// taken on the control thread and dropped on every event's eviction.
+    pub fn envelope(&self) -> &[u8] {
+        &self.sse[self.envelope_at.clone()]
+    }
 }
 
 /// A shard's realtime request (the connection is the one it came from).

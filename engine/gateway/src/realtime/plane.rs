@@ -4,6 +4,7 @@
 //! once per shard; the shards fan it out to their subscribers.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,6 +84,10 @@ pub struct RealtimePlane<C: Clock = SystemClock> {
     /// The last `occurredAt` written and its Unix millisecond: events of
     /// one batch share it, so it is formatted once per millisecond.
     stamp: (u64, String),
+    /// The epoch of the stream last published to, and the id of its event:
+    /// buffers kept so that publishing allocates neither.
+    epoch: String,
+    event_id: String,
 }
 
 /// A stream of the configuration could not be registered.
@@ -143,6 +148,8 @@ impl<C: Clock> RealtimePlane<C> {
             clock,
             next_expiry: None,
             stamp: (u64::MAX, String::new()),
+            epoch: String::new(),
+            event_id: String::new(),
             metrics: Arc::default(),
         })
     }
@@ -253,9 +260,9 @@ impl<C: Clock> RealtimePlane<C> {
         out: &mut Decisions,
     ) {
         let d = match self.publish(what, now, out) {
-            Ok((n, epoch, at)) => {
+            Ok((n, at)) => {
                 let id = &self.streams[n as usize].id;
-                let body = published_body(id, &epoch, at.sequence, at.cursor.as_deref());
+                let body = published_body(id, &self.epoch, at.sequence, at.cursor.as_deref());
                 RtDecision::Published { conn, body }
             }
             Err(why) => {
@@ -275,7 +282,7 @@ impl<C: Clock> RealtimePlane<C> {
         (stream, event_type, payload): (&str, &str, Bytes),
         now: Instant,
         out: &mut Decisions,
-    ) -> Result<(u32, String, dtp_realtime::Appended), RtRefusal> {
+    ) -> Result<(u32, dtp_realtime::Appended), RtRefusal> {
         let &n = self.index.get(stream).ok_or(RtRefusal::UnknownStream)?;
         let unix_ms = self.clock.unix_ms(now).0;
         if self.stamp.0 != unix_ms {
@@ -300,17 +307,25 @@ impl<C: Clock> RealtimePlane<C> {
             .registry
             .ledger(&s.id)
             .ok_or(RtRefusal::UnknownStream)?;
-        let epoch = ledger.epoch().as_str().to_owned();
+        // The epoch is copied into a buffer kept for the purpose (the
+        // ledger is borrowed again below), as is the event id.
+        let epoch = &mut self.epoch;
+        epoch.clear();
+        epoch.push_str(ledger.epoch().as_str());
         let recovery = ledger.recovery();
         let mut encoded = Err(RtRefusal::TooLarge);
         let mut made = None;
+        let event_id = &mut self.event_id;
         let published = self.registry.publish_with(&s.id, event_type, now, |at| {
-            let event_id = format!("{epoch}-{}", at.sequence);
+            // Written into the kept buffer, not `format!`ted: one
+            // allocation less per event on the control thread.
+            event_id.clear();
+            let _ = write!(event_id, "{epoch}-{}", at.sequence);
             let head = EnvelopeHead {
                 stream_id: &s.id,
-                stream_epoch: &epoch,
+                stream_epoch: epoch,
                 event_type,
-                event_id: &event_id,
+                event_id,
                 sequence: at.sequence,
                 occurred_at,
                 scope_binding: &s.scope,
@@ -326,18 +341,13 @@ impl<C: Clock> RealtimePlane<C> {
                 write_envelope(b, &head, &payload)
             });
             let (sse, envelope) = match built {
-                Ok((chunk, range)) => {
+                Ok(built) => {
                     encoded = Ok(());
-                    (chunk.clone(), chunk.slice(range))
+                    built
                 }
-                Err(_) => (Bytes::new(), Bytes::new()),
+                Err(_) => (Bytes::new(), 0..0),
             };
-            let event = Arc::new(RtEvent {
-                stream: n,
-                sequence: at.sequence,
-                envelope,
-                sse,
-            });
+            let event = Arc::new(RtEvent::new(n, at.sequence, sse, envelope));
             made = Some(event.clone());
             Stored(event)
         });
@@ -361,7 +371,7 @@ impl<C: Clock> RealtimePlane<C> {
                 out.push((to, Decision::Service(GatewayDown::RtEvent(event.clone()))));
             }
         }
-        Ok((n, epoch, at))
+        Ok((n, at))
     }
 
     fn snapshot(&mut self, shard: usize, conn: ConnId, stream: &str, out: &mut Decisions) {

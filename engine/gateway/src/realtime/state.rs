@@ -63,9 +63,46 @@ pub(super) enum Change {
     /// Nothing to fold (last-value state).
     Last,
     /// Set the row of this key.
-    Set(Box<str>),
+    Set(Key),
     /// Remove the row of this key.
-    Remove(Box<str>),
+    Remove(Key),
+}
+
+/// A row key: where it lies in the payload (a key without escapes, the
+/// usual case, costs no allocation until it names a new row), or unescaped.
+#[derive(Debug)]
+pub(super) enum Key {
+    /// These bytes of the payload.
+    At(std::ops::Range<usize>),
+    /// A key that had escapes in the payload, unescaped.
+    Owned(Box<str>),
+}
+
+impl Key {
+    fn new(key: Cow<'_, str>, payload: &[u8]) -> Self {
+        match key {
+            Cow::Borrowed(k) => {
+                // A borrowed key lies inside the payload it was read from.
+                let at = (k.as_ptr() as usize).wrapping_sub(payload.as_ptr() as usize);
+                match payload.get(at..at + k.len()) {
+                    Some(b) if b == k.as_bytes() => Self::At(at..at + k.len()),
+                    _ => Self::Owned(k.into()),
+                }
+            }
+            Cow::Owned(k) => Self::Owned(k.into()),
+        }
+    }
+
+    /// The key's text (`payload`: the one it was read from).
+    fn text<'a>(&'a self, payload: &'a [u8]) -> &'a str {
+        match self {
+            Self::At(at) => payload
+                .get(at.clone())
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
+            Self::Owned(k) => k,
+        }
+    }
 }
 
 impl StreamState {
@@ -93,7 +130,7 @@ impl StreamState {
             return Err(RtRefusal::NotARow);
         };
         if gone {
-            return Ok(Change::Remove(key.into()));
+            return Ok(Change::Remove(Key::new(key, payload)));
         }
         let old = t.rows.get(&*key).map_or(0, |r| r.len() + key.len());
         let grows = old == 0;
@@ -102,7 +139,7 @@ impl StreamState {
         {
             return Err(RtRefusal::TableFull);
         }
-        Ok(Change::Set(key.into()))
+        Ok(Change::Set(Key::new(key, payload)))
     }
 
     /// Applies a committed event's payload, as [`StreamState::check`] said.
@@ -110,14 +147,19 @@ impl StreamState {
         match (self, change) {
             (Self::Last(state), _) => *state = Some(payload),
             (Self::Table(t), Change::Set(key)) => {
+                let key = key.text(&payload);
                 t.bytes += payload.len() + key.len();
-                if let Some(old) = t.rows.insert(key.clone(), payload) {
-                    t.bytes -= old.len() + key.len();
+                // An existing row is replaced in place: no key allocated.
+                if let Some(row) = t.rows.get_mut(key) {
+                    t.bytes -= row.len() + key.len();
+                    *row = payload;
+                } else {
+                    t.rows.insert(key.into(), payload);
                 }
             }
             (Self::Table(t), Change::Remove(key)) => {
-                if let Some(old) = t.rows.remove(&key) {
-                    t.bytes -= old.len() + key.len();
+                if let Some(old) = t.rows.remove(key.text(&payload)) {
+                    t.bytes -= old.len() + key.text(&payload).len();
                 }
             }
             (Self::Table(_), Change::Last) => {}

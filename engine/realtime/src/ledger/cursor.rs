@@ -70,7 +70,7 @@ impl CursorKey {
         s.push('.');
         // No `format!`: a cursor is issued for every event published.
         let mut digits = [0u8; 20];
-        s.push_str(decimal(sequence, &mut digits));
+        s.push_str(dtp_codec::realtime::decimal(sequence, &mut digits));
         s.push('.');
         for b in tag {
             s.push(hex_digit(b >> 4));
@@ -119,20 +119,6 @@ fn finish(mut ctx: hmac::Context, sequence: u64) -> [u8; TAG_LEN] {
         *t = *f;
     }
     tag
-}
-
-/// `v` in decimal, written at the end of `buf`.
-fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).unwrap_or("0")
 }
 
 /// A cursor's fields after the syntax check, before the tag check.

@@ -116,10 +116,10 @@ impl CommandTemplates {
 fn argv(template: &[String], grant: &AccessGrant) -> Result<Vec<String>, OsError> {
     let session = grant.session_id.to_string();
     let value = |name: &str| match name {
-        "resource_id" => Some(grant.resource_id.as_str()),
+        "resource_id" => Some(&*grant.resource_id),
         "access_mode" => Some(grant.access_mode.name()),
         "session_id" => Some(session.as_str()),
-        "fay_id" => Some(grant.holder.as_str()),
+        "fay_id" => Some(&*grant.holder),
         _ => None,
     };
     let args: Vec<String> = template

@@ -17,6 +17,8 @@ mod scripted;
 pub use command::{CommandAccessConfig, CommandConfigError, CommandTemplates};
 pub use scripted::{AccessCall, ScriptedAccess};
 
+use std::sync::Arc;
+
 use dtp_codec::{AccessMode, SessionId};
 
 /// SPEC TS-6: what is granted or revoked — a holder's access to one resource
@@ -25,13 +27,14 @@ use dtp_codec::{AccessMode, SessionId};
 pub struct AccessGrant {
     /// The session the access belongs to.
     pub session_id: SessionId,
-    /// The resource.
-    pub resource_id: String,
+    /// The resource (shared with the session's record: asking for a grant
+    /// or a revoke copies no id).
+    pub resource_id: Arc<str>,
     /// The mode.
     pub access_mode: AccessMode,
     /// The holder: a Fay id, or `human:<terminal_id>` for the human user's
     /// OS process (SPEC HO-9).
-    pub holder: String,
+    pub holder: Arc<str>,
 }
 
 impl AccessGrant {

@@ -1,5 +1,7 @@
 //! SPEC TS-5 … TS-9, TS-17: AuthRequest handling and session creation.
 
+use std::sync::Arc;
+
 use dtp_codec::{
     AccessMode, AuthOutcome, AuthRequest, AuthResult, ControlMessage, ErrorCode, SessionId,
     SessionState, Terms,
@@ -23,7 +25,7 @@ const MINT_TRIES: usize = 4;
 /// What a new session is for (SPEC TS-6 step 4).
 pub(crate) struct NewSession {
     pub(crate) holder: Holder,
-    pub(crate) resource_id: String,
+    pub(crate) resource_id: Arc<str>,
     pub(crate) mode: AccessMode,
     pub(crate) binding: Binding,
 }
@@ -112,9 +114,10 @@ impl<A: OsAccess> Terminal<A> {
             .map_err(|m| refuse(ErrorCode::E_SESSION_LIMIT_EXCEEDED, m))?;
         match self.admit(&req.resource_id, req.access_mode) {
             Ok(()) => {
+                // The request's ids move into the session (no copies).
                 let spec = NewSession {
-                    holder: Holder::Fay(req.fay_id.clone(), Box::new(cred)),
-                    resource_id: req.resource_id.clone(),
+                    holder: Holder::Fay(req.fay_id.into(), cred),
+                    resource_id: req.resource_id.into(),
                     mode: req.access_mode,
                     binding: Binding::Conn(conn),
                 };
@@ -231,7 +234,7 @@ impl<A: OsAccess> Terminal<A> {
         let grant = rec.grant();
         self.out.push_back(Output::StateChanged(StateChange {
             session_id: id,
-            fay_id: rec.holder.id().to_owned(),
+            fay_id: rec.holder.shared_id().clone(),
             resource_id: rec.resource_id.clone(),
             access_mode: rec.mode,
             from: None,
@@ -239,7 +242,7 @@ impl<A: OsAccess> Terminal<A> {
             reason: None,
             at: now,
         }));
-        if let Some(r) = self.resources.get_mut(&rec.resource_id) {
+        if let Some(r) = self.resources.get_mut(&*rec.resource_id) {
             r.occupy(id, rec.mode);
         }
         self.count_holder(rec.holder.id(), true);
@@ -289,7 +292,7 @@ impl<A: OsAccess> Terminal<A> {
         let Some(resource_id) = self.sessions.get(&id).map(|r| r.resource_id.clone()) else {
             return;
         };
-        if let Some(r) = self.resources.get_mut(&resource_id) {
+        if let Some(r) = self.resources.get_mut(&*resource_id) {
             r.vacate(&id);
         }
         self.step(id, SessionEvent::ResourcesReleased, now);
@@ -303,7 +306,7 @@ impl<A: OsAccess> Terminal<A> {
                 SessionAudit {
                     session_id: id,
                     fay_id: rec.holder.id().to_owned(),
-                    resource_id: rec.resource_id,
+                    resource_id: rec.resource_id.to_string(),
                     access_mode: rec.mode,
                     reason,
                     created_at: rec.created_at,

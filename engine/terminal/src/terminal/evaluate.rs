@@ -36,7 +36,7 @@ impl<A: OsAccess> Terminal<A> {
                 "the initiator may not hand this session over (SPEC HO-2 (1))".into(),
             ));
         }
-        let (resource_id, mode) = (src.resource_id.clone(), src.mode);
+        let (resource_id, mode) = (src.resource_id.to_string(), src.mode);
         let source_human = matches!(src.holder, Holder::Human(_));
         let source = SourceInfo {
             session_id: src.id,

@@ -211,7 +211,7 @@ impl<A: OsAccess> Terminal<A> {
         let Some(src) = self.sessions.get(&req.source) else {
             return Err(self.missing_source(&req));
         };
-        let resource_id = src.resource_id.clone();
+        let resource_id = src.resource_id.to_string();
         if !queued {
             let key = (req.source, super::target_key(&req.target_fay_id));
             let h = self.config.handover;

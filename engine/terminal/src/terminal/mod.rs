@@ -31,6 +31,7 @@ pub use views::{HandoverInfo, ResourceInfo, SessionInfo};
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::sync::Arc;
 
 use dtp_codec::{
     AccessMode, ControlMessage, ErrorCode, SessionId, SessionState, SessionStateChanged,
@@ -75,13 +76,18 @@ pub enum Input {
 #[derive(Clone, Debug)]
 pub(crate) enum Holder {
     /// A Fay, with the credential its session was granted on (TS-16).
-    Fay(String, Box<VerifiedCredential>),
+    Fay(Arc<str>, VerifiedCredential),
     /// The terminal's human user, `human:<terminal_id>` (HO-9).
-    Human(String),
+    Human(Arc<str>),
 }
 
 impl Holder {
     pub(crate) fn id(&self) -> &str {
+        self.shared_id()
+    }
+
+    /// The id, shared (a copy is a reference count).
+    pub(crate) fn shared_id(&self) -> &Arc<str> {
         match self {
             Holder::Fay(id, _) | Holder::Human(id) => id,
         }
@@ -104,7 +110,7 @@ pub(crate) enum Binding {
 pub(crate) struct SessionRecord {
     pub(crate) id: SessionId,
     pub(crate) holder: Holder,
-    pub(crate) resource_id: String,
+    pub(crate) resource_id: Arc<str>,
     pub(crate) mode: AccessMode,
     pub(crate) state: SessionState,
     pub(crate) binding: Binding,
@@ -126,7 +132,7 @@ impl SessionRecord {
             session_id: self.id,
             resource_id: self.resource_id.clone(),
             access_mode: self.mode,
-            holder: self.holder.id().to_owned(),
+            holder: self.holder.shared_id().clone(),
         }
     }
 
@@ -341,11 +347,18 @@ impl<A: OsAccess> Terminal<A> {
 
     /// Records that `conn` speaks for `fay_id`.
     pub(crate) fn learn(&mut self, conn: ConnKey, fay_id: &str) {
-        self.conns
-            .entry(conn)
-            .or_default()
-            .insert(fay_id.to_owned());
-        self.last_conn_of.insert(fay_id.to_owned(), conn);
+        // Known pairs (every request after a connection's first) are
+        // looked up, not copied: no allocation per decision.
+        let fays = self.conns.entry(conn).or_default();
+        if !fays.contains(fay_id) {
+            fays.insert(fay_id.to_owned());
+        }
+        match self.last_conn_of.get_mut(fay_id) {
+            Some(c) => *c = conn,
+            None => {
+                self.last_conn_of.insert(fay_id.to_owned(), conn);
+            }
+        }
     }
 
     /// Whether `conn` may act for the holder of `rec`.
@@ -391,7 +404,7 @@ impl<A: OsAccess> Terminal<A> {
         }
         let change = StateChange {
             session_id: id,
-            fay_id: rec.holder.id().to_owned(),
+            fay_id: rec.holder.shared_id().clone(),
             resource_id: rec.resource_id.clone(),
             access_mode: rec.mode,
             from: Some(from),

@@ -160,7 +160,7 @@ impl<A: OsAccess> Terminal<A> {
     pub(crate) fn abandoned_op_on(&self, resource: &str) -> bool {
         self.ops
             .values()
-            .any(|p| p.grant.resource_id == resource && p.wait.abandoned())
+            .any(|p| *p.grant.resource_id == *resource && p.wait.abandoned())
     }
 
     /// SPEC HO-7: the deadline passed with `resource`'s handover in an OS
@@ -182,7 +182,7 @@ impl<A: OsAccess> Terminal<A> {
                 Wait::Create {
                     session,
                     purpose: purpose @ Some(Purpose::Handover { .. }),
-                } if p.grant.resource_id == resource => {
+                } if *p.grant.resource_id == *resource => {
                     *purpose = None;
                     abandoned.push(*session);
                 }
@@ -449,12 +449,12 @@ impl<A: OsAccess> Terminal<A> {
     /// new grant until a successful revoke of `grant` or an operator clears
     /// it.
     fn mark(&mut self, grant: &AccessGrant, operation: OsOperation, e: &OsError, now: UnixMs) {
-        let Some(r) = self.resources.get_mut(&grant.resource_id) else {
+        let Some(r) = self.resources.get_mut(&*grant.resource_id) else {
             return;
         };
         let entry = Reconciliation {
             session_id: grant.session_id,
-            holder: grant.holder.clone(),
+            holder: grant.holder.to_string(),
             operation,
             message: e.to_string(),
             since: now,
@@ -468,7 +468,7 @@ impl<A: OsAccess> Terminal<A> {
     /// SPEC TS-4: a revoke of `grant` succeeded: whatever it left unknown
     /// is known now.
     fn cleared_by_revoke(&mut self, grant: &AccessGrant, now: UnixMs) {
-        let Some(r) = self.resources.get_mut(&grant.resource_id) else {
+        let Some(r) = self.resources.get_mut(&*grant.resource_id) else {
             return;
         };
         if let Some(entry) = r.clear_reconciliation(&grant.session_id) {

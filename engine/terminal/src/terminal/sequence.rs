@@ -81,8 +81,8 @@ impl<A: OsAccess> Terminal<A> {
     pub(crate) fn acquire(&mut self, mut ev: Evaluation, now: UnixMs) {
         let resource = ev.resource_id.clone();
         let holder = match &ev.target {
-            Some(cred) => Holder::Fay(ev.request.target_fay_id.clone(), Box::new(cred.clone())),
-            None => Holder::Human(ev.request.target_fay_id.clone()),
+            Some(cred) => Holder::Fay(ev.request.target_fay_id.as_str().into(), cred.clone()),
+            None => Holder::Human(ev.request.target_fay_id.as_str().into()),
         };
         let binding = match (&holder, ev.target_conn) {
             (Holder::Human(_), _) => Binding::Local,
@@ -91,7 +91,7 @@ impl<A: OsAccess> Terminal<A> {
         };
         let spec = NewSession {
             holder,
-            resource_id: resource.clone(),
+            resource_id: resource.as_str().into(),
             mode: ev.mode,
             binding,
         };

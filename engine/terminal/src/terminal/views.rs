@@ -138,7 +138,7 @@ impl<A: OsAccess> Terminal<A> {
     pub fn active_controllers(&self, resource_id: &str) -> Vec<SessionId> {
         self.sessions
             .values()
-            .filter(|s| s.resource_id == resource_id && is_controlling(s.state))
+            .filter(|s| *s.resource_id == *resource_id && is_controlling(s.state))
             .map(|s| s.id)
             .collect()
     }
@@ -174,7 +174,7 @@ fn session_info(s: &SessionRecord) -> SessionInfo {
         session_id: s.id,
         fay_id: s.holder.id().to_owned(),
         human: matches!(s.holder, Holder::Human(_)),
-        resource_id: s.resource_id.clone(),
+        resource_id: s.resource_id.to_string(),
         access_mode: s.mode,
         state: s.state,
         conn: s.conn(),

@@ -37,7 +37,7 @@ fn controllers_after_each_step(out: &[Output], resource: &str) -> Vec<usize> {
     let mut states = BTreeMap::new();
     out.iter()
         .filter_map(|o| match o {
-            Output::StateChanged(c) if c.resource_id == resource => {
+            Output::StateChanged(c) if *c.resource_id == *resource => {
                 states.insert(c.session_id, c.to);
                 Some(
                     states
@@ -220,7 +220,7 @@ fn fay_to_human_and_human_to_fay() {
         h.t.access()
             .granted()
             .iter()
-            .any(|g| g.holder == "human:t1")
+            .any(|g| &*g.holder == "human:t1")
     );
     // The human user's session has no liveness to lose.
     h.advance(600_000);
@@ -245,7 +245,7 @@ fn fay_to_human_and_human_to_fay() {
         panic!("{out:?}")
     };
     assert_eq!(h.t.active_controllers("screen"), [c]);
-    assert!(h.t.access().granted().iter().all(|g| g.holder == "fay-c"));
+    assert!(h.t.access().granted().iter().all(|g| &*g.holder == "fay-c"));
 }
 
 #[test]

@@ -268,8 +268,10 @@ impl Harness {
                 if c.to == SessionState::Terminated {
                     self.mirror.remove(&c.session_id);
                 } else {
-                    self.mirror
-                        .insert(c.session_id, (c.resource_id.clone(), c.access_mode, c.to));
+                    self.mirror.insert(
+                        c.session_id,
+                        (c.resource_id.to_string(), c.access_mode, c.to),
+                    );
                 }
                 self.check_observed();
             }

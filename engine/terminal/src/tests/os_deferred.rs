@@ -61,9 +61,7 @@ impl Harness {
     pub(crate) fn check_os_holders(&self) {
         let mut per: BTreeMap<&str, Vec<AccessMode>> = BTreeMap::new();
         for g in self.t.access().granted() {
-            per.entry(g.resource_id.as_str())
-                .or_default()
-                .push(g.access_mode);
+            per.entry(&*g.resource_id).or_default().push(g.access_mode);
         }
         for (r, modes) in per {
             let exclusive = modes.iter().filter(|m| is_exclusive(**m)).count();
@@ -151,7 +149,7 @@ fn a_grant_waits_for_its_answer_and_holds_the_resource_meanwhile() {
         h.t.access()
             .granted()
             .iter()
-            .all(|g| g.resource_id == "cam")
+            .all(|g| &*g.resource_id == "cam")
     );
     // The answer completes TS-6.
     let out = h.answer(ops[0].0);
@@ -226,13 +224,13 @@ fn a_handover_waits_for_each_os_step_and_never_holds_the_resource_twice() {
     let t4 = os_requests(&out);
     assert_eq!(t4.len(), 1);
     assert_eq!(t4[0].1, OsOperation::Grant);
-    assert_eq!(t4[0].2.holder, "fay-b");
+    assert_eq!(&*t4[0].2.holder, "fay-b");
     assert_eq!(h.state(t4[0].2.session_id), Some(SessionState::Creating));
     assert!(
         h.t.access()
             .granted()
             .iter()
-            .all(|g| g.resource_id != "arm")
+            .all(|g| &*g.resource_id != "arm")
     );
     // T4 answered: T5.
     let out = h.answer(t4[0].0);

@@ -322,9 +322,9 @@ impl World {
             .iter()
             .map(|s| AccessGrant {
                 session_id: s.session_id,
-                resource_id: s.resource_id.clone(),
+                resource_id: s.resource_id.as_str().into(),
                 access_mode: s.access_mode,
-                holder: s.fay_id.clone(),
+                holder: s.fay_id.as_str().into(),
             })
             .collect();
         assert_eq!(t.access().granted(), &granted);
@@ -412,7 +412,7 @@ impl World {
         // an exclusive grant is alone on its resource.
         for g in t.access().granted() {
             assert!(
-                live.contains(&(g.session_id, g.resource_id.clone(), g.access_mode as u8)),
+                live.contains(&(g.session_id, g.resource_id.to_string(), g.access_mode as u8)),
                 "{g:?} granted to no live session"
             );
         }

@@ -152,13 +152,13 @@ fn ws_messages(id: &str, events: &[Arc<RtEvent>]) -> Joined {
     }
     let len = events
         .iter()
-        .map(|e| 10 + head.len() + e.envelope.len() + 1)
+        .map(|e| 10 + head.len() + e.envelope().len() + 1)
         .sum();
     let mut b = BytesMut::with_capacity(len);
     let ends = events
         .iter()
         .map(|e| {
-            event_frame(&mut b, &head, &e.envelope);
+            event_frame(&mut b, &head, e.envelope());
             b.len()
         })
         .collect();
@@ -452,12 +452,7 @@ mod tests {
             write_envelope(b, &head, payload.as_bytes())
         })
         .unwrap();
-        Arc::new(RtEvent {
-            stream: 0,
-            sequence: seq,
-            envelope: sse.slice(range),
-            sse,
-        })
+        Arc::new(RtEvent::new(0, seq, sse, range))
     }
 
     /// The EVENT messages of `events` for `id`, framed one by one with the
@@ -466,7 +461,7 @@ mod tests {
         let mut wire = Vec::new();
         for e in events {
             let mut msg = BytesMut::new();
-            write_event_message(&mut msg, id, &e.envelope).unwrap();
+            write_event_message(&mut msg, id, e.envelope()).unwrap();
             let frame = encode_frame(Role::Server, true, Opcode::Text, &msg, None).unwrap();
             wire.extend_from_slice(&frame);
         }

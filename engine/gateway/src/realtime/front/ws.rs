@@ -124,7 +124,7 @@ impl WsState {
         let id = &sub.id;
         let sent = apply_page(r, page, |ev| {
             event_head(id, scratch);
-            event_frame(out.wire(), scratch, &ev.envelope);
+            event_frame(out.wire(), scratch, ev.envelope());
             flow.queued_one(out);
         });
         match sent {
@@ -570,7 +570,7 @@ impl RealtimeFront {
         let (id, scratch, flow) = (&sub.id, &mut self.scratch, &mut c.flow);
         let more = apply_page(&mut r, Ok(replay), |ev| {
             event_head(id, scratch);
-            event_frame(out.wire(), scratch, &ev.envelope);
+            event_frame(out.wire(), scratch, ev.envelope());
             flow.queued_one(out);
         });
         sub.replay = (more == Some(true)).then_some(r);
