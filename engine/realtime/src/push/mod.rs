@@ -77,7 +77,8 @@ pub use keys::{
     AUTH_SECRET_LEN, EphemeralKey, KeyError, P256_POINT_LEN, ReceiverKeys, ReceiverSecret,
 };
 pub use registry::{
-    Associated, AssociationEpoch, Registry, RegistryConfig, RegistryError, Revoked, Subscribed,
+    Associated, AssociationEpoch, RegistrationState, Registry, RegistryConfig, RegistryError,
+    Revoked, Subscribed,
 };
 pub use sender::{Outgoing, PrepareError, prepare};
 pub use subscription::{MAX_ENDPOINT_LEN, PushSubscription, SubscriptionError, SubscriptionId};
