@@ -123,10 +123,10 @@ impl fmt::Debug for PushSenderConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// The VAPID contact is not a `mailto:` or `https:` URI.
-    #[error("push subject: {0}")]
+    #[error("push.subject: {0}")]
     Subject(VapidError),
     /// An `extra_roots` file could not be read or holds no certificate.
-    #[error("push extra_roots {path}: {why}")]
+    #[error("push.extra_roots: {path}: {why}")]
     Roots {
         /// The file.
         path: String,
@@ -134,13 +134,13 @@ pub enum SetupError {
         why: String,
     },
     /// Neither the system nor `extra_roots` gave a trusted root.
-    #[error("push: no trusted root certificate (the system has none; set extra_roots)")]
+    #[error("push: no trusted root certificate: the system has none; set extra_roots")]
     NoRoots,
     /// TLS refused the configuration.
-    #[error("push TLS: {0}")]
+    #[error("push: TLS: {0}")]
     Tls(String),
     /// A worker thread could not start.
-    #[error("push worker: {0}")]
+    #[error("push: worker thread: {0}")]
     Spawn(#[from] std::io::Error),
 }
 
