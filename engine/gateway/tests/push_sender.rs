@@ -429,6 +429,34 @@ fn a_gone_subscription_is_sent_once_then_reads_gone() {
 }
 
 #[test]
+fn sends_in_flight_are_bounded_and_a_waiting_retry_counts() {
+    let Some(py) = python() else { return };
+    // Told to come back in a minute: the job stays in flight, waiting.
+    let later = Browser::new(
+        "later",
+        0x49,
+        serde_json::json!([{"status": 503, "retry_after": "60"}]),
+    );
+    let mut service = Service::start(&py, "bound", &[&later]);
+    let mut config = PushSenderConfig::new(VapidKey::from_bytes(&VAPID).unwrap(), SUBJECT);
+    config.extra_roots = vec![service.ca.clone()];
+    config.allow_private_endpoints = true;
+    config.max_in_flight = 1;
+    config.policy = fast();
+    let mut push = PushSender::start(config, Arc::new(|| {})).unwrap();
+    push.submit(job(1, SubscriptionId::from_raw(1), &later, service.port))
+        .unwrap();
+    // Its first request reached the service, and no answer ends it yet.
+    assert_eq!(service.record()["status"], 503);
+    assert_eq!(push.in_flight(), 1);
+    let refused = push
+        .submit(job(2, SubscriptionId::from_raw(1), &later, service.port))
+        .unwrap_err();
+    assert_eq!(refused.id, 2);
+    assert!(push.finished().is_empty());
+}
+
+#[test]
 fn the_ssrf_guard_refuses_loopback_endpoints_before_sending() {
     let Some(py) = python() else { return };
     let ok = Browser::new("ok", 0x47, serde_json::json!([{"status": 201}]));
@@ -490,27 +518,46 @@ fn the_senders_request_bytes_decrypt_with_http_ece() {
     let auth = vapid.authorization(target.origin(), now / 1_000).unwrap();
     let bytes = write_request(&request, &target, auth);
 
-    let mut child = Command::new(&py)
-        .arg(script())
-        .args(["decrypt", "--private"])
-        .arg(base64url_encode(&browser.private))
-        .arg("--auth")
-        .arg(base64url_encode(browser.secret.keys().auth()))
-        .arg("--vapid-public")
-        .arg(base64url_encode(
-            VapidKey::from_bytes(&VAPID).unwrap().public_key(),
-        ))
-        .args(["--origin", "https://push.example.net:8443"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&bytes).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let record: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let decrypt = |auth: &[u8], origin: &str| -> Value {
+        let mut child = Command::new(&py)
+            .arg(script())
+            .args(["decrypt", "--private"])
+            .arg(base64url_encode(&browser.private))
+            .arg("--auth")
+            .arg(base64url_encode(auth))
+            .arg("--vapid-public")
+            .arg(base64url_encode(
+                VapidKey::from_bytes(&VAPID).unwrap().public_key(),
+            ))
+            .args(["--origin", origin])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&bytes).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let record = decrypt(
+        browser.secret.keys().auth(),
+        "https://push.example.net:8443",
+    );
     assert_eq!(record["request_line"], "POST /wpush/v2/unit?x=1 HTTP/1.1");
     assert_eq!(record["host"], "push.example.net:8443");
     assert_eq!(record["length_ok"], true);
     assert_verified(&record, &sent);
+    // The checks are not vacuous: another origin fails the JWT's `aud`,
+    // another auth secret fails the decryption.
+    let other = decrypt(browser.secret.keys().auth(), "https://push.example.org");
+    assert!(
+        other["vapid"].as_str().unwrap().starts_with("aud "),
+        "{other}"
+    );
+    let other = decrypt(&[0; 16], "https://push.example.net:8443");
+    assert_eq!(other["plaintext"], Value::Null, "{other}");
+    assert!(
+        other["error"].as_str().unwrap().starts_with("decrypt: "),
+        "{other}"
+    );
 }
