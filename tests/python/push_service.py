@@ -20,7 +20,8 @@ Modes:
       "auth": b64url, "answers": [{"status": 201, "retry_after": "1"}, ...]}}}
       A POST to /push/NAME gets the n-th answer (the last one repeats).
       Prints `PORT <n>`, then one JSON line per request: {"sub", "n", "t"
-      (unix seconds, float), "status", "vapid" ("ok" or why not),
+      (unix seconds, float), "status", "peer_port" (the client's TCP port:
+      one per connection), "vapid" ("ok" or why not),
       "headers" (the RFC 8030 ones), "plaintext" (or null), "error"}.
 
   decrypt --private P --auth A --vapid-public V --origin O
@@ -145,7 +146,13 @@ def serve(args):
             origin = f"https://{self.headers.get('Host')}"
             headers = {k.lower(): v for k, v in self.headers.items()}
             record = examine(headers, body, sub, origin, config["vapid_public"])
-            record.update({"sub": name, "n": n, "t": t, "status": answer["status"]})
+            record.update({
+                "sub": name,
+                "n": n,
+                "t": t,
+                "status": answer["status"],
+                "peer_port": self.client_address[1],
+            })
             print(json.dumps(record), flush=True)
             self.answer(answer["status"], answer.get("retry_after"))
 

@@ -288,8 +288,10 @@ fn delivered_notifications_decrypt_with_http_ece_under_a_valid_vapid_jwt() {
     ids.sort_unstable();
     assert_eq!(ids, [1, 2, 3, 4]);
     let mut seen = Vec::new();
+    let mut connections = std::collections::BTreeSet::new();
     for _ in 0..4 {
         let record = service.record();
+        connections.insert(record["peer_port"].as_u64().unwrap());
         let id = record["plaintext"].as_str().map(|p| {
             WebPushHint::decode(p.as_bytes())
                 .unwrap()
@@ -305,6 +307,9 @@ fn delivered_notifications_decrypt_with_http_ece_under_a_valid_vapid_jwt() {
     }
     assert_eq!(seen.len(), 4);
     assert_eq!(push.in_flight(), 0);
+    // Keep-alive: each of the two workers sent its jobs over one
+    // connection.
+    assert!(connections.len() <= 2, "{connections:?}");
 }
 
 #[test]
