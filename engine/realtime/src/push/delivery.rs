@@ -40,6 +40,14 @@ pub enum Urgency {
 }
 
 impl Urgency {
+    /// The urgency a request names (`very-low`, `low`, `normal`, `high`,
+    /// exactly); `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::VeryLow, Self::Low, Self::Normal, Self::High]
+            .into_iter()
+            .find(|u| u.as_str() == text)
+    }
+
     /// The header value.
     pub const fn as_str(self) -> &'static str {
         match self {

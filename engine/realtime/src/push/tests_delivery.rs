@@ -81,6 +81,22 @@ fn request_is_plain_data_with_the_rfc_headers() {
 }
 
 #[test]
+fn urgencies_parse_exactly_their_header_values() {
+    for u in [
+        Urgency::VeryLow,
+        Urgency::Low,
+        Urgency::Normal,
+        Urgency::High,
+    ] {
+        assert_eq!(Urgency::parse(u.as_str()), Some(u));
+    }
+    for bad in ["", "HIGH", "very_low", "urgent", " low"] {
+        assert_eq!(Urgency::parse(bad), None, "{bad}");
+    }
+    assert_eq!(Urgency::default(), Urgency::Normal);
+}
+
+#[test]
 fn ttl_never_outlives_the_hint() {
     let mut d = delivery(90_500);
     let req = transmit(&mut d, NOW);
