@@ -184,6 +184,10 @@ pub enum SendError {
     /// VAPID refused the endpoint's origin.
     #[error(transparent)]
     Vapid(#[from] VapidError),
+    /// The system's random generator failed: no key or salt to encrypt
+    /// with. Nothing was sent.
+    #[error("the system random generator failed")]
+    Random,
 }
 
 /// How one job ended.

@@ -97,15 +97,16 @@ impl Worker {
             return self.finish(&job, 0, Err(SendError::Refused(why)), in_flight, wake);
         };
         let mut salt = [0u8; 16];
-        let ephemeral = loop {
+        // A draw is not a valid scalar with probability ~2^-32: draw again,
+        // a few times at most.
+        let ephemeral = (0..8).find_map(|_| {
             let mut scalar = [0u8; 32];
-            if self.rng.fill(&mut scalar).is_err() || self.rng.fill(&mut salt).is_err() {
-                continue;
-            }
-            // Not a valid scalar with probability ~2^-32: draw again.
-            if let Ok(key) = EphemeralKey::from_bytes(&scalar) {
-                break key;
-            }
+            self.rng.fill(&mut scalar).ok()?;
+            self.rng.fill(&mut salt).ok()?;
+            EphemeralKey::from_bytes(&scalar).ok()
+        });
+        let Some(ephemeral) = ephemeral else {
+            return self.finish(&job, 0, Err(SendError::Random), in_flight, wake);
         };
         let out = Outgoing {
             hint: &job.hint,
