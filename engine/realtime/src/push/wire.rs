@@ -219,6 +219,48 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever endpoint a subscription accepts, the request the sender
+        /// writes is one HTTP/1.1 request the workspace's own parser reads
+        /// back: POST to the endpoint's path, `Host` its authority, every
+        /// header, and exactly the body.
+        #[test]
+        fn every_accepted_endpoint_makes_a_request_that_parses_back(
+            host in "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\\.[a-z]{2,8}){0,3}",
+            port in proptest::option::of(1u16..),
+            path in "(/[A-Za-z0-9._~!$&'()*+,;=:@%-]{0,12}){0,4}(\\?[A-Za-z0-9=&%-]{0,16})?",
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            let authority = match port {
+                Some(p) => format!("{host}:{p}"),
+                None => host.clone(),
+            };
+            let endpoint = format!("https://{authority}{path}");
+            let Some(t) = PushTarget::parse(&endpoint) else {
+                return Ok(()); // refused endpoints are the subscription's tests
+            };
+            proptest::prop_assert_eq!(t.origin(), format!("https://{authority}"));
+            let req = PushRequest {
+                method: "POST",
+                url: endpoint.clone(),
+                headers: vec![("TTL", "60".into()), ("Content-Encoding", "aes128gcm".into())],
+                body: Bytes::from(body.clone()),
+            };
+            let bytes = write_request(&req, &t, "vapid t=a.b.c, k=K");
+            let limits = dtp_codec::http::HttpLimits::default();
+            let (head, n) = dtp_codec::http::parse_request_head(&bytes, &limits)
+                .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e:?}")))?
+                .ok_or_else(|| proptest::test_runner::TestCaseError::fail("incomplete"))?;
+            proptest::prop_assert_eq!(head.method().as_str(), "POST");
+            proptest::prop_assert_eq!(head.target(), t.path());
+            proptest::prop_assert!(head.target().starts_with('/'));
+            proptest::prop_assert_eq!(head.header("host"), Some(authority.as_str()));
+            proptest::prop_assert_eq!(head.header("content-encoding"), Some("aes128gcm"));
+            proptest::prop_assert_eq!(head.content_length(), body.len() as u64);
+            proptest::prop_assert_eq!(&bytes[n..], &body[..]);
+        }
+    }
+
     #[test]
     fn only_global_unicast_addresses_are_public() {
         let public = [
