@@ -6,6 +6,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="$here/.venv"
+# Tests run in parallel call this at once on a fresh clone: one at a time.
+if command -v flock >/dev/null; then
+    exec 9>"$here/.install.lock"
+    flock 9
+fi
 
 if ! command -v python3 >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive

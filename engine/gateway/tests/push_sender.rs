@@ -35,8 +35,15 @@ use serde_json::Value;
 const VAPID: [u8; 32] = [0x11; 32];
 const SUBJECT: &str = "mailto:ops@example.com";
 
-/// The venv's python, or `None` (with a message) when python3 is missing.
+/// The venv's python, or `None` (with a message) when python3 is missing;
+/// installed once per test process (install.sh itself serialises
+/// processes).
 fn python() -> Option<PathBuf> {
+    static PYTHON: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(install_python).clone()
+}
+
+fn install_python() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/python");
     let venv = dir.join(".venv/bin/python");
     let has_modules = |py: &Path| {
