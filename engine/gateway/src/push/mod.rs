@@ -226,7 +226,10 @@ impl PushSender {
         let (results, done) = mpsc::channel();
         let mut queues = Vec::with_capacity(workers);
         for i in 0..workers {
-            let (tx, rx) = mpsc::sync_channel(max_in_flight);
+            // A worker moves its queue into its own list as it comes by, so
+            // its share of the ceiling is room enough (the channel
+            // allocates its slots up front).
+            let (tx, rx) = mpsc::sync_channel(max_in_flight.div_ceil(workers));
             // One token cache per worker: no lock on the send path.
             let vapid = VapidCache::new(config.vapid.clone(), &config.subject)
                 .map_err(SetupError::Subject)?;
@@ -253,19 +256,27 @@ impl PushSender {
         if self.in_flight.load(Ordering::Acquire) >= self.max_in_flight {
             return Err(Box::new(job));
         }
+        // Round robin; a worker busy with a slow push service whose queue
+        // is full passes its turn to the next.
         let n = self.queues.len();
-        let Some(queue) = self.queues.get(self.next % n.max(1)) else {
-            return Err(Box::new(job));
-        };
-        self.next = self.next.wrapping_add(1);
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        match queue.try_send(job) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                self.in_flight.fetch_sub(1, Ordering::AcqRel);
-                Err(Box::new(job))
+        let mut job = job;
+        for k in 0..n {
+            let Some(queue) = self.queues.get((self.next + k) % n) else {
+                break;
+            };
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+            match queue.try_send(job) {
+                Ok(()) => {
+                    self.next = (self.next + k + 1) % n;
+                    return Ok(());
+                }
+                Err(TrySendError::Full(back) | TrySendError::Disconnected(back)) => {
+                    self.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    job = back;
+                }
             }
         }
+        Err(Box::new(job))
     }
 
     /// The jobs finished since the last look.
