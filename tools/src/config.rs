@@ -475,6 +475,7 @@ impl Config {
         if let Some(terminal) = &mut self.terminal {
             terminal.resolve_paths(base);
         }
+        self.realtime.push.resolve_paths(base);
         for at in &mut self.engine.listen {
             if let Endpoint::Unix(path) | Endpoint::BleSim { path, .. } = at
                 && path.is_relative()

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Framed, Listener, Routed, Service};
 use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_gateway::dtp::DtpGateway;
+use dtp_gateway::push::{PushSender, PushSenderConfig};
 use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
 use dtp_transports::Endpoint;
@@ -64,7 +65,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // Read and checked whenever it is set, with or without [terminal].
     let token = config.admin.token().map_err(bad_config)?;
     let parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
-    let realtime = realtime_parts(&config, engine_config.shard_count())?;
+    let mut realtime = realtime_parts(&config, engine_config.shard_count())?;
     // Every port checked before anything starts (the audit log opens,
     // threads spawn).
     let (ports, admin_listener) = claim_ports(&config, &engine_config, realtime.as_ref())?;
@@ -90,6 +91,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .quic
         .as_ref()
         .and_then(|q| q.identity.fingerprint());
+    let push_config = realtime.as_mut().and_then(|r| r.push.take());
     let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
     let realtime_config = realtime.as_ref().map(|r| r.config.clone());
     let up = health.clone();
@@ -162,6 +164,26 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             "realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)"
         ));
     }
+    // SPEC RT-12: the Web Push sender's workers, when a VAPID key is set.
+    let push = match push_config {
+        Some(c) => {
+            let key = dtp_realtime::push::base64url_encode(c.vapid.public_key());
+            let workers = c.workers;
+            let sender = match PushSender::start(c, Arc::new(|| {})) {
+                Ok(sender) => sender,
+                Err(e) => {
+                    engine.stop();
+                    let _ = engine.join();
+                    return Err(CliError::Io(format!("realtime.{e}")));
+                }
+            };
+            say(&format!(
+                "web push sender: {workers} workers, applicationServerKey {key}"
+            ));
+            Some(sender)
+        }
+        None => None,
+    };
     say(&format!(
         "backend {} ({})",
         engine.backend().kind.name(),
@@ -219,6 +241,8 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     engine
         .join()
         .map_err(|e| CliError::Io(format!("gateway failed: {e}")))?;
+    // Its workers end once the handle is gone.
+    drop(push);
     say("stopped");
     Ok(())
 }
@@ -429,6 +453,8 @@ struct RealtimeParts {
     config: Arc<RtConfig>,
     plane: RealtimePlane,
     metrics: Arc<FrontMetrics>,
+    /// The Web Push sender's settings, when `[realtime.push]` has a key.
+    push: Option<PushSenderConfig>,
 }
 
 fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts>, CliError> {
@@ -455,6 +481,7 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
     }
     let login = dtp_gateway::realtime::LoginKey::new(login, std::time::Instant::now());
     let front = section.front(login).map_err(bad)?;
+    let push = section.push.sender().map_err(bad)?;
     let plane = RealtimePlane::new(specs, shards, &mut random)
         .map_err(|e| bad(format!("realtime: {e}")))?;
     if failed {
@@ -465,6 +492,7 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
         config: front,
         plane,
         metrics: Arc::new(FrontMetrics::default()),
+        push,
     }))
 }
 

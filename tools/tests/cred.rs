@@ -710,12 +710,42 @@ fn noise_keys_as_hex_and_validity_from_now() {
 }
 
 #[test]
+fn vapid_keys_are_p256_pem_0600_and_their_pub_is_the_application_server_key() {
+    use dtp_realtime::push::{VapidKey, base64url_decode};
+    let s = Scratch::new("vapid");
+    let printed = s.ok(&["cred", "vapid-key", "--out", "vapid.key"]);
+    assert_eq!(mode(&s.path("vapid.key")), 0o600);
+    let private = fs::read_to_string(s.path("vapid.key")).unwrap();
+    assert!(
+        private.starts_with("-----BEGIN PRIVATE KEY-----\n"),
+        "{private}"
+    );
+    let public = fs::read_to_string(s.path("vapid.key.pub")).unwrap();
+    assert_eq!(public, printed);
+    let point = base64url_decode(public.trim()).unwrap();
+    assert_eq!((point.len(), point[0]), (65, 0x04));
+    // The file reads back as the key whose public half FILE.pub holds.
+    let key = VapidKey::from_text(&private).unwrap();
+    assert_eq!(&key.public_key()[..], &point[..]);
+    // Never overwritten without --force; a second key differs.
+    assert_error(
+        &s.dtp(&["cred", "vapid-key", "--out", "vapid.key"]),
+        2,
+        "FILE_EXISTS",
+    );
+    let again = s.ok(&["cred", "vapid-key", "--out", "vapid.key", "--force"]);
+    assert_ne!(again, printed);
+    assert_eq!(mode(&s.path("vapid.key")), 0o600);
+}
+
+#[test]
 fn help_explains_every_subcommand() {
     let s = Scratch::new("help");
     let top = s.ok(&["cred", "--help"]);
     for sub in [
         "issuer-key",
         "noise-key",
+        "vapid-key",
         "issue",
         "inspect",
         "verify",
@@ -727,6 +757,7 @@ fn help_explains_every_subcommand() {
     for (sub, words) in [
         ("issuer-key", &["--out", "--force", "0600"][..]),
         ("noise-key", &["--out", "FILE.pub"]),
+        ("vapid-key", &["--out", "0600", "applicationServerKey"]),
         (
             "issue",
             &[

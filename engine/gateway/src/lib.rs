@@ -8,6 +8,8 @@
 //!   policies, the audit log — on the control thread ([`TerminalPlane`]);
 //! - [`realtime`]: the realtime front end (SSE, WebSocket `realtime.v1`,
 //!   snapshots, publication) and its plane of stream ledgers;
+//! - [`push`]: the Web Push sender (SPEC RT-12), HTTP/1.1 over TLS to
+//!   push services on its own worker threads;
 //! - [`admin`]: the admin port (terminal sessions and decisions under
 //!   `/v1`, `/metrics`, `/healthz`, `/readyz`), on its own thread;
 //! - [`app`]: what these services and planes say to each other through
@@ -21,6 +23,7 @@ pub mod admin;
 pub mod app;
 pub mod dtp;
 pub mod plane;
+pub mod push;
 pub mod realtime;
 pub mod secret;
 

@@ -247,6 +247,51 @@ const DOCS: &[(&str, &str)] = &[
     ("realtime.streams.retain_bytes", "Replay retention: bytes."),
     ("realtime.streams.retain_secs", "Replay retention: seconds."),
     (
+        "realtime.push",
+        "Web Push (SPEC RT-12): the sender that posts encrypted WEB_PUSH_HINT_V1 hints to browsers' push services, on its own worker threads. Off while vapid_key is empty.",
+    ),
+    (
+        "realtime.push.vapid_key",
+        "The VAPID private key file (`dtp cred vapid-key --out FILE`; PEM PKCS#8, PEM SEC1 or base64url); FILE.pub is the browsers' applicationServerKey. Empty: no Web Push.",
+    ),
+    (
+        "realtime.push.subject",
+        "The VAPID contact a push service may write to: `mailto:…` or `https://…`; required with vapid_key.",
+    ),
+    (
+        "realtime.push.extra_roots",
+        "PEM CA files trusted besides the system's roots (a private push service).",
+    ),
+    (
+        "realtime.push.allow_private_endpoints",
+        "Let endpoints resolve to loopback, private or link-local addresses. Off by default: endpoints come from browsers, so the sender refuses them rather than reach into the local network.",
+    ),
+    (
+        "realtime.push.notification_types",
+        "The notification types a hint may name (closed registry).",
+    ),
+    (
+        "realtime.push.route_intents",
+        "The route intents a hint may name (closed registry).",
+    ),
+    (
+        "realtime.push.max_subscriptions_per_client",
+        "Push registrations one client may hold (1–256).",
+    ),
+    (
+        "realtime.push.max_in_flight",
+        "Notifications queued, sending or waiting to retry, at most (1–65536); more are refused.",
+    ),
+    (
+        "realtime.push.max_attempts",
+        "Requests per notification at most, the first included (1–20); 429, 5xx and connection failures are retried after Retry-After or a full-jitter backoff, never past the hint's expiry.",
+    ),
+    ("realtime.push.workers", "Sender worker threads (1–64)."),
+    (
+        "realtime.push.max_connections_per_origin",
+        "Idle keep-alive connections to one push service, per worker (1–64).",
+    ),
+    (
         "terminal",
         "The terminal control plane (SPEC §2–3; needs [dtp] enabled): sessions, liveness, handover, audit.",
     ),

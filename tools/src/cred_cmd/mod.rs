@@ -1,5 +1,5 @@
-//! `dtp cred`: issuer keys, Fay credentials and revocation lists from the
-//! command line — the operator's side of CAP's identity check (DESIGN.md §3
+//! `dtp cred`: issuer keys, Fay credentials, revocation lists and the Web
+//! Push VAPID key from the command line — the operator's side of CAP's identity check (DESIGN.md §3
 //! "CAP", SPEC SEQ-1).
 //!
 //! This module owns the command-line surface only: argument parsing
@@ -51,6 +51,7 @@ use dtp_crypto::cred::{
     Credential, CredentialRequest, Descriptor, IssueError, IssuerKeyPair, IssuerPublicKey, KeyId,
     RevocationList, Verifier, text::MAX_ARMOR_LEN,
 };
+use dtp_realtime::push::{VapidKey, base64url_encode, private_key_pem};
 use ring::rand::{SecureRandom, SystemRandom};
 use uuid::Uuid;
 
@@ -77,6 +78,13 @@ pub(crate) enum CredCommand {
     /// digits, to FILE.pub. Prints the public key: a credential binds it
     /// (`dtp cred issue --noise-key`).
     NoiseKey(KeyOut),
+    /// Make a new VAPID key pair (P-256) for Web Push (SPEC RT-12).
+    ///
+    /// Writes the private key to FILE (PEM PKCS#8, mode 0600: give it to
+    /// `[realtime.push] vapid_key`) and the public key to FILE.pub as
+    /// base64url: the `applicationServerKey` a page passes to
+    /// `PushManager.subscribe`. Prints the public key.
+    VapidKey(KeyOut),
     /// Sign a credential for a Fay.
     ///
     /// Times (--not-before, --not-after) are Unix seconds, `now`, a date
@@ -195,6 +203,7 @@ pub(crate) fn run(cmd: CredCommand) -> Result<(), CliError> {
     match cmd {
         CredCommand::IssuerKey(a) => issuer_key(&a),
         CredCommand::NoiseKey(a) => noise_key(&a),
+        CredCommand::VapidKey(a) => vapid_key(&a),
         CredCommand::Issue(a) => issue(&a),
         CredCommand::Inspect(a) => inspect(&a),
         CredCommand::Verify(a) => verify(&a),
@@ -228,6 +237,30 @@ fn noise_key(a: &KeyOut) -> Result<(), CliError> {
     std::hint::black_box(&private);
     let public = hex(pair.public());
     files::write_file(&a.out, &pair.to_text(), Access::Private, a.force)?;
+    files::write_file(
+        &public_path,
+        &format!("{public}\n"),
+        Access::Public,
+        a.force,
+    )?;
+    emit(&format!("{public}\n"))
+}
+
+fn vapid_key(a: &KeyOut) -> Result<(), CliError> {
+    let public_path = files::pub_path(&a.out);
+    files::check_absent(&[&a.out, &public_path], a.force)?;
+    // A uniform draw is outside 1..n with probability ~2^-32: draw again.
+    let mut private = [0u8; 32];
+    let (key, pem) = loop {
+        random(&mut private)?;
+        if let (Ok(key), Ok(pem)) = (VapidKey::from_bytes(&private), private_key_pem(&private)) {
+            break (key, pem);
+        }
+    };
+    private = [0; 32];
+    std::hint::black_box(&private);
+    let public = base64url_encode(key.public_key());
+    files::write_file(&a.out, &pem, Access::Private, a.force)?;
     files::write_file(
         &public_path,
         &format!("{public}\n"),

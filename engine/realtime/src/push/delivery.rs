@@ -2,11 +2,21 @@
 //! the request to send as plain data, and what each provider answer means —
 //! delivered, subscription gone (cleanup), bounded retry, or failed.
 //!
-//! Driver loop (sans-IO; `now_ms` is unix milliseconds from the caller):
-//! `poll(now)` → `Transmit(req)`: send it, then `on_response(now, status,
-//! retry_after)` or `on_transport_error(now)`; `Wait { until_ms }`: poll
-//! again then; `Done(outcome)`: finished (on `Gone`, remove the
-//! subscription from the [`Registry`](super::Registry)).
+//! Driver loop (sans-IO; `now_ms` is unix milliseconds and `random` a
+//! uniform 64-bit draw, both from the caller):
+//!
+//! | call | when |
+//! |---|---|
+//! | `poll(now)` → `Transmit(req)` | send `req` now, with an `Authorization` from the [`VapidCache`](super::VapidCache) |
+//! | `on_response(now, status, retry_after, random)` | the push service answered |
+//! | `on_transport_error(now, random)` | no answer (connect, TLS, reset, timeout) |
+//! | `poll(now)` → `Wait { until_ms }` | poll again then |
+//! | `poll(now)` → `Done(outcome)` | finished; on `Gone`, mark the subscription gone in the [`Registry`](super::Registry) |
+//!
+//! Retries (429, 5xx, no answer) wait a full-jitter backoff — uniform in
+//! `0 ..= min(max_backoff, base × 2^(attempt-1))` — or the push service's
+//! `Retry-After`, whichever is later, and stop at `max_attempts` or at the
+//! hint's expiry, whichever comes first.
 
 use std::fmt;
 
@@ -30,6 +40,14 @@ pub enum Urgency {
 }
 
 impl Urgency {
+    /// The urgency a request names (`very-low`, `low`, `normal`, `high`,
+    /// exactly); `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::VeryLow, Self::Low, Self::Normal, Self::High]
+            .into_iter()
+            .find(|u| u.as_str() == text)
+    }
+
     /// The header value.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -46,7 +64,8 @@ impl Urgency {
 pub struct RetryPolicy {
     /// Requests sent at most, the first included (≥ 1).
     pub max_attempts: u32,
-    /// Wait after the first retryable failure; doubles after each.
+    /// The jitter's ceiling after the first retryable failure; doubles
+    /// after each (the wait itself is uniform below it: full jitter).
     pub base_backoff_ms: u64,
     /// Ceiling of the doubling (a `Retry-After` may ask for longer).
     pub max_backoff_ms: u64,
@@ -65,14 +84,14 @@ impl Default for RetryPolicy {
     }
 }
 
-/// What to send, apart from the endpoint (RFC 8030 §5, RFC 8291 §4,
-/// RFC 8292 §3). `Debug` shows neither the body nor the token.
+/// What to send, apart from the endpoint and the VAPID token (RFC 8030 §5,
+/// RFC 8291 §4). The `Authorization` is not part of it: the driver signs it
+/// per request from a [`VapidCache`](super::VapidCache), so a retry hours
+/// later never carries an expired token. `Debug` does not show the body.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Message {
     /// The `aes128gcm` body ([`encrypt`](super::encrypt)).
     pub body: Bytes,
-    /// The `Authorization` value ([`VapidKey::header`](super::VapidKey::header)).
-    pub authorization: String,
     /// The `Urgency` header.
     pub urgency: Urgency,
     /// An optional `Topic` (RFC 8030 §5.4: ≤ 32 base64url characters), to
@@ -80,9 +99,10 @@ pub struct Message {
     pub topic: Option<String>,
 }
 
-/// An HTTP request for the caller to send as is (SPEC RT-12). `Debug`
-/// shows the header names and the body length only: the endpoint and the
-/// VAPID token are never logged (seed §12.3).
+/// An HTTP request for the caller to send, after adding `Authorization`
+/// (SPEC RT-12; [`write_request`](super::write_request) writes the whole
+/// HTTP/1.1 request). `Debug` shows the header names and the body length
+/// only: the endpoint is never logged (seed §12.3).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PushRequest {
     /// Always `POST` (RFC 8030 §5).
@@ -90,8 +110,8 @@ pub struct PushRequest {
     /// The subscription endpoint.
     pub url: String,
     /// `TTL`, `Content-Encoding: aes128gcm`, `Urgency`, `Topic` when set,
-    /// `Authorization`, in that order. `Content-Length` is the HTTP
-    /// client's.
+    /// in that order. `Authorization`, `Host` and `Content-Length` are the
+    /// HTTP client's.
     pub headers: Vec<(&'static str, String)>,
     /// The encrypted body.
     pub body: Bytes,
@@ -237,9 +257,16 @@ impl Delivery {
     }
 
     /// The provider answered the outstanding request with `status` and, if
-    /// present, the raw `Retry-After` header value. Ignored when no request
-    /// is outstanding.
-    pub fn on_response(&mut self, now_ms: u64, status: u16, retry_after: Option<&[u8]>) {
+    /// present, the raw `Retry-After` header value (seconds or an HTTP
+    /// date); `random` is a uniform draw for the backoff's jitter. Ignored
+    /// when no request is outstanding.
+    pub fn on_response(
+        &mut self,
+        now_ms: u64,
+        status: u16,
+        retry_after: Option<&[u8]>,
+        random: u64,
+    ) {
         if self.state != State::InFlight {
             return;
         }
@@ -253,7 +280,7 @@ impl Delivery {
             400 | 403 | 413 => Outcome::Rejected { status },
             429 | 500..=599 => {
                 let hinted = retry_after.and_then(|v| parse_retry_after(v, now_ms / 1_000));
-                return self.retry(now_ms, hinted);
+                return self.retry(now_ms, hinted, random);
             }
             _ => Outcome::Unexpected { status },
         };
@@ -261,13 +288,14 @@ impl Delivery {
     }
 
     /// The outstanding request got no answer (connect failure, reset,
-    /// timeout): retried like a 5xx. Ignored when nothing is outstanding.
-    pub fn on_transport_error(&mut self, now_ms: u64) {
+    /// timeout): retried like a 5xx; `random` is a uniform draw for the
+    /// jitter. Ignored when nothing is outstanding.
+    pub fn on_transport_error(&mut self, now_ms: u64, random: u64) {
         if self.state != State::InFlight {
             return;
         }
         self.last_status = None;
-        self.retry(now_ms, None);
+        self.retry(now_ms, None, random);
     }
 
     /// Requests sent so far.
@@ -280,7 +308,12 @@ impl Delivery {
         self.subscription
     }
 
-    fn retry(&mut self, now_ms: u64, retry_after_secs: Option<u64>) {
+    /// The endpoint this delivery posts to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn retry(&mut self, now_ms: u64, retry_after_secs: Option<u64>, random: u64) {
         if self.attempts >= self.policy.max_attempts {
             self.state = State::Done(Outcome::RetriesExhausted {
                 attempts: self.attempts,
@@ -289,13 +322,18 @@ impl Delivery {
             return;
         }
         let doublings = self.attempts.saturating_sub(1).min(63);
-        let backoff = self
+        let cap = self
             .policy
             .base_backoff_ms
             .saturating_mul(1u64 << doublings)
             .min(self.policy.max_backoff_ms);
+        // Full jitter: uniform in 0 ..= cap by multiply-shift.
+        let jittered = (u128::from(random) * (u128::from(cap) + 1)) >> 64;
+        let jittered = u64::try_from(jittered).unwrap_or(cap);
+        // Never earlier than the push service asked (RFC 8030 §8.4, RFC 9110
+        // §10.2.3).
         let asked = retry_after_secs.map_or(0, |s| s.saturating_mul(1_000));
-        let at_ms = now_ms.saturating_add(backoff.max(asked));
+        let at_ms = now_ms.saturating_add(jittered.max(asked));
         self.state = if at_ms >= self.expires_at_ms {
             State::Done(Outcome::Expired {
                 attempts: self.attempts,
@@ -321,7 +359,6 @@ impl Delivery {
         if let Some(topic) = &self.message.topic {
             headers.push(("Topic", topic.clone()));
         }
-        headers.push(("Authorization", self.message.authorization.clone()));
         PushRequest {
             method: "POST",
             url: self.endpoint.clone(),

@@ -5,17 +5,23 @@
 //!
 //! - [`encrypt`] / [`decrypt`]: RFC 8291 message encryption in the RFC 8188
 //!   `aes128gcm` coding, one record, at most 4096 bytes.
-//! - [`VapidKey`] / [`vapid_header`]: RFC 8292 `Authorization: vapid t=…,
-//!   k=…` with an ES256 JWT of exactly `aud`, `exp`, `sub`.
+//! - [`VapidKey`] / [`vapid_header`] / [`VapidCache`]: RFC 8292
+//!   `Authorization: vapid t=…, k=…` with an ES256 JWT of exactly `aud`,
+//!   `exp`, `sub`, signed once per push service origin and reused until
+//!   shortly before it expires.
 //! - [`WebPushHint`]: the WEB_PUSH_HINT_V1 payload codec.
 //! - [`Registry`]: subscriptions bound to a principal's association epoch,
 //!   idempotent revoke, provider cleanup, ceilings.
 //! - [`Delivery`]: one message's request and the provider-answer state
 //!   machine (201/202 delivered, 404/410 gone, 429/5xx bounded retry,
-//!   400/403/413 rejected); [`prepare`] chains the four.
+//!   400/403/413 rejected, full-jitter backoff with the caller's random
+//!   draws); [`prepare`] chains hint, encryption and delivery.
+//! - [`PushTarget`] / [`write_request`] / [`is_public_address`]: the
+//!   HTTP/1.1 request bytes and the SSRF guard a sender applies to every
+//!   address an endpoint resolves to.
 //!
 //! This module owns no HTTP client, key store or database: it never sees a
-//! socket, and the VAPID private key enters as bytes and leaves only as
+//! socket (the sender that does is `dtp_gateway::push`), and the VAPID private key enters as bytes and leaves only as
 //! signatures. It must never log or `Debug`-print endpoints, `p256dh`,
 //! `auth`, VAPID tokens or private keys (seed §12.3).
 //!
@@ -43,6 +49,7 @@ mod registry;
 mod sender;
 mod subscription;
 mod vapid;
+mod wire;
 
 #[cfg(test)]
 mod tests_delivery;
@@ -70,13 +77,17 @@ pub use keys::{
     AUTH_SECRET_LEN, EphemeralKey, KeyError, P256_POINT_LEN, ReceiverKeys, ReceiverSecret,
 };
 pub use registry::{
-    Associated, AssociationEpoch, Registry, RegistryConfig, RegistryError, Revoked, Subscribed,
+    Associated, AssociationEpoch, RegistrationState, Registry, RegistryConfig, RegistryError,
+    Revoked, Subscribed,
 };
 pub use sender::{Outgoing, PrepareError, prepare};
 pub use subscription::{MAX_ENDPOINT_LEN, PushSubscription, SubscriptionError, SubscriptionId};
 pub use vapid::{
-    MAX_AUDIENCE_LEN, MAX_SUBJECT_LEN, MAX_VAPID_LIFETIME_SECS, VapidError, VapidKey, vapid_header,
+    MAX_AUDIENCE_LEN, MAX_CACHED_AUDIENCES, MAX_SUBJECT_LEN, MAX_VAPID_LIFETIME_SECS,
+    VAPID_REFRESH_BEFORE_SECS, VAPID_TOKEN_LIFETIME_SECS, VapidCache, VapidError, VapidKey,
+    private_key_pem, vapid_header,
 };
+pub use wire::{PushTarget, is_public_address, write_request};
 
 /// base64url without padding (RFC 4648 §5), as Web Push keys are written.
 pub fn base64url_encode(bytes: &[u8]) -> String {

@@ -8,7 +8,7 @@
 //! association, and old subscriptions must not receive the new account's
 //! pushes). A revoked epoch is a tombstone: it cannot be activated again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
 
@@ -155,6 +155,32 @@ pub enum Revoked {
     AlreadyGone,
 }
 
+/// Where a registration stands (SPEC RT-12; what `GET` of a registration
+/// reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationState {
+    /// Registered and sent to.
+    Active,
+    /// The push service answered 404/410 ([`Registry::remove`]): never sent
+    /// to again.
+    Gone,
+    /// Revoked by its principal, by the revocation or rotation of its
+    /// association, or replaced by another principal's registration of the
+    /// same endpoint.
+    Revoked,
+}
+
+impl RegistrationState {
+    /// `ACTIVE`, `GONE` or `REVOKED`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "ACTIVE",
+            Self::Gone => "GONE",
+            Self::Revoked => "REVOKED",
+        }
+    }
+}
+
 #[derive(Clone, PartialEq, Eq)]
 enum Association {
     Active(AssociationEpoch),
@@ -196,6 +222,11 @@ pub struct Registry<P> {
     principals: HashMap<P, Principal>,
     entries: HashMap<SubscriptionId, Entry<P>>,
     by_endpoint: HashMap<String, SubscriptionId>,
+    /// How ended registrations ended, the latest
+    /// [`RegistryConfig::max_subscriptions`] of them (oldest first in
+    /// `ended_order`).
+    ended: HashMap<SubscriptionId, RegistrationState>,
+    ended_order: VecDeque<SubscriptionId>,
 }
 
 impl<P: Clone + Eq + Hash> Registry<P> {
@@ -207,6 +238,8 @@ impl<P: Clone + Eq + Hash> Registry<P> {
             principals: HashMap::new(),
             entries: HashMap::new(),
             by_endpoint: HashMap::new(),
+            ended: HashMap::new(),
+            ended_order: VecDeque::new(),
         }
     }
 
@@ -254,7 +287,7 @@ impl<P: Clone + Eq + Hash> Registry<P> {
         state.association = Association::Active(epoch);
         let removed = std::mem::take(&mut state.subscriptions);
         for id in &removed {
-            self.drop_entry(*id);
+            self.drop_entry(*id, RegistrationState::Revoked);
         }
         Ok(Associated::Rotated { removed })
     }
@@ -298,7 +331,7 @@ impl<P: Clone + Eq + Hash> Registry<P> {
             });
         }
         if let Some(old) = rebind {
-            self.remove(old);
+            self.end(old, RegistrationState::Revoked);
         }
         let id = SubscriptionId(self.next_id);
         self.next_id += 1;
@@ -325,7 +358,9 @@ impl<P: Clone + Eq + Hash> Registry<P> {
     /// changes nothing.
     pub fn revoke(&mut self, principal: &P, id: SubscriptionId) -> Revoked {
         match self.entries.get(&id) {
-            Some(entry) if entry.principal == *principal => self.remove(id),
+            Some(entry) if entry.principal == *principal => {
+                self.end(id, RegistrationState::Revoked)
+            }
             _ => Revoked::AlreadyGone,
         }
     }
@@ -342,15 +377,30 @@ impl<P: Clone + Eq + Hash> Registry<P> {
         }
         state.association = Association::Revoked(epoch.clone());
         for id in std::mem::take(&mut state.subscriptions) {
-            self.drop_entry(id);
+            self.drop_entry(id, RegistrationState::Revoked);
         }
         Revoked::Removed
     }
 
     /// Server-side removal without an owner check: the provider answered
     /// 404/410 ([`Outcome::Gone`](super::Outcome::Gone), seed §8.3 cleanup).
+    /// The registration then reads [`RegistrationState::Gone`].
     pub fn remove(&mut self, id: SubscriptionId) -> Revoked {
-        let Some(entry) = self.drop_entry(id) else {
+        self.end(id, RegistrationState::Gone)
+    }
+
+    /// Where registration `id` stands: active, or how it ended (for the
+    /// latest [`RegistryConfig::max_subscriptions`] ended ones); `None` for
+    /// an ID never issued or ended too long ago.
+    pub fn state(&self, id: SubscriptionId) -> Option<RegistrationState> {
+        if self.entries.contains_key(&id) {
+            return Some(RegistrationState::Active);
+        }
+        self.ended.get(&id).copied()
+    }
+
+    fn end(&mut self, id: SubscriptionId, why: RegistrationState) -> Revoked {
+        let Some(entry) = self.drop_entry(id, why) else {
             return Revoked::AlreadyGone;
         };
         if let Some(state) = self.principals.get_mut(&entry.principal) {
@@ -393,10 +443,18 @@ impl<P: Clone + Eq + Hash> Registry<P> {
         self.entries.is_empty()
     }
 
-    /// Removes the entry and its endpoint index, not the principal's list.
-    fn drop_entry(&mut self, id: SubscriptionId) -> Option<Entry<P>> {
+    /// Removes the entry and its endpoint index, not the principal's list,
+    /// and remembers how it ended.
+    fn drop_entry(&mut self, id: SubscriptionId, why: RegistrationState) -> Option<Entry<P>> {
         let entry = self.entries.remove(&id)?;
         self.by_endpoint.remove(entry.subscription.endpoint());
+        if self.ended_order.len() >= self.config.max_subscriptions.max(1)
+            && let Some(oldest) = self.ended_order.pop_front()
+        {
+            self.ended.remove(&oldest);
+        }
+        self.ended.insert(id, why);
+        self.ended_order.push_back(id);
         Some(entry)
     }
 }

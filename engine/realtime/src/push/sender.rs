@@ -1,6 +1,7 @@
 //! The whole send path for one hint to one subscription (SPEC RT-12):
-//! encode the WEB_PUSH_HINT_V1, encrypt it (RFC 8291), sign VAPID
-//! (RFC 8292), and start a [`Delivery`].
+//! encode the WEB_PUSH_HINT_V1, encrypt it (RFC 8291) and start a
+//! [`Delivery`]. VAPID (RFC 8292) is signed per request by the driver's
+//! [`VapidCache`](super::VapidCache).
 
 use bytes::Bytes;
 
@@ -9,7 +10,6 @@ use super::ece::{EncryptError, MAX_BODY_LEN, encrypt};
 use super::hint::{HintError, WebPushHint};
 use super::keys::EphemeralKey;
 use super::subscription::{PushSubscription, SubscriptionId};
-use super::vapid::{MAX_VAPID_LIFETIME_SECS, VapidError, VapidKey};
 
 /// One send's inputs. The ephemeral key and salt are fresh random draws
 /// of the caller for every message (RFC 8291 §3.1, RFC 8188 §2.1).
@@ -21,10 +21,6 @@ pub struct Outgoing<'a> {
     pub subscription_id: SubscriptionId,
     /// Where and for whom to encrypt.
     pub subscription: &'a PushSubscription,
-    /// The server's VAPID key.
-    pub vapid: &'a VapidKey,
-    /// The VAPID `sub` contact (`mailto:` or `https:`).
-    pub subject: &'a str,
     /// The message's ephemeral ECDH key.
     pub ephemeral: &'a EphemeralKey,
     /// The message's 16-byte salt.
@@ -49,18 +45,14 @@ pub enum PrepareError {
     /// Encryption refused.
     #[error(transparent)]
     Encrypt(#[from] EncryptError),
-    /// VAPID refused (a bad `subject`).
-    #[error(transparent)]
-    Vapid(#[from] VapidError),
     /// The delivery refused its options.
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
 }
 
 /// SPEC RT-12 send path at `now_ms` (unix ms): the hint becomes one
-/// `aes128gcm` record (`rs` = 4096, no padding), the VAPID JWT expires at
-/// the hint's `expiresAt` (rounded up to a second, and never more than 24 h
-/// ahead), and the delivery gives up at `expiresAt`.
+/// `aes128gcm` record (`rs` = 4096, no padding) and the delivery gives up
+/// at the hint's `expiresAt`.
 pub fn prepare(out: Outgoing<'_>, now_ms: u64) -> Result<Delivery, PrepareError> {
     let plaintext = out.hint.encode()?;
     let expires_at_ms = out.hint.expires_at_ms;
@@ -75,16 +67,8 @@ pub fn prepare(out: Outgoing<'_>, now_ms: u64) -> Result<Delivery, PrepareError>
         MAX_BODY_LEN as u32,
         0,
     )?;
-    let now_secs = now_ms / 1_000;
-    let exp_secs = expires_at_ms
-        .div_ceil(1_000)
-        .min(now_secs + MAX_VAPID_LIFETIME_SECS);
-    let authorization =
-        out.vapid
-            .header(out.subscription.audience(), out.subject, exp_secs, now_secs)?;
     let message = Message {
         body: Bytes::from(body),
-        authorization,
         urgency: out.urgency,
         topic: out.topic,
     };

@@ -21,6 +21,12 @@ impl SubscriptionId {
     pub const fn get(self) -> u64 {
         self.0
     }
+
+    /// The ID whose number is `n`, as [`get`](Self::get) gave it (read back
+    /// from storage, or a test's).
+    pub const fn from_raw(n: u64) -> Self {
+        Self(n)
+    }
 }
 
 /// Why a subscription was refused.

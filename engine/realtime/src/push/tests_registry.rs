@@ -231,6 +231,31 @@ fn provider_cleanup_removes_without_owner() {
     assert_eq!(r.remove(SubscriptionId(1)), Revoked::Removed);
     assert_eq!(r.remove(SubscriptionId(1)), Revoked::AlreadyGone);
     assert_eq!(live(&r, "alice"), [2]);
+    assert_eq!(r.state(SubscriptionId(1)), Some(RegistrationState::Gone));
+    assert_eq!(r.state(SubscriptionId(2)), Some(RegistrationState::Active));
+    assert_eq!(r.state(SubscriptionId(3)), None);
+    // A principal's revoke after the provider's cleanup changes nothing.
+    assert_eq!(r.revoke(&"alice", SubscriptionId(1)), Revoked::AlreadyGone);
+    assert_eq!(r.state(SubscriptionId(1)), Some(RegistrationState::Gone));
+}
+
+#[test]
+fn every_ending_is_remembered_with_its_cause_and_bounded() {
+    let mut r = Registry::new(config(2, 2, 4));
+    r.associate(&"alice", epoch(1)).unwrap();
+    r.associate(&"bob", epoch(2)).unwrap();
+    r.subscribe(&"alice", &epoch(1), sub(1)).unwrap();
+    r.revoke(&"alice", SubscriptionId(1));
+    assert_eq!(r.state(SubscriptionId(1)), Some(RegistrationState::Revoked));
+    r.subscribe(&"alice", &epoch(1), sub(2)).unwrap();
+    // Another principal takes the endpoint: the old registration is revoked.
+    r.subscribe(&"bob", &epoch(2), sub(2)).unwrap();
+    assert_eq!(r.state(SubscriptionId(2)), Some(RegistrationState::Revoked));
+    r.revoke_association(&"bob", &epoch(2));
+    assert_eq!(r.state(SubscriptionId(3)), Some(RegistrationState::Revoked));
+    assert_eq!(RegistrationState::Gone.as_str(), "GONE");
+    // Only the latest `max_subscriptions` (2) endings are kept.
+    assert_eq!(r.state(SubscriptionId(1)), None);
 }
 
 #[test]

@@ -2,10 +2,13 @@
 //! service with an ES256 JWT (RFC 7519, RFC 7515) signed by a key that
 //! never leaves the server (SPEC RT-12, seed §8.3).
 
+use std::collections::HashMap;
 use std::fmt;
 
+use p256::SecretKey;
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey};
+use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey, LineEnding};
 
 use super::b64;
 use super::keys::{KeyError, P256_POINT_LEN, uncompressed};
@@ -70,6 +73,25 @@ impl VapidKey {
         Ok(Self { key, public })
     }
 
+    /// The key in a text file: PEM PKCS#8 (`PRIVATE KEY`, what `dtp cred
+    /// vapid-key` and `py_vapid` write), PEM SEC1 (`EC PRIVATE KEY`, what
+    /// `openssl ecparam -genkey` writes), or the 32-byte scalar in base64url
+    /// on one line (what `web-push generate-vapid-keys` prints).
+    pub fn from_text(text: &str) -> Result<Self, KeyError> {
+        let trimmed = text.trim();
+        let secret = if trimmed.contains("-----BEGIN EC PRIVATE KEY-----") {
+            SecretKey::from_sec1_pem(trimmed).map_err(|_| KeyError::InvalidPrivateKey)?
+        } else if trimmed.contains("-----BEGIN") {
+            SecretKey::from_pkcs8_pem(trimmed).map_err(|_| KeyError::InvalidPrivateKey)?
+        } else {
+            let raw = b64::decode(trimmed).ok_or(KeyError::NotBase64Url)?;
+            SecretKey::from_slice(&raw).map_err(|_| KeyError::InvalidPrivateKey)?
+        };
+        let key = SigningKey::from(&secret);
+        let public = uncompressed(&secret.public_key());
+        Ok(Self { key, public })
+    }
+
     /// The uncompressed public key: the browser's `applicationServerKey`
     /// and the header's `k` (RFC 8292 §3.2).
     pub fn public_key(&self) -> &[u8; P256_POINT_LEN] {
@@ -120,6 +142,117 @@ impl VapidKey {
             b64::encode(&signature.to_bytes()),
             b64::encode(&self.public)
         ))
+    }
+}
+
+/// The PEM PKCS#8 text (`-----BEGIN PRIVATE KEY-----`) of the P-256 key
+/// whose scalar is `private`: what `dtp cred vapid-key` writes, and what
+/// [`VapidKey::from_text`] reads back.
+pub fn private_key_pem(private: &[u8; 32]) -> Result<String, KeyError> {
+    let secret = SecretKey::from_slice(private).map_err(|_| KeyError::InvalidPrivateKey)?;
+    let pem = secret
+        .to_pkcs8_pem(LineEnding::LF)
+        .map_err(|_| KeyError::InvalidPrivateKey)?;
+    Ok(pem.as_str().to_owned())
+}
+
+/// How long a cached VAPID token is valid: 12 h, half of RFC 8292's 24 h
+/// ceiling, so a push service whose clock runs ahead still accepts it.
+pub const VAPID_TOKEN_LIFETIME_SECS: u64 = 12 * 60 * 60;
+
+/// A cached token is replaced once it has less than this left (10 min), so
+/// no request leaves with a token about to expire in flight.
+pub const VAPID_REFRESH_BEFORE_SECS: u64 = 10 * 60;
+
+/// Push service origins a [`VapidCache`] holds tokens for at most; past it
+/// the expired ones go, then the one expiring first.
+pub const MAX_CACHED_AUDIENCES: usize = 256;
+
+/// SPEC RT-12, RFC 8292 §2: VAPID `Authorization` values cached per push
+/// service origin (`aud`), each signed once and reused until
+/// [`VAPID_REFRESH_BEFORE_SECS`] before its expiry. Sans-IO: the caller
+/// passes the time. `Debug` shows counts only (tokens are not logged).
+pub struct VapidCache {
+    key: VapidKey,
+    subject: String,
+    tokens: HashMap<String, (u64, String)>,
+}
+
+impl VapidCache {
+    /// A cache signing with `key` for the contact `subject` (`mailto:` or
+    /// `https:`), checked here so a bad subject fails at start-up.
+    pub fn new(key: VapidKey, subject: &str) -> Result<Self, VapidError> {
+        if !is_contact(subject) {
+            return Err(VapidError::InvalidSubject);
+        }
+        Ok(Self {
+            key,
+            subject: subject.to_owned(),
+            tokens: HashMap::new(),
+        })
+    }
+
+    /// The signing key.
+    pub fn key(&self) -> &VapidKey {
+        &self.key
+    }
+
+    /// The `Authorization` value for a request to `audience` (the
+    /// endpoint's origin) at `now_secs`: the cached one while it has more
+    /// than [`VAPID_REFRESH_BEFORE_SECS`] left, else a new one valid for
+    /// [`VAPID_TOKEN_LIFETIME_SECS`].
+    pub fn authorization(&mut self, audience: &str, now_secs: u64) -> Result<&str, VapidError> {
+        let fresh = self
+            .tokens
+            .get(audience)
+            .is_some_and(|(exp, _)| *exp > now_secs.saturating_add(VAPID_REFRESH_BEFORE_SECS));
+        if !fresh {
+            let exp = now_secs.saturating_add(VAPID_TOKEN_LIFETIME_SECS);
+            let header = self.key.header(audience, &self.subject, exp, now_secs)?;
+            if !self.tokens.contains_key(audience) && self.tokens.len() >= MAX_CACHED_AUDIENCES {
+                self.evict(now_secs);
+            }
+            self.tokens.insert(audience.to_owned(), (exp, header));
+        }
+        Ok(self
+            .tokens
+            .get(audience)
+            .map(|(_, header)| header.as_str())
+            .unwrap_or_default())
+    }
+
+    /// Origins with a cached token.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether no token is cached.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    fn evict(&mut self, now_secs: u64) {
+        self.tokens
+            .retain(|_, (exp, _)| *exp > now_secs.saturating_add(VAPID_REFRESH_BEFORE_SECS));
+        if self.tokens.len() >= MAX_CACHED_AUDIENCES {
+            let first = self
+                .tokens
+                .iter()
+                .min_by_key(|(_, (exp, _))| *exp)
+                .map(|(aud, _)| aud.clone());
+            if let Some(aud) = first {
+                self.tokens.remove(&aud);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for VapidCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VapidCache")
+            .field("key", &self.key)
+            .field("audiences", &self.tokens.len())
+            .finish_non_exhaustive()
     }
 }
 
