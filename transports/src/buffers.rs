@@ -3,9 +3,11 @@
 //! Receive buffers are pool chunks lent to the kernel (io_uring's provided
 //! buffer ring) or to `read(2)` (epoll): each is an admitted, submitted pool
 //! request with the chunk as its output, so the pool refuses to release or
-//! reuse it while the kernel may write it. A completion is posted and
-//! reclaimed before anyone reads the bytes, and the valid length is the
-//! verified byte count (MEM-5, MEM-7).
+//! reuse it while the kernel may write it. Its completion is applied
+//! (`Region::complete`, the owner's post and reclaim in one step) before
+//! anyone reads the bytes, and the valid length is the verified byte count
+//! (MEM-5, MEM-7). A small receive is copied out and its buffer lent again
+//! in the same step of the pool (`Region::renew`).
 //!
 //! Send buffers are chunks owned by the driver and queued per connection; a
 //! send in flight holds a pool request with the chunk as its input (a read
