@@ -510,3 +510,38 @@ pub(crate) trait RecvPool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_use_their_block_again_once_every_piece_is_dropped() {
+        let mut copies = Copies::default();
+        let first = copies.copy(b"request");
+        let start = first.as_ptr();
+        let second = copies.copy(&[7; 100]);
+        assert_eq!(second.as_ptr(), start.wrapping_add(7), "the same block");
+        assert_eq!(&first[..], b"request");
+        drop((first, second));
+        // The rest of the block is used up first, then the block again
+        // from its start.
+        let rest = copies.copy(&vec![1; COPY_BLOCK - 107]);
+        drop(rest);
+        let again = copies.copy(b"next");
+        assert_eq!(again.as_ptr(), start);
+        assert_eq!(&again[..], b"next");
+    }
+
+    #[test]
+    fn a_piece_held_keeps_its_block_and_the_copies_move_on() {
+        let mut copies = Copies::default();
+        let held = copies.copy(b"kept");
+        let rest = copies.copy(&vec![2; COPY_BLOCK - 4]);
+        drop(rest);
+        let next = copies.copy(b"next");
+        let (old, new) = (held.as_ptr() as usize, next.as_ptr() as usize);
+        assert!(new < old || new >= old + COPY_BLOCK, "a new block");
+        assert_eq!((&held[..], &next[..]), (&b"kept"[..], &b"next"[..]));
+    }
+}
