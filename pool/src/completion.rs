@@ -205,6 +205,16 @@ const IDLE: u64 = 0;
 const ARMED: u64 = 1;
 const POSTED: u64 = 2;
 
+/// Where [`Shared::claim`] leaves a ticket's post state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Idle: the request is reclaimed.
+    Done,
+    /// Armed under the next generation of the same slot: the request is
+    /// handed to its backend again under a new ticket.
+    Renewed,
+}
+
 const fn state(generation: u32, phase: u64) -> u64 {
     ((generation as u64) << 32) | phase
 }
@@ -302,19 +312,8 @@ impl Shared {
     /// SPEC MEM-7: a backend posts the final completion of a ticket.
     pub(crate) fn post(&self, c: Completion) -> Result<(), Diagnostic> {
         let ticket = c.ticket;
-        if ticket.region() != self.region {
-            self.wrong_region.fetch_add(1, Ordering::Relaxed);
-            return Err(Diagnostic::WrongRegion {
-                ticket,
-                region: self.region,
-            });
-        }
+        let slot = self.post_state(ticket)?;
         let generation = ticket.generation();
-        let slot = self.states.get(ticket.slot() as usize);
-        let (Some(slot), true) = (slot, generation != 0) else {
-            self.stale.fetch_add(1, Ordering::Relaxed);
-            return Err(Diagnostic::StaleCompletion { ticket });
-        };
         let armed = state(generation, ARMED);
         if let Err(current) = slot.compare_exchange(
             armed,
@@ -322,15 +321,7 @@ impl Shared {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            return Err(
-                if current >> 32 == u64::from(generation) && current & PHASE_MASK != ARMED {
-                    self.duplicate.fetch_add(1, Ordering::Relaxed);
-                    Diagnostic::DuplicateCompletion { ticket }
-                } else {
-                    self.stale.fetch_add(1, Ordering::Relaxed);
-                    Diagnostic::StaleCompletion { ticket }
-                },
-            );
+            return Err(self.refused(ticket, current));
         }
         if self.push(c).is_err() {
             // Give the ticket back so the post can be retried; nothing dropped.
@@ -339,6 +330,71 @@ impl Shared {
             return Err(Diagnostic::QueueFull { ticket });
         }
         Ok(())
+    }
+
+    /// SPEC MEM-7: the region's owner takes the completion of `ticket`
+    /// itself, without the queue: the ticket's post state goes from armed
+    /// straight to `next` — idle ([`Claim::Done`]), or armed again under
+    /// the slot's next generation ([`Claim::Renewed`]). A worker's post of
+    /// the same ticket loses to it exactly as to another post (a
+    /// duplicate); one that won first makes this claim a duplicate, and its
+    /// completion waits in the queue. `alone` says that no
+    /// [`CompletionPoster`] was ever handed out, so no other thread can
+    /// touch the post states: a plain load and store then do what the
+    /// compare-exchange does.
+    pub(crate) fn claim(&self, ticket: Ticket, next: Claim, alone: bool) -> Result<(), Diagnostic> {
+        let slot = self.post_state(ticket)?;
+        let generation = ticket.generation();
+        let armed = state(generation, ARMED);
+        let next = match next {
+            Claim::Done => state(generation, IDLE),
+            Claim::Renewed => state(generation.wrapping_add(1), ARMED),
+        };
+        let won = if alone {
+            let current = slot.load(Ordering::Relaxed);
+            if current == armed {
+                slot.store(next, Ordering::Relaxed);
+                Ok(())
+            } else {
+                Err(current)
+            }
+        } else {
+            slot.compare_exchange(armed, next, Ordering::AcqRel, Ordering::Acquire)
+                .map(drop)
+        };
+        won.map_err(|current| self.refused(ticket, current))
+    }
+
+    /// The post state of `ticket`'s slot, if the ticket can name one (this
+    /// region's, generation not 0); counts the refusal otherwise.
+    fn post_state(&self, ticket: Ticket) -> Result<&AtomicU64, Diagnostic> {
+        if ticket.region() != self.region {
+            self.wrong_region.fetch_add(1, Ordering::Relaxed);
+            return Err(Diagnostic::WrongRegion {
+                ticket,
+                region: self.region,
+            });
+        }
+        let slot = self.states.get(ticket.slot() as usize);
+        match (slot, ticket.generation() != 0) {
+            (Some(slot), true) => Ok(slot),
+            _ => {
+                self.stale.fetch_add(1, Ordering::Relaxed);
+                Err(Diagnostic::StaleCompletion { ticket })
+            }
+        }
+    }
+
+    /// Why a completion for `ticket` found the post state `current` instead
+    /// of armed, counted.
+    fn refused(&self, ticket: Ticket, current: u64) -> Diagnostic {
+        if current >> 32 == u64::from(ticket.generation()) && current & PHASE_MASK != ARMED {
+            self.duplicate.fetch_add(1, Ordering::Relaxed);
+            Diagnostic::DuplicateCompletion { ticket }
+        } else {
+            self.stale.fetch_add(1, Ordering::Relaxed);
+            Diagnostic::StaleCompletion { ticket }
+        }
     }
 
     /// Vyukov's bounded enqueue.

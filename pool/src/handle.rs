@@ -323,6 +323,15 @@ impl<T> SlotTable<T> {
         }))
     }
 
+    /// Whether [`SlotTable::reissue`] would give `key` a new generation.
+    pub(crate) fn can_reissue(&self, key: Key) -> bool {
+        self.entries.get(key.slot as usize).is_some_and(|e| {
+            e.generation == key.generation
+                && e.value.is_some()
+                && e.generation < self.max_generation
+        })
+    }
+
     /// The live entries with their keys.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
         self.entries.iter().enumerate().filter_map(|(slot, e)| {

@@ -13,7 +13,10 @@
 //! * **ownership and leases** (MEM-6, [`Region::grant_lease`]);
 //! * **asynchronous requests** from admission to reclaim, with a bounded
 //!   completion queue that backends on other threads post into through a
-//!   [`CompletionPoster`] (MEM-7);
+//!   [`CompletionPoster`] (MEM-7); a backend that completes on the owner's
+//!   thread is posted and reclaimed in one step ([`Region::complete`]), and
+//!   a receive buffer read at once is lent again in place
+//!   ([`Region::renew`]);
 //! * **budgets** per lifetime class and per slot table, where exhaustion is
 //!   backpressure ([`PoolError::WouldBlock`] / [`PoolError::Limit`]) and never
 //!   growth (MEM-1, MEM-8);
@@ -75,6 +78,7 @@ mod lease;
 mod module;
 mod range;
 mod region;
+mod renew;
 mod request;
 mod ring;
 mod sync;
@@ -90,5 +94,6 @@ pub use lease::{LeaseInfo, LeaseMode};
 pub use module::{ModuleReport, ModuleSpec};
 pub use range::{Range, check_range};
 pub use region::{BufferInfo, BufferSpec, Principal, Region};
+pub use renew::Renewal;
 pub use request::{CancelOutcome, Reclaimed, RequestInfo, RequestSpec, RequestState, Submission};
 pub use ring::{Consumer, Drain, Full, Producer, RingError, spsc};

@@ -7,6 +7,7 @@
 //! modules. A region is used by one thread (it is `Send`, not `Sync`); only
 //! [`crate::CompletionPoster`] crosses threads.
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use crate::accounting::Ledger;
@@ -180,6 +181,9 @@ pub struct Region {
     pub(crate) shared: Arc<Shared>,
     /// Consumer position of the completion queue; only the owner pops.
     pub(crate) queue_head: usize,
+    /// Whether a [`CompletionPoster`] was ever handed out (then other
+    /// threads may post, and the owner's own completions must race them).
+    pub(crate) posters_out: Cell<bool>,
     pub(crate) ledger: Ledger,
 }
 
@@ -218,6 +222,7 @@ impl Region {
             module_internal_charged: 0,
             shared,
             queue_head: 0,
+            posters_out: Cell::new(false),
             ledger: Ledger::default(),
         };
         region.ledger.metadata_total = region.metadata().total();
@@ -255,6 +260,7 @@ impl Region {
 
     /// A poster for backends on other threads (SPEC MEM-7).
     pub fn poster(&self) -> CompletionPoster {
+        self.posters_out.set(true);
         CompletionPoster::new(Arc::clone(&self.shared))
     }
 

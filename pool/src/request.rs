@@ -151,7 +151,7 @@ pub(crate) struct Held {
 }
 
 /// One admitted request.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Request {
     pub(crate) owner: Principal,
     pub(crate) module: ModuleHandle,
@@ -441,6 +441,51 @@ impl Region {
             return None;
         };
         self.shared.disarm(ticket.slot(), ticket.generation());
+        Some(self.settle(c, r))
+    }
+
+    /// Applies the completion `c` of the request `r`, already taken out of
+    /// the table, whose post state is no longer armed: publishes the
+    /// output, ends the leases, frees the slots and the context.
+    pub(crate) fn settle(&mut self, c: Completion, r: Request) -> Reclaimed {
+        let ticket = c.ticket;
+        let (published, diagnostic) = self.verify(&c, &r);
+        if let Some(o) = r.output
+            && let Some(b) = self.buffers.get_mut(o.buffer)
+        {
+            // Admission required valid == 0, and the write lease kept it so.
+            b.valid = published;
+            b.filled = published;
+            self.ledger.live_data += u64::from(published);
+        }
+        self.unhold(r.input);
+        self.unhold(r.output);
+        if let Some(m) = self.modules.get_mut_by_slot(r.module.slot()) {
+            m.in_flight = m.in_flight.saturating_sub(1);
+        }
+        let context = r.context.and_then(|k| {
+            let ctx = self.contexts.get_mut(k)?;
+            ctx.in_flight = None;
+            Some(ContextHandle::from_parts(self.id, k.slot, k.generation))
+        });
+        self.completions_in_use -= 1;
+        self.touch();
+        Reclaimed {
+            ticket,
+            status: c.status,
+            published,
+            input: r.input.map(|h| self.buffer_handle(h.buffer)),
+            output: r.output.map(|h| self.buffer_handle(h.buffer)),
+            context,
+            cancel_requested: r.cancel_requested,
+            diagnostic,
+        }
+    }
+
+    /// SPEC MEM-7: what of completion `c` of request `r` may be published
+    /// as the output's valid length, and what was wrong with it (counted).
+    pub(crate) fn verify(&mut self, c: &Completion, r: &Request) -> (u32, Option<Diagnostic>) {
+        let ticket = c.ticket;
         let mut diagnostic = None;
         if self.modules.get(r.module.key()).is_none() {
             diagnostic = Some(Diagnostic::ModuleGenerationChanged { ticket });
@@ -476,36 +521,7 @@ impl Region {
         if let Some(d) = diagnostic {
             self.ledger.diagnostics.count(d);
         }
-        if let Some(o) = r.output
-            && let Some(b) = self.buffers.get_mut(o.buffer)
-        {
-            // Admission required valid == 0, and the write lease kept it so.
-            b.valid = published;
-            b.filled = published;
-            self.ledger.live_data += u64::from(published);
-        }
-        self.unhold(r.input);
-        self.unhold(r.output);
-        if let Some(m) = self.modules.get_mut_by_slot(r.module.slot()) {
-            m.in_flight = m.in_flight.saturating_sub(1);
-        }
-        let context = r.context.and_then(|k| {
-            let ctx = self.contexts.get_mut(k)?;
-            ctx.in_flight = None;
-            Some(ContextHandle::from_parts(self.id, k.slot, k.generation))
-        });
-        self.completions_in_use -= 1;
-        self.touch();
-        Some(Reclaimed {
-            ticket,
-            status: c.status,
-            published,
-            input: r.input.map(|h| self.buffer_handle(h.buffer)),
-            output: r.output.map(|h| self.buffer_handle(h.buffer)),
-            context,
-            cancel_requested: r.cancel_requested,
-            diagnostic,
-        })
+        (published, diagnostic)
     }
 
     /// Whether some backend may still access region memory (drop leaks then).
@@ -533,14 +549,14 @@ impl Region {
         }
     }
 
-    fn request(&self, ticket: Ticket) -> Result<&Request, PoolError> {
+    pub(crate) fn request(&self, ticket: Ticket) -> Result<&Request, PoolError> {
         self.check_region(ticket.region(), Ticket::KIND)?;
         self.requests
             .get(ticket.key())
             .ok_or(PoolError::StaleHandle { kind: Ticket::KIND })
     }
 
-    fn span(&self, h: Held) -> Result<RawSpan, PoolError> {
+    pub(crate) fn span(&self, h: Held) -> Result<RawSpan, PoolError> {
         let b = self.buffers.get(h.buffer).ok_or(PoolError::StaleHandle {
             kind: HandleKind::Buffer,
         })?;

@@ -10,8 +10,8 @@
 #![cfg(loom)]
 
 use dtp_pool::{
-    BufferSpec, Class, Completion, Diagnostic, ModuleSpec, Principal, Range, Region, RegionConfig,
-    RequestSpec,
+    BufferHandle, BufferSpec, Class, Completion, Diagnostic, ModuleHandle, ModuleSpec, Principal,
+    Range, Region, RegionConfig, RequestSpec, Ticket,
 };
 use loom::thread;
 
@@ -26,6 +26,19 @@ fn region(slots: u32) -> Region {
         ..RegionConfig::new(8, slots)
     })
     .unwrap()
+}
+
+/// A one-request region with one request submitted: its module, its
+/// output buffer and its ticket.
+fn one_submitted_output() -> (Region, ModuleHandle, BufferHandle, Ticket) {
+    let mut r = region(1);
+    let m = r.register_module(ModuleSpec::new(0)).unwrap();
+    let out = r.acquire(APP, BufferSpec::new(Class::Scratch, 8)).unwrap();
+    let t = r
+        .admit(APP, RequestSpec::new(m).output(Range::new(out, 0, 8)))
+        .unwrap();
+    r.submit(t).unwrap();
+    (r, m, out, t)
 }
 
 /// Two workers post two tickets while the owner reclaims: both completions
@@ -76,13 +89,7 @@ fn loom_two_workers_post_while_owner_reclaims() {
 #[test]
 fn loom_duplicate_post_never_reaches_the_reissued_ticket() {
     loom::model(|| {
-        let mut r = region(1);
-        let m = r.register_module(ModuleSpec::new(0)).unwrap();
-        let out = r.acquire(APP, BufferSpec::new(Class::Scratch, 8)).unwrap();
-        let t1 = r
-            .admit(APP, RequestSpec::new(m).output(Range::new(out, 0, 8)))
-            .unwrap();
-        r.submit(t1).unwrap();
+        let (mut r, m, out, t1) = one_submitted_output();
         let workers: Vec<_> = (0..2)
             .map(|_| {
                 let p = r.poster();
@@ -153,5 +160,64 @@ fn loom_concurrent_posts_into_a_wrapped_ring() {
         assert_eq!(got, want);
         assert_eq!(r.diagnostics().queue_full, 0);
         assert_eq!(r.report().pending_requests, 0);
+    });
+}
+
+/// The owner completes its request itself (`complete`) while a worker
+/// posts the same ticket: exactly one of the two is applied, once, with
+/// its own length, and the other is refused as a duplicate.
+#[test]
+fn loom_owner_completion_races_a_worker_post() {
+    loom::model(|| {
+        let (mut r, _, out, t) = one_submitted_output();
+        let p = r.poster();
+        let worker = thread::spawn(move || p.post(Completion::success(t, 3)));
+        let owner = r.complete(Completion::success(t, 5));
+        let posted = worker.join().unwrap();
+        match (owner, posted) {
+            (Ok(done), Err(Diagnostic::DuplicateCompletion { .. })) => {
+                assert_eq!(done.published, 5);
+                assert!(r.reclaim().is_none());
+            }
+            (Err(Diagnostic::DuplicateCompletion { .. }), Ok(())) => {
+                assert_eq!(r.reclaim().unwrap().published, 3);
+            }
+            other => panic!("exactly one completion must win: {other:?}"),
+        }
+        assert_eq!(r.buffer_info(out).unwrap().in_flight, 0);
+        assert!(r.reclaim().is_none());
+        assert_eq!(r.diagnostics().duplicate, 1);
+    });
+}
+
+/// The owner renews its request (`renew`: complete, read, lend again
+/// under the slot's next generation) while a worker posts a late
+/// completion of the old ticket: the late one never reaches the renewed
+/// request, whichever comes first.
+#[test]
+fn loom_late_post_never_reaches_a_renewed_request() {
+    loom::model(|| {
+        let (mut r, _, out, t1) = one_submitted_output();
+        let p = r.poster();
+        let worker = thread::spawn(move || p.post(Completion::success(t1, 3)));
+        let renewed = r.renew(APP, Completion::success(t1, 5), <[u8]>::len);
+        let posted = worker.join().unwrap();
+        match (renewed, posted) {
+            (Ok((len, renewal)), Err(Diagnostic::StaleCompletion { .. })) => {
+                assert_eq!(len, 5);
+                assert_eq!(renewal.ticket.slot(), t1.slot());
+                assert!(r.reclaim().is_none(), "the late post must not complete it");
+                let info = r.request_info(renewal.ticket).unwrap();
+                assert!(!info.completion_posted);
+                assert!(r.buffer_info(out).unwrap().write_leased);
+            }
+            (Err(_), Ok(())) => {
+                // The worker's came first: it is the completion, reclaimed
+                // as usual.
+                assert_eq!(r.reclaim().unwrap().published, 3);
+                assert!(!r.buffer_info(out).unwrap().write_leased);
+            }
+            other => panic!("exactly one completion must win: {other:?}"),
+        }
     });
 }

@@ -3,9 +3,11 @@
 //! Receive buffers are pool chunks lent to the kernel (io_uring's provided
 //! buffer ring) or to `read(2)` (epoll): each is an admitted, submitted pool
 //! request with the chunk as its output, so the pool refuses to release or
-//! reuse it while the kernel may write it. A completion is posted and
-//! reclaimed before anyone reads the bytes, and the valid length is the
-//! verified byte count (MEM-5, MEM-7).
+//! reuse it while the kernel may write it. Its completion is applied
+//! (`Region::complete`, the owner's post and reclaim in one step) before
+//! anyone reads the bytes, and the valid length is the verified byte count
+//! (MEM-5, MEM-7). A small receive is copied out and its buffer lent again
+//! in the same step of the pool (`Region::renew`).
 //!
 //! Send buffers are chunks owned by the driver and queued per connection; a
 //! send in flight holds a pool request with the chunk as its input (a read
@@ -42,6 +44,35 @@ pub(crate) const SEND_RESERVE_SHARE: u32 = 8;
 
 /// Chunks a connection may hold and still draw on the reserve.
 pub(crate) const SEND_SHARE_FREE: u32 = 2;
+
+/// Small receives are copied into blocks of this many bytes, one after
+/// another ([`Copies`]).
+pub(crate) const COPY_BLOCK: usize = 8 * 1024;
+
+/// Where small receives are copied out: the unused rest of a heap block
+/// that the copies of a poll or two share. A copy is split off the block
+/// (no allocation of its own, and no later promotion of its buffer to a
+/// shared one when the receiver splits it into frames and payloads); once
+/// every piece of the block was dropped — the receivers consumed what they
+/// got, as they do within their turn — the block is used again from its
+/// start. A block that is used up while a piece of it is still held is
+/// left to that piece, which frees it when dropped: a piece kept for long
+/// keeps at most [`COPY_BLOCK`] bytes alive.
+#[derive(Default)]
+pub(crate) struct Copies {
+    block: bytes::BytesMut,
+}
+
+impl Copies {
+    /// `bytes`, copied into the block.
+    pub(crate) fn copy(&mut self, bytes: &[u8]) -> bytes::BytesMut {
+        if !self.block.try_reclaim(bytes.len()) {
+            self.block = bytes::BytesMut::with_capacity(COPY_BLOCK.max(bytes.len()));
+        }
+        self.block.extend_from_slice(bytes);
+        self.block.split()
+    }
+}
 
 /// The principal the driver acts as in its region.
 pub(crate) const DRIVER: Principal = Principal::new(0x4452_4956); // "DRIV"
@@ -85,6 +116,8 @@ pub(crate) struct Buffers {
     /// Chunks refused to connections over their share while only the
     /// reserve was left ([`SEND_RESERVE_SHARE`]).
     reserve_refusals: u64,
+    /// Where small receives are copied out.
+    copies: Copies,
 }
 
 impl Buffers {
@@ -123,6 +156,7 @@ impl Buffers {
             send_count,
             send_held: 0,
             reserve_refusals: 0,
+            copies: Copies::default(),
         })
     }
 
@@ -161,12 +195,11 @@ impl Buffers {
             .ok_or(invalid("no such receive buffer"))?;
         let spec =
             RequestSpec::new(self.module).output(Range::new(lent.handle, 0, self.chunk_size));
-        let ticket = self.region.admit(DRIVER, spec)?;
-        let sub = self.region.submit(ticket)?;
+        let sub = self.region.start(DRIVER, spec)?;
         let span = sub
             .output
             .ok_or(invalid("submission without output span"))?;
-        lent.ticket = Some(ticket);
+        lent.ticket = Some(sub.ticket);
         lent.span = Some(span);
         Ok(span)
     }
@@ -188,17 +221,51 @@ impl Buffers {
             .take()
             .ok_or(invalid("receive buffer was not lent"))?;
         lent.span = None;
-        self.region
-            .post(Completion::success(ticket, len))
-            .map_err(|_| invalid("receive completion refused"))?;
         let done = self
             .region
-            .reclaim()
-            .ok_or(invalid("receive completion not reclaimable"))?;
+            .complete(Completion::success(ticket, len))
+            .map_err(|_| invalid("receive completion refused"))?;
         Ok(RecvChunk {
             bid,
             len: done.published,
         })
+    }
+
+    /// The backend finished writing `len` bytes into buffer `bid`, which
+    /// goes straight back to it: completes the request, gives `read` the
+    /// bytes (verified as in [`Buffers::filled`]) and lends the buffer
+    /// again under a new ticket, in one step of the pool
+    /// ([`Region::renew`]). Returns what `read` returned and where the
+    /// backend may write now.
+    pub(crate) fn refill<R>(
+        &mut self,
+        bid: u16,
+        len: u32,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<(R, RawSpan), PoolError> {
+        let lent = self
+            .recv
+            .get_mut(usize::from(bid))
+            .ok_or(invalid("no such receive buffer"))?;
+        let ticket = lent.ticket.ok_or(invalid("receive buffer was not lent"))?;
+        let (result, renewal) =
+            self.region
+                .renew(DRIVER, Completion::success(ticket, len), read)?;
+        lent.ticket = Some(renewal.ticket);
+        lent.span = Some(renewal.output);
+        Ok((result, renewal.output))
+    }
+
+    /// [`Buffers::refill`] that copies the bytes out ([`Copies`]).
+    pub(crate) fn refill_copied(
+        &mut self,
+        bid: u16,
+        len: u32,
+    ) -> Result<(bytes::BytesMut, RawSpan), PoolError> {
+        let mut copies = std::mem::take(&mut self.copies);
+        let done = self.refill(bid, len, |b| copies.copy(b));
+        self.copies = copies;
+        done
     }
 
     /// The bytes of a received chunk.
@@ -315,10 +382,9 @@ impl Buffers {
         len: u32,
     ) -> Result<(Ticket, RawSpan), PoolError> {
         let spec = RequestSpec::new(self.module).input(Range::new(h, offset, len - offset));
-        let ticket = self.region.admit(DRIVER, spec)?;
-        let sub = self.region.submit(ticket)?;
+        let sub = self.region.start(DRIVER, spec)?;
         Ok((
-            ticket,
+            sub.ticket,
             sub.input.ok_or(invalid("submission without input span"))?,
         ))
     }
@@ -330,11 +396,9 @@ impl Buffers {
         } else {
             Completion::success(ticket, 0)
         };
-        // A rejected post is a stale or duplicate completion: the pool has
+        // A refused completion is a stale or duplicate one: the pool has
         // diagnosed and counted it, and nothing is released twice.
-        if self.region.post(c).is_ok() {
-            let _ = self.region.reclaim();
-        }
+        let _ = self.region.complete(c);
     }
 
     /// A shared segment of `len` bytes was queued by reference.
@@ -368,9 +432,7 @@ impl Buffers {
         for lent in &mut self.recv {
             if let Some(ticket) = lent.ticket.take() {
                 lent.span = None;
-                if self.region.post(Completion::cancelled(ticket, 0)).is_ok() {
-                    let _ = self.region.reclaim();
-                }
+                let _ = self.region.complete(Completion::cancelled(ticket, 0));
             }
         }
     }
@@ -387,8 +449,53 @@ pub(crate) trait RecvPool {
     /// The backend's buffers and the return list of its lent chunks.
     fn pool(&self) -> (&Buffers, &std::sync::Arc<crate::lent::Returns>);
 
+    /// The backend's buffers, to change.
+    fn pool_mut(&mut self) -> &mut Buffers;
+
+    /// Gives receive buffer `bid`, lent again with `span` as where the
+    /// backend may write, back to the backend.
+    fn relend(&mut self, bid: u16, span: RawSpan);
+
     /// Gives a received chunk back for the next receive.
-    fn recycle(&mut self, chunk: RecvChunk);
+    fn recycle(&mut self, chunk: RecvChunk) {
+        let bufs = self.pool_mut();
+        match bufs
+            .reset(chunk)
+            .and_then(|bid| bufs.lend(bid).map(|span| (bid, span)))
+        {
+            Ok((bid, span)) => self.relend(bid, span),
+            Err(e) => {
+                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
+            }
+        }
+    }
+
+    /// SPEC MEM-7: the backend wrote `len` bytes into receive buffer `bid`
+    /// for the receiver. A small receive is copied out and the buffer lent
+    /// again in one step of the pool ([`Buffers::refill`]); a larger one
+    /// is lent to the receiver as it is ([`RecvPool::deliver`]).
+    fn receive(&mut self, bid: u16, len: u32) -> Result<crate::RecvBuf, PoolError> {
+        if len as usize <= SMALL_RECEIVE {
+            let (copy, span) = self.pool_mut().refill_copied(bid, len)?;
+            self.relend(bid, span);
+            Ok(crate::RecvBuf::from(copy))
+        } else {
+            let chunk = self.pool_mut().filled(bid, len)?;
+            Ok(self.deliver(chunk))
+        }
+    }
+
+    /// The backend wrote `len` bytes into receive buffer `bid` that nobody
+    /// reads (a closing connection, an oversized message): the buffer is
+    /// lent again at once.
+    fn discard(&mut self, bid: u16, len: u32) {
+        match self.pool_mut().refill(bid, len, |_| ()) {
+            Ok(((), span)) => self.relend(bid, span),
+            Err(e) => {
+                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
+            }
+        }
+    }
 
     /// A received chunk as the receiver gets it.
     fn deliver(&mut self, chunk: RecvChunk) -> crate::RecvBuf {
@@ -401,5 +508,40 @@ pub(crate) trait RecvPool {
             // The chunk is out: it is recycled when its id comes back.
             bufs.lend_mut_to_app(&chunk, returns)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_use_their_block_again_once_every_piece_is_dropped() {
+        let mut copies = Copies::default();
+        let first = copies.copy(b"request");
+        let start = first.as_ptr();
+        let second = copies.copy(&[7; 100]);
+        assert_eq!(second.as_ptr(), start.wrapping_add(7), "the same block");
+        assert_eq!(&first[..], b"request");
+        drop((first, second));
+        // The rest of the block is used up first, then the block again
+        // from its start.
+        let rest = copies.copy(&vec![1; COPY_BLOCK - 107]);
+        drop(rest);
+        let again = copies.copy(b"next");
+        assert_eq!(again.as_ptr(), start);
+        assert_eq!(&again[..], b"next");
+    }
+
+    #[test]
+    fn a_piece_held_keeps_its_block_and_the_copies_move_on() {
+        let mut copies = Copies::default();
+        let held = copies.copy(b"kept");
+        let rest = copies.copy(&vec![2; COPY_BLOCK - 4]);
+        drop(rest);
+        let next = copies.copy(b"next");
+        let (old, new) = (held.as_ptr() as usize, next.as_ptr() as usize);
+        assert!(new < old || new >= old + COPY_BLOCK, "a new block");
+        assert_eq!((&held[..], &next[..]), (&b"kept"[..], &b"next"[..]));
     }
 }

@@ -9,6 +9,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dtp_pool::RawSpan;
 use mio::unix::SourceFd;
 use mio::{Interest, Poll, Token};
 use socket2::Socket;
@@ -491,10 +492,9 @@ impl Epoll {
                     self.finish(conn, CloseReason::Error(libc::EMSGSIZE));
                     return false;
                 }
-                Ok(n) => match self.bufs.filled(bid, n as u32) {
-                    Ok(chunk) => {
+                Ok(n) => match self.receive(bid, n as u32) {
+                    Ok(data) => {
                         self.stats.bytes_in += n as u64;
-                        let data = self.deliver(chunk);
                         self.pending.push(Event::Received { conn, data });
                     }
                     Err(e) => {
@@ -577,17 +577,13 @@ impl RecvPool for Epoll {
         (&self.bufs, &self.returns)
     }
 
-    fn recycle(&mut self, chunk: RecvChunk) {
-        match self
-            .bufs
-            .reset(chunk)
-            .and_then(|bid| self.bufs.lend(bid).map(|_| bid))
-        {
-            Ok(bid) => self.free.push(bid),
-            Err(e) => {
-                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
-            }
-        }
+    fn pool_mut(&mut self) -> &mut Buffers {
+        &mut self.bufs
+    }
+
+    fn relend(&mut self, bid: u16, _: RawSpan) {
+        // `read_some` finds where to read through `lent_span`.
+        self.free.push(bid);
     }
 }
 

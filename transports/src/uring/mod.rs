@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dtp_pool::RawSpan;
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 use socket2::SockAddr;
@@ -931,19 +932,15 @@ impl Uring {
         events: &mut Vec<Event>,
     ) -> io::Result<()> {
         let conn = self.conns.find_packed(packed).map(ConnId);
-        let chunk = match cqueue::buffer_select(flags) {
-            Some(bid) => Some({
-                self.buf_ring.taken();
-                self.bufs
-                    .filled(bid, res.max(0) as u32)
-                    .map_err(|e| io::Error::other(format!("receive buffer {bid}: {e}")))?
-            }),
-            None => None,
-        };
+        // The receive buffer the kernel filled, and how many bytes.
+        let chunk = cqueue::buffer_select(flags).map(|bid| {
+            self.buf_ring.taken();
+            (bid, res.max(0) as u32)
+        });
         let more = cqueue::more(flags);
         let Some(conn) = conn else {
-            if let Some(chunk) = chunk {
-                self.recycle(chunk);
+            if let Some((bid, len)) = chunk {
+                self.discard(bid, len);
             }
             return Ok(());
         };
@@ -954,7 +951,7 @@ impl Uring {
         let closing = self.conns.get(conn.0).is_some_and(|c| c.closing.is_some());
         let mut starved = false;
         match (res, chunk) {
-            (n, Some(chunk))
+            (n, Some((bid, len)))
                 if self
                     .conns
                     .get(conn.0)
@@ -963,16 +960,18 @@ impl Uring {
             {
                 // Longer than the MTU (or cut short by the buffer, which is
                 // longer still): never passed on in part.
-                self.recycle(chunk);
+                self.discard(bid, len);
                 self.begin_close(conn, CloseReason::Error(libc::EMSGSIZE));
             }
-            (n, Some(chunk)) if n > 0 && !closing => {
+            (n, Some((bid, len))) if n > 0 && !closing => {
                 self.stats.bytes_in += n as u64;
-                let data = self.deliver(chunk);
+                let data = self
+                    .receive(bid, len)
+                    .map_err(|e| io::Error::other(format!("receive buffer {bid}: {e}")))?;
                 events.push(Event::Received { conn, data });
             }
-            (n, Some(chunk)) => {
-                self.recycle(chunk);
+            (n, Some((bid, len))) => {
+                self.discard(bid, len);
                 if n == 0 {
                     self.begin_close(conn, CloseReason::PeerClosed);
                 }
@@ -1089,19 +1088,13 @@ impl RecvPool for Uring {
         (&self.bufs, &self.returns)
     }
 
-    fn recycle(&mut self, chunk: RecvChunk) {
-        match self
-            .bufs
-            .reset(chunk)
-            .and_then(|bid| self.bufs.lend(bid).map(|span| (bid, span)))
-        {
-            Ok((bid, span)) => self
-                .buf_ring
-                .push(span.as_mut_ptr() as u64, span.len(), bid),
-            Err(e) => {
-                tracing::error!(error = %e, "receive buffer could not be lent again; the core has one fewer")
-            }
-        }
+    fn pool_mut(&mut self) -> &mut Buffers {
+        &mut self.bufs
+    }
+
+    fn relend(&mut self, bid: u16, span: RawSpan) {
+        self.buf_ring
+            .push(span.as_mut_ptr() as u64, span.len(), bid);
     }
 }
 
