@@ -2,6 +2,8 @@
 //! (as [`crate::Output::Audit`]); writing them is the driver's job. Every
 //! record serialises to one flat JSON object tagged by `record`.
 
+use std::sync::Arc;
+
 use dtp_codec::{AccessMode, ErrorCode, HandoverFailedReason, SessionId};
 use serde::{Serialize, Serializer};
 use uuid::Uuid;
@@ -60,10 +62,11 @@ pub struct ReconciliationAudit {
 pub struct SessionAudit {
     /// The session.
     pub session_id: SessionId,
-    /// Its holder (`human:<terminal_id>` for the human user).
-    pub fay_id: String,
-    /// Its resource.
-    pub resource_id: String,
+    /// Its holder (`human:<terminal_id>` for the human user), shared with
+    /// the session's record.
+    pub fay_id: Arc<str>,
+    /// Its resource, shared likewise.
+    pub resource_id: Arc<str>,
     /// Its mode.
     pub access_mode: AccessMode,
     /// Why it ended.

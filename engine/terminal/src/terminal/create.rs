@@ -67,7 +67,7 @@ impl<A: OsAccess> Terminal<A> {
         queued: bool,
     ) -> Result<Option<SessionId>, Refusal> {
         let refuse = |code, msg: String| Refusal::new(RequestKind::AuthRequest, None, code, msg);
-        let Some(resource) = self.resources.get(&req.resource_id) else {
+        let Some(resource) = self.resources.get(req.resource_id.as_str()) else {
             return Err(refuse(
                 ErrorCode::E_RESOURCE_UNKNOWN,
                 format!("this terminal has no resource {:?}", req.resource_id),
@@ -116,8 +116,13 @@ impl<A: OsAccess> Terminal<A> {
             Ok(()) => {
                 // The request's ids move into the session (no copies).
                 let spec = NewSession {
-                    holder: Holder::Fay(req.fay_id.into(), cred),
-                    resource_id: req.resource_id.into(),
+                    holder: Holder::Fay(self.shared_fay_id(req.fay_id), cred),
+                    // The configured resource's id, shared (it was admitted,
+                    // so it is there).
+                    resource_id: self
+                        .resources
+                        .get_key_value(req.resource_id.as_str())
+                        .map_or_else(|| req.resource_id.as_str().into(), |(id, _)| id.clone()),
                     mode: req.access_mode,
                     binding: Binding::Conn(conn),
                 };
@@ -158,7 +163,7 @@ impl<A: OsAccess> Terminal<A> {
     /// over — when the resource's policy lets AuthRequests start handovers
     /// and one other Fay holds it exclusively, actively, in the same mode.
     fn handover_source(&self, req: &AuthRequest) -> Option<SessionId> {
-        let resource = self.resources.get(&req.resource_id)?;
+        let resource = self.resources.get(req.resource_id.as_str())?;
         let policy = resource.config().handover_policy.as_ref()?;
         if !self.config.policies.get(policy)?.on_auth_request {
             return None;
@@ -305,8 +310,8 @@ impl<A: OsAccess> Terminal<A> {
             .push_back(Output::Audit(AuditRecord::SessionTerminated(
                 SessionAudit {
                     session_id: id,
-                    fay_id: rec.holder.id().to_owned(),
-                    resource_id: rec.resource_id.to_string(),
+                    fay_id: rec.holder.shared_id().clone(),
+                    resource_id: rec.resource_id.clone(),
                     access_mode: rec.mode,
                     reason,
                     created_at: rec.created_at,
@@ -315,7 +320,7 @@ impl<A: OsAccess> Terminal<A> {
             )));
         self.attempts.retain(|(source, _), _| *source != id);
         if rec.announced {
-            self.remember(id, rec.holder.id().to_owned(), reason);
+            self.remember(id, rec.holder.shared_id().clone(), reason);
         }
     }
 }

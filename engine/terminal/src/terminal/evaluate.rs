@@ -85,7 +85,7 @@ impl<A: OsAccess> Terminal<A> {
             ));
         }
         // Step 3: the resource's policy.
-        let resource = self.resources.get(&resource_id);
+        let resource = self.resources.get(resource_id.as_str());
         let named = resource.and_then(|r| r.config().handover_policy.clone());
         let Some((policy_name, cfg)) =
             named.and_then(|n| self.config.policies.get(&n).cloned().map(|c| (n, c)))
@@ -103,7 +103,7 @@ impl<A: OsAccess> Terminal<A> {
         };
         let target_conn = match &req.origin {
             Origin::Auth { conn, .. } => Some(*conn),
-            _ => self.last_conn_of.get(&req.target_fay_id).copied(),
+            _ => self.last_conn_of.get(req.target_fay_id.as_str()).copied(),
         };
         let context = Box::new(HandoverContext {
             source,

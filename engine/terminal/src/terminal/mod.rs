@@ -147,7 +147,7 @@ impl SessionRecord {
 /// SPEC LIV-5: an ended session, remembered for E_SESSION_TERMINATED.
 #[derive(Clone, Debug)]
 pub(crate) struct Tombstone {
-    pub(crate) fay_id: String,
+    pub(crate) fay_id: Arc<str>,
     pub(crate) reason: TerminationReason,
     /// The one SessionStateChanged LIV-5 allows after death was sent.
     pub(crate) notified: bool,
@@ -169,7 +169,7 @@ pub struct Terminal<A: OsAccess> {
     pub(crate) signatures: SignatureCache,
     pub(crate) access: A,
     pub(crate) random: Box<dyn RandomSource + Send>,
-    pub(crate) resources: BTreeMap<String, Resource>,
+    pub(crate) resources: BTreeMap<Arc<str>, Resource>,
     pub(crate) sessions: BTreeMap<SessionId, SessionRecord>,
     /// SPEC TS-17: how many of `sessions` each holder has, so that the
     /// per-Fay limit is a lookup, not a count of the whole table on every
@@ -181,9 +181,9 @@ pub struct Terminal<A: OsAccess> {
     pub(crate) tombstones: BTreeMap<SessionId, Tombstone>,
     pub(crate) tomb_order: VecDeque<SessionId>,
     /// Connections that are up, and the Fays known to speak on each.
-    pub(crate) conns: BTreeMap<ConnKey, BTreeSet<String>>,
+    pub(crate) conns: BTreeMap<ConnKey, BTreeSet<Arc<str>>>,
     /// The latest connection each Fay was seen on (handover targets).
-    pub(crate) last_conn_of: BTreeMap<String, ConnKey>,
+    pub(crate) last_conn_of: BTreeMap<Arc<str>, ConnKey>,
     /// SPEC HO-6: the handover being evaluated, per resource.
     pub(crate) evaluations: BTreeMap<String, Evaluation>,
     /// SPEC HO-6: the requests waiting behind it, FIFO.
@@ -218,7 +218,7 @@ impl<A: OsAccess> Terminal<A> {
         let resources = config
             .resources
             .iter()
-            .map(|r| (r.resource_id.clone(), Resource::new(r.clone())))
+            .map(|r| (Arc::from(r.resource_id.as_str()), Resource::new(r.clone())))
             .collect();
         Ok(Terminal {
             config,
@@ -349,15 +349,23 @@ impl<A: OsAccess> Terminal<A> {
     pub(crate) fn learn(&mut self, conn: ConnKey, fay_id: &str) {
         // Known pairs (every request after a connection's first) are
         // looked up, not copied: no allocation per decision.
+        let shared = match self.last_conn_of.get_key_value(fay_id) {
+            Some((id, _)) => id.clone(),
+            None => Arc::from(fay_id),
+        };
         let fays = self.conns.entry(conn).or_default();
         if !fays.contains(fay_id) {
-            fays.insert(fay_id.to_owned());
+            fays.insert(shared.clone());
         }
-        match self.last_conn_of.get_mut(fay_id) {
-            Some(c) => *c = conn,
-            None => {
-                self.last_conn_of.insert(fay_id.to_owned(), conn);
-            }
+        self.last_conn_of.insert(shared, conn);
+    }
+
+    /// The id of a Fay [`Terminal::learn`] has seen, shared (a session's
+    /// holder then copies no text); a new one otherwise.
+    pub(crate) fn shared_fay_id(&self, fay_id: String) -> Arc<str> {
+        match self.last_conn_of.get_key_value(fay_id.as_str()) {
+            Some((id, _)) => id.clone(),
+            None => fay_id.into(),
         }
     }
 

@@ -58,7 +58,10 @@ impl<A: OsAccess> Terminal<A> {
         // connection as of now (it may have reconnected while the policy
         // decided).
         if !matches!(ev.request.origin, Origin::Auth { .. }) {
-            ev.target_conn = self.last_conn_of.get(&ev.request.target_fay_id).copied();
+            ev.target_conn = self
+                .last_conn_of
+                .get(ev.request.target_fay_id.as_str())
+                .copied();
         }
         // T0: pre-emption.
         self.step(source, SessionEvent::HandoverRequested, now);
@@ -150,13 +153,13 @@ impl<A: OsAccess> Terminal<A> {
             Some(s) => s.conn(),
             None => self
                 .last_conn_of
-                .get(&ev.source_fay)
+                .get(ev.source_fay.as_str())
                 .copied()
                 .or(ev.source_conn),
         };
         let mut ev = ev;
         if !matches!(ev.request.origin, Origin::Auth { .. })
-            && let Some(conn) = self.last_conn_of.get(&ev.request.target_fay_id)
+            && let Some(conn) = self.last_conn_of.get(ev.request.target_fay_id.as_str())
         {
             ev.target_conn = Some(*conn);
         }

@@ -47,7 +47,12 @@ impl<A: OsAccess> Terminal<A> {
     }
 
     /// SPEC LIV-5: remembers an ended session (bounded, oldest forgotten).
-    pub(crate) fn remember(&mut self, id: SessionId, fay_id: String, reason: TerminationReason) {
+    pub(crate) fn remember(
+        &mut self,
+        id: SessionId,
+        fay_id: std::sync::Arc<str>,
+        reason: TerminationReason,
+    ) {
         self.tombstones.insert(
             id,
             Tombstone {
