@@ -174,6 +174,23 @@ impl PushSection {
         Ok(Some(config))
     }
 
+    /// The realtime plane's Web Push settings (registries, SSRF rule,
+    /// per-client ceiling), with `key` for registration ids and epochs.
+    /// Call after [`PushSection::sender`] accepted the section.
+    pub(crate) fn settings(&self, key: [u8; 32]) -> dtp_gateway::realtime::PushSettings {
+        dtp_gateway::realtime::PushSettings {
+            notification_types: self.notification_types.clone(),
+            route_intents: self.route_intents.clone(),
+            allow_private_endpoints: self.allow_private_endpoints,
+            registry: RegistryConfig {
+                max_per_principal: self.max_subscriptions_per_client,
+                ..RegistryConfig::default()
+            },
+            release_epoch: concat!("dtp-", env!("CARGO_PKG_VERSION")).to_owned(),
+            key,
+        }
+    }
+
     /// Makes the key and root file names relative to `base`.
     pub(crate) fn resolve_paths(&mut self, base: &std::path::Path) {
         for name in std::iter::once(&mut self.vapid_key).chain(self.extra_roots.iter_mut()) {

@@ -27,6 +27,8 @@ pub struct Exporter {
     pub plane: Option<crate::PlaneHandle>,
     /// The realtime front ends' counters, when `[realtime]` runs.
     pub realtime: Option<Arc<crate::realtime::FrontMetrics>>,
+    /// The Web Push counters, when `[realtime.push]` runs (SPEC RT-12).
+    pub push: Option<Arc<crate::realtime::PushMetrics>>,
 }
 
 impl Exporter {
@@ -169,6 +171,9 @@ impl Exporter {
         render_cap_refusals(&mut out);
         if let Some(rt) = &self.realtime {
             render_realtime(&mut out, rt);
+        }
+        if let Some(push) = &self.push {
+            render_push(&mut out, push);
         }
         if let Some(plane) = &self.plane {
             render_plane(&mut out, &plane.metrics());
@@ -385,6 +390,98 @@ fn render_realtime(out: &mut String, m: &crate::realtime::FrontMetrics) {
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
         ));
     }
+}
+
+/// The Web Push series (SPEC RT-12): notifications by closed outcome, in
+/// flight, and the send latency as the control thread sees it (from the
+/// hand-over to the sender to the outcome's arrival).
+fn render_push(out: &mut String, m: &crate::realtime::PushMetrics) {
+    use std::fmt::Write as _;
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    for (name, kind, help, v) in [
+        (
+            "dtp_push_registered_total",
+            "counter",
+            "Web Push registrations created.",
+            r(&m.registered),
+        ),
+        (
+            "dtp_push_revoked_total",
+            "counter",
+            "Web Push registrations revoked by their owner.",
+            r(&m.revoked),
+        ),
+        (
+            "dtp_push_registrations",
+            "gauge",
+            "Live Web Push registrations.",
+            r(&m.registrations),
+        ),
+        (
+            "dtp_push_refused_total",
+            "counter",
+            "Web Push requests refused (4xx, 503).",
+            r(&m.refused),
+        ),
+        (
+            "dtp_push_accepted_total",
+            "counter",
+            "Notifications accepted (202) and handed to the sender.",
+            r(&m.accepted),
+        ),
+        (
+            "dtp_push_retried_total",
+            "counter",
+            "Requests to push services sent again (429, 5xx, connection failures).",
+            r(&m.retried),
+        ),
+        (
+            "dtp_push_in_flight",
+            "gauge",
+            "Notifications in the sender, not finished.",
+            r(&m.in_flight),
+        ),
+    ] {
+        let _ = write!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
+        );
+    }
+    out.push_str("# HELP dtp_push_notifications_total Notifications finished, by closed outcome.\n# TYPE dtp_push_notifications_total counter\n");
+    for (outcome, v) in [
+        ("delivered", r(&m.delivered)),
+        ("gone", r(&m.gone)),
+        ("failed", r(&m.failed)),
+        ("expired", r(&m.expired)),
+    ] {
+        let _ = writeln!(
+            out,
+            "dtp_push_notifications_total{{outcome=\"{outcome}\"}} {v}"
+        );
+    }
+    out.push_str("# HELP dtp_push_send_seconds Notification send latency, hand-over to outcome.\n# TYPE dtp_push_send_seconds histogram\n");
+    let mut cumulative = 0;
+    for (i, bucket) in m.latency_buckets.iter().enumerate() {
+        cumulative += r(bucket);
+        match crate::realtime::LATENCY_BUCKETS_MS.get(i) {
+            Some(ms) => {
+                let le = *ms as f64 / 1000.0;
+                let _ = writeln!(
+                    out,
+                    "dtp_push_send_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "dtp_push_send_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+                );
+            }
+        }
+    }
+    let sum = r(&m.latency_us_sum) as f64 / 1e6;
+    let _ = writeln!(out, "dtp_push_send_seconds_sum {sum}");
+    let _ = writeln!(out, "dtp_push_send_seconds_count {cumulative}");
 }
 
 /// Refused CAP handshakes by code (`crate::dtp::cap_refusals`).
