@@ -175,9 +175,15 @@ impl PushSection {
     }
 
     /// The realtime plane's Web Push settings (registries, SSRF rule,
-    /// per-client ceiling), with `key` for registration ids and epochs.
-    /// Call after [`PushSection::sender`] accepted the section.
-    pub(crate) fn settings(&self, key: [u8; 32]) -> dtp_gateway::realtime::PushSettings {
+    /// per-client ceiling), with `key` for registration ids and epochs and
+    /// `storage_key` for the registry's sealed records and endpoint
+    /// fingerprints. Call after [`PushSection::sender`] accepted the
+    /// section.
+    pub(crate) fn settings(
+        &self,
+        key: [u8; 32],
+        storage_key: [u8; 32],
+    ) -> dtp_gateway::realtime::PushSettings {
         dtp_gateway::realtime::PushSettings {
             notification_types: self.notification_types.clone(),
             route_intents: self.route_intents.clone(),
@@ -188,6 +194,7 @@ impl PushSection {
             },
             release_epoch: concat!("dtp-", env!("CARGO_PKG_VERSION")).to_owned(),
             key,
+            storage_key,
         }
     }
 

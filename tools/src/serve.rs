@@ -479,11 +479,11 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
         let wake = PushWake::default();
         let sender = PushSender::start(c, wake.callback())
             .map_err(|e| CliError::Io(format!("realtime.{e}")))?;
-        let mut mac_key = [0u8; 32];
-        for part in mac_key.chunks_mut(8) {
+        let (mut mac_key, mut storage_key) = ([0u8; 32], [0u8; 32]);
+        for part in mac_key.chunks_mut(8).chain(storage_key.chunks_mut(8)) {
             part.copy_from_slice(&random().to_le_bytes());
         }
-        let settings = section.push.settings(mac_key);
+        let settings = section.push.settings(mac_key, storage_key);
         plane = plane.with_push(PushPlane::new(settings, Box::new(sender), wake));
         push_announce = Some(format!(
             "web push sender: {workers} workers, applicationServerKey {key}"

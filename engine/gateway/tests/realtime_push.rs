@@ -69,6 +69,7 @@ impl Rig {
             },
             release_epoch: "test-1".into(),
             key: [9; 32],
+            storage_key: [10; 32],
         };
         let push = PushPlane::new(settings, Box::new(Fake(seen.clone())), wake.clone());
         let metrics = push.metrics();

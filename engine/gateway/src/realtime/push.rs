@@ -167,6 +167,10 @@ pub struct PushSettings {
     /// The key of registration ids and association epochs (random, drawn
     /// at start).
     pub key: [u8; 32],
+    /// The registry's storage key: subscriptions are sealed and endpoints
+    /// indexed by a keyed fingerprint under keys derived from it (random,
+    /// drawn at start; seed §8.3).
+    pub storage_key: [u8; 32],
 }
 
 impl fmt::Debug for PushSettings {
@@ -288,7 +292,7 @@ const NOT_FOUND: Refusal = (404, "UNKNOWN_REGISTRATION", "no such registration")
 impl PushPlane {
     /// The plane over `sender`, whose workers call `wake`'s callback.
     pub fn new(settings: PushSettings, sender: Box<dyn PushPort>, wake: PushWake) -> Self {
-        let registry = Registry::new(settings.registry);
+        let registry = Registry::with_storage_key(settings.registry, settings.storage_key);
         let mut plane = Self {
             settings,
             registry,
@@ -405,7 +409,7 @@ impl PushPlane {
     }
 
     fn owns(&self, client: Principal, id: SubscriptionId) -> bool {
-        self.registry.live(&client).any(|(s, _)| s == id)
+        self.registry.live_ids(&client).contains(&id)
     }
 
     fn count_registrations(&self) {
@@ -522,7 +526,7 @@ impl PushPlane {
             }
         }
         let (Some(subscription), Some(epoch)) = (
-            self.registry.get(id).cloned(),
+            self.registry.get(id),
             self.owner_epoch(id).map(|e| e.as_str().to_owned()),
         ) else {
             return Err(NOT_FOUND);
@@ -565,11 +569,8 @@ impl PushPlane {
 
     /// The active epoch of registration `id`'s owner.
     fn owner_epoch(&self, id: SubscriptionId) -> Option<&AssociationEpoch> {
-        // The registry has no owner lookup; the owners are few (clients).
-        self.epochs
-            .keys()
-            .find(|c| self.owns(**c, id))
-            .and_then(|c| self.registry.active_epoch(c))
+        let owner = self.registry.owner(id)?;
+        self.registry.active_epoch(owner)
     }
 
     /// Takes the sender's finished jobs (at every tick): a GONE marks the
