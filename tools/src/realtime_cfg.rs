@@ -439,6 +439,21 @@ mod tests {
     }
 
     #[test]
+    fn push_settings_carry_the_registries_and_the_per_client_ceiling() {
+        let p = PushSection {
+            max_subscriptions_per_client: 3,
+            allow_private_endpoints: true,
+            ..PushSection::default()
+        };
+        let s = p.settings([1; 32], [2; 32]);
+        assert_eq!(s.registry.max_per_principal, 3);
+        assert_eq!(s.notification_types, ["demo.alert"]);
+        assert_eq!(s.route_intents, ["demo.open"]);
+        assert!(s.allow_private_endpoints);
+        assert!(dtp_codec::realtime::is_valid_id(&s.release_epoch));
+    }
+
+    #[test]
     fn push_is_off_without_a_key_and_every_bad_value_names_its_key() {
         let dir = std::env::temp_dir().join(format!("dtp-push-cfg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

@@ -494,3 +494,45 @@ fn render_cap_refusals(out: &mut String) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::render_push;
+    use crate::realtime::PushMetrics;
+
+    /// SPEC RT-12: outcomes by label, in flight, and a cumulative latency
+    /// histogram whose count is every finished notification.
+    #[test]
+    fn push_series_are_outcomes_in_flight_and_a_cumulative_histogram() {
+        let m = PushMetrics::default();
+        m.delivered.store(3, Ordering::Relaxed);
+        m.gone.store(1, Ordering::Relaxed);
+        m.in_flight.store(2, Ordering::Relaxed);
+        m.latency_buckets[0].store(1, Ordering::Relaxed);
+        m.latency_buckets[4].store(2, Ordering::Relaxed);
+        m.latency_buckets[10].store(1, Ordering::Relaxed);
+        m.latency_us_sum.store(1_500_000, Ordering::Relaxed);
+        let mut out = String::new();
+        render_push(&mut out, &m);
+        for line in [
+            "dtp_push_notifications_total{outcome=\"delivered\"} 3",
+            "dtp_push_notifications_total{outcome=\"gone\"} 1",
+            "dtp_push_notifications_total{outcome=\"expired\"} 0",
+            "dtp_push_in_flight 2",
+            "dtp_push_send_seconds_bucket{le=\"0.01\"} 1",
+            "dtp_push_send_seconds_bucket{le=\"0.1\"} 1",
+            "dtp_push_send_seconds_bucket{le=\"0.25\"} 3",
+            "dtp_push_send_seconds_bucket{le=\"10\"} 3",
+            "dtp_push_send_seconds_bucket{le=\"+Inf\"} 4",
+            "dtp_push_send_seconds_sum 1.5",
+            "dtp_push_send_seconds_count 4",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "{line} missing from:\n{out}"
+            );
+        }
+    }
+}
