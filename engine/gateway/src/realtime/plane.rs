@@ -458,7 +458,7 @@ impl<C: Clock> RealtimePlane<C> {
             RtRequest::Push(call) => {
                 let unix_ms = self.clock.unix_ms(now).0;
                 match &mut self.push {
-                    Some(push) => push.handle(shard, call, unix_ms, out),
+                    Some(push) => push.handle(shard, call, (now, unix_ms), out),
                     None => {
                         let body = Bytes::from_static(
                             br#"{"error":"UNSUPPORTED","message":"web push is not configured here"}"#,

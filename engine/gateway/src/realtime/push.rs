@@ -343,10 +343,17 @@ impl PushPlane {
             .then(|| SubscriptionId::from_raw(n))
     }
 
-    /// Handles one request; its answer goes to `shard`.
-    pub fn handle(&mut self, shard: usize, call: PushCall, unix_ms: u64, out: &mut Decisions) {
+    /// Handles one request at the control loop's `now` (Unix time
+    /// `unix_ms`); its answer goes to `shard`.
+    pub fn handle(
+        &mut self,
+        shard: usize,
+        call: PushCall,
+        (now, unix_ms): (Instant, u64),
+        out: &mut Decisions,
+    ) {
         let conn = call.conn();
-        let (status, body) = match self.serve(call, unix_ms) {
+        let (status, body) = match self.serve(call, now, unix_ms) {
             Ok(answer) => answer,
             Err((status, code, message)) => {
                 PushMetrics::bump(&self.metrics.refused);
@@ -358,7 +365,12 @@ impl PushPlane {
         out.push((shard, super::plane::rt_decision(d)));
     }
 
-    fn serve(&mut self, call: PushCall, unix_ms: u64) -> Result<(u16, Bytes), Refusal> {
+    fn serve(
+        &mut self,
+        call: PushCall,
+        now: Instant,
+        unix_ms: u64,
+    ) -> Result<(u16, Bytes), Refusal> {
         match call {
             PushCall::Register {
                 client,
@@ -403,7 +415,7 @@ impl PushPlane {
                 ..
             } => {
                 let what = (notification_type, route_intent, ttl_secs);
-                self.notify(&id, what, (urgency, topic), unix_ms)
+                self.notify(&id, what, (urgency, topic), (now, unix_ms))
             }
         }
     }
@@ -490,7 +502,7 @@ impl PushPlane {
         id: &str,
         (notification_type, route_intent, ttl_secs): (Box<str>, Box<str>, u32),
         (urgency, topic): (Urgency, Option<Box<str>>),
-        unix_ms: u64,
+        (now, unix_ms): (Instant, u64),
     ) -> Result<(u16, Bytes), Refusal> {
         let s = &self.settings;
         if !s
@@ -558,7 +570,7 @@ impl PushPlane {
             ));
         }
         self.next_job += 1;
-        self.pending.insert(job_id, (id, Instant::now()));
+        self.pending.insert(job_id, (id, now));
         PushMetrics::bump(&self.metrics.accepted);
         self.metrics
             .in_flight
@@ -577,7 +589,11 @@ impl PushPlane {
     /// registration gone (never sent to again), every outcome is counted
     /// and logged with the registration id.
     pub fn poll(&mut self, now: Instant) {
-        for done in self.sender.finished() {
+        let finished = self.sender.finished();
+        if finished.is_empty() {
+            return;
+        }
+        for done in finished {
             let m = &self.metrics;
             if let Some((_, at)) = self.pending.remove(&done.id) {
                 m.observe(now.saturating_duration_since(at));
