@@ -260,6 +260,8 @@ type Principal = usize;
 /// The Web Push half of the realtime plane (see the module doc).
 pub struct PushPlane {
     settings: PushSettings,
+    /// [`PushSettings::key`] as an HMAC key.
+    mac_key: ring::hmac::Key,
     registry: Registry<Principal>,
     /// Each registration's installation id (for the idempotent answer).
     installations: HashMap<SubscriptionId, Box<str>>,
@@ -293,7 +295,9 @@ impl PushPlane {
     /// The plane over `sender`, whose workers call `wake`'s callback.
     pub fn new(settings: PushSettings, sender: Box<dyn PushPort>, wake: PushWake) -> Self {
         let registry = Registry::with_storage_key(settings.registry, settings.storage_key);
+        let mac_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.key);
         let mut plane = Self {
+            mac_key,
             settings,
             registry,
             installations: HashMap::new(),
@@ -322,8 +326,7 @@ impl PushPlane {
     /// 96 bits of HMAC-SHA-256 of `label` and `n` under the plane's key,
     /// base64url.
     fn mac(&self, label: &[u8], n: u64) -> String {
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.settings.key);
-        let mut ctx = ring::hmac::Context::with_key(&key);
+        let mut ctx = ring::hmac::Context::with_key(&self.mac_key);
         ctx.update(label);
         ctx.update(&n.to_le_bytes());
         let tag = ctx.sign();
