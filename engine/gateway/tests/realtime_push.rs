@@ -33,13 +33,19 @@ use server::{ADMIN, BACKENDS, ORIGIN, PUBLISHER, READER, Server, start_with};
 struct Seen {
     jobs: Vec<PushJob>,
     done: Vec<PushDone>,
+    /// The sender is at its in-flight ceiling: jobs are given back.
+    full: bool,
 }
 
 struct Fake(Arc<Mutex<Seen>>);
 
 impl PushPort for Fake {
     fn submit(&mut self, job: PushJob) -> Result<(), Box<PushJob>> {
-        self.0.lock().unwrap().jobs.push(job);
+        let mut seen = self.0.lock().unwrap();
+        if seen.full {
+            return Err(Box::new(job));
+        }
+        seen.jobs.push(job);
         Ok(())
     }
 
@@ -369,4 +375,29 @@ fn a_cookie_session_needs_the_csrf_header_and_an_allowed_origin() {
     assert_eq!(rig.state(&cookie, &id).json()["state"], "ACTIVE");
     assert_eq!(rig.revoke(&cookie, &id).status, 403);
     assert_eq!(rig.revoke(&good, &id).status, 204);
+}
+
+#[test]
+fn a_full_sender_is_a_503_queue_overflow_and_nothing_is_counted_in_flight() {
+    let rig = Rig::start(BACKENDS[1], 4);
+    let reader = bearer(READER);
+    let r = rig.register(&reader, &subscription("push.example.com", 8));
+    let id = r.json()["registrationId"].as_str().unwrap().to_owned();
+    rig.seen.lock().unwrap().full = true;
+    let r = rig.notify(
+        &bearer(ADMIN),
+        &notification(&id, "demo.alert", "demo.open"),
+    );
+    assert_eq!((r.status, r.refusal().as_str()), (503, "QUEUE_OVERFLOW"));
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        (n(&rig.metrics.in_flight), n(&rig.metrics.accepted)),
+        (0, 0)
+    );
+    rig.seen.lock().unwrap().full = false;
+    let r = rig.notify(
+        &bearer(ADMIN),
+        &notification(&id, "demo.alert", "demo.open"),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
 }
