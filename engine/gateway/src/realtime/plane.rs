@@ -1,7 +1,9 @@
 //! The realtime plane: every stream's ledger, on the control thread (the
 //! ledgers' one writer, DESIGN.md §1). It answers the shards' subscribe,
 //! publish, snapshot and cut requests, and broadcasts each committed event
-//! once per shard; the shards fan it out to their subscribers.
+//! once per shard; the shards fan it out to their subscribers. With Web
+//! Push on, it also owns the push registry and answers the `/v1/push/...`
+//! requests (`push.rs`, SPEC RT-12).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
