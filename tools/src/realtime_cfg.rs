@@ -174,6 +174,30 @@ impl PushSection {
         Ok(Some(config))
     }
 
+    /// The realtime plane's Web Push settings (registries, SSRF rule,
+    /// per-client ceiling), with `key` for registration ids and epochs and
+    /// `storage_key` for the registry's sealed records and endpoint
+    /// fingerprints. Call after [`PushSection::sender`] accepted the
+    /// section.
+    pub(crate) fn settings(
+        &self,
+        key: [u8; 32],
+        storage_key: [u8; 32],
+    ) -> dtp_gateway::realtime::PushSettings {
+        dtp_gateway::realtime::PushSettings {
+            notification_types: self.notification_types.clone(),
+            route_intents: self.route_intents.clone(),
+            allow_private_endpoints: self.allow_private_endpoints,
+            registry: RegistryConfig {
+                max_per_principal: self.max_subscriptions_per_client,
+                ..RegistryConfig::default()
+            },
+            release_epoch: concat!("dtp-", env!("CARGO_PKG_VERSION")).to_owned(),
+            key,
+            storage_key,
+        }
+    }
+
     /// Makes the key and root file names relative to `base`.
     pub(crate) fn resolve_paths(&mut self, base: &std::path::Path) {
         for name in std::iter::once(&mut self.vapid_key).chain(self.extra_roots.iter_mut()) {
@@ -412,6 +436,21 @@ mod tests {
         assert!(s.front(key()).is_ok());
         s.listen = "0.0.0.0:7780".parse().unwrap();
         assert!(s.front(key()).unwrap_err().contains("loopback"));
+    }
+
+    #[test]
+    fn push_settings_carry_the_registries_and_the_per_client_ceiling() {
+        let p = PushSection {
+            max_subscriptions_per_client: 3,
+            allow_private_endpoints: true,
+            ..PushSection::default()
+        };
+        let s = p.settings([1; 32], [2; 32]);
+        assert_eq!(s.registry.max_per_principal, 3);
+        assert_eq!(s.notification_types, ["demo.alert"]);
+        assert_eq!(s.route_intents, ["demo.open"]);
+        assert!(s.allow_private_endpoints);
+        assert!(dtp_codec::realtime::is_valid_id(&s.release_epoch));
     }
 
     #[test]

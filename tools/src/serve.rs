@@ -12,8 +12,10 @@ use std::sync::Arc;
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Framed, Listener, Routed, Service};
 use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_gateway::dtp::DtpGateway;
-use dtp_gateway::push::{PushSender, PushSenderConfig};
-use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
+use dtp_gateway::push::PushSender;
+use dtp_gateway::realtime::{
+    FrontMetrics, PushPlane, PushWake, RealtimeFront, RealtimePlane, RtConfig,
+};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
 use dtp_transports::Endpoint;
 use dtp_workload::dtp::DtpResponder;
@@ -91,7 +93,8 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .quic
         .as_ref()
         .and_then(|q| q.identity.fingerprint());
-    let push_config = realtime.as_mut().and_then(|r| r.push.take());
+    let push_metrics = realtime.as_ref().and_then(|r| r.plane.push_metrics());
+    let push_announce = realtime.as_mut().and_then(|r| r.push_announce.take());
     let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
     let realtime_config = realtime.as_ref().map(|r| r.config.clone());
     let up = health.clone();
@@ -164,26 +167,9 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
             "realtime http://{addr}/v1 (SSE, WebSocket realtime.v1, snapshots)"
         ));
     }
-    // SPEC RT-12: the Web Push sender's workers, when a VAPID key is set.
-    let push = match push_config {
-        Some(c) => {
-            let key = dtp_realtime::push::base64url_encode(c.vapid.public_key());
-            let workers = c.workers;
-            let sender = match PushSender::start(c, Arc::new(|| {})) {
-                Ok(sender) => sender,
-                Err(e) => {
-                    engine.stop();
-                    let _ = engine.join();
-                    return Err(CliError::Io(format!("realtime.{e}")));
-                }
-            };
-            say(&format!(
-                "web push sender: {workers} workers, applicationServerKey {key}"
-            ));
-            Some(sender)
-        }
-        None => None,
-    };
+    if let Some(line) = push_announce {
+        say(&line);
+    }
     say(&format!(
         "backend {} ({})",
         engine.backend().kind.name(),
@@ -204,6 +190,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
                 backend: engine.backend().clone(),
                 plane: plane.clone(),
                 realtime: realtime_metrics,
+                push: push_metrics,
             },
             api: plane.clone().zip(human_id).map(|(plane, human_id)| Api {
                 plane,
@@ -241,8 +228,6 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     engine
         .join()
         .map_err(|e| CliError::Io(format!("gateway failed: {e}")))?;
-    // Its workers end once the handle is gone.
-    drop(push);
     say("stopped");
     Ok(())
 }
@@ -453,8 +438,9 @@ struct RealtimeParts {
     config: Arc<RtConfig>,
     plane: RealtimePlane,
     metrics: Arc<FrontMetrics>,
-    /// The Web Push sender's settings, when `[realtime.push]` has a key.
-    push: Option<PushSenderConfig>,
+    /// What to say of the Web Push sender, when `[realtime.push]` has a
+    /// key (its workers run from here on; they end with the plane).
+    push_announce: Option<String>,
 }
 
 fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts>, CliError> {
@@ -482,8 +468,27 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
     let login = dtp_gateway::realtime::LoginKey::new(login, std::time::Instant::now());
     let front = section.front(login).map_err(bad)?;
     let push = section.push.sender().map_err(bad)?;
-    let plane = RealtimePlane::new(specs, shards, &mut random)
+    let mut plane = RealtimePlane::new(specs, shards, &mut random)
         .map_err(|e| bad(format!("realtime: {e}")))?;
+    // SPEC RT-12: the Web Push sender's workers, when a VAPID key is set;
+    // the plane hands them notifications and marks GONE what they report.
+    let mut push_announce = None;
+    if let Some(c) = push {
+        let key = dtp_realtime::push::base64url_encode(c.vapid.public_key());
+        let workers = c.workers;
+        let wake = PushWake::default();
+        let sender = PushSender::start(c, wake.callback())
+            .map_err(|e| CliError::Io(format!("realtime.{e}")))?;
+        let (mut mac_key, mut storage_key) = ([0u8; 32], [0u8; 32]);
+        for part in mac_key.chunks_mut(8).chain(storage_key.chunks_mut(8)) {
+            part.copy_from_slice(&random().to_le_bytes());
+        }
+        let settings = section.push.settings(mac_key, storage_key);
+        plane = plane.with_push(PushPlane::new(settings, Box::new(sender), wake));
+        push_announce = Some(format!(
+            "web push sender: {workers} workers, applicationServerKey {key}"
+        ));
+    }
     if failed {
         return Err(CliError::Io("the system random generator failed".into()));
     }
@@ -492,7 +497,7 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
         config: front,
         plane,
         metrics: Arc::new(FrontMetrics::default()),
-        push,
+        push_announce,
     }))
 }
 

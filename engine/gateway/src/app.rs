@@ -163,6 +163,7 @@ impl<P: GatewayPlane> ControlPlane<GatewayUp, GatewayDown> for WithRealtime<P> {
     }
 
     fn attach(&mut self, waker: ControlWaker) {
+        self.rt.attach(waker.clone());
         self.main.attach(waker);
     }
 }

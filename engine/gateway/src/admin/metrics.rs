@@ -27,6 +27,8 @@ pub struct Exporter {
     pub plane: Option<crate::PlaneHandle>,
     /// The realtime front ends' counters, when `[realtime]` runs.
     pub realtime: Option<Arc<crate::realtime::FrontMetrics>>,
+    /// The Web Push counters, when `[realtime.push]` runs (SPEC RT-12).
+    pub push: Option<Arc<crate::realtime::PushMetrics>>,
 }
 
 impl Exporter {
@@ -169,6 +171,9 @@ impl Exporter {
         render_cap_refusals(&mut out);
         if let Some(rt) = &self.realtime {
             render_realtime(&mut out, rt);
+        }
+        if let Some(push) = &self.push {
+            render_push(&mut out, push);
         }
         if let Some(plane) = &self.plane {
             render_plane(&mut out, &plane.metrics());
@@ -387,6 +392,98 @@ fn render_realtime(out: &mut String, m: &crate::realtime::FrontMetrics) {
     }
 }
 
+/// The Web Push series (SPEC RT-12): notifications by closed outcome, in
+/// flight, and the send latency as the control thread sees it (from the
+/// hand-over to the sender to the outcome's arrival).
+fn render_push(out: &mut String, m: &crate::realtime::PushMetrics) {
+    use std::fmt::Write as _;
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    for (name, kind, help, v) in [
+        (
+            "dtp_push_registered_total",
+            "counter",
+            "Web Push registrations created.",
+            r(&m.registered),
+        ),
+        (
+            "dtp_push_revoked_total",
+            "counter",
+            "Web Push registrations revoked by their owner.",
+            r(&m.revoked),
+        ),
+        (
+            "dtp_push_registrations",
+            "gauge",
+            "Live Web Push registrations.",
+            r(&m.registrations),
+        ),
+        (
+            "dtp_push_refused_total",
+            "counter",
+            "Web Push requests refused (4xx, 503).",
+            r(&m.refused),
+        ),
+        (
+            "dtp_push_accepted_total",
+            "counter",
+            "Notifications accepted (202) and handed to the sender.",
+            r(&m.accepted),
+        ),
+        (
+            "dtp_push_retried_total",
+            "counter",
+            "Requests to push services sent again (429, 5xx, connection failures).",
+            r(&m.retried),
+        ),
+        (
+            "dtp_push_in_flight",
+            "gauge",
+            "Notifications in the sender, not finished.",
+            r(&m.in_flight),
+        ),
+    ] {
+        let _ = write!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
+        );
+    }
+    out.push_str("# HELP dtp_push_notifications_total Notifications finished, by closed outcome.\n# TYPE dtp_push_notifications_total counter\n");
+    for (outcome, v) in [
+        ("delivered", r(&m.delivered)),
+        ("gone", r(&m.gone)),
+        ("failed", r(&m.failed)),
+        ("expired", r(&m.expired)),
+    ] {
+        let _ = writeln!(
+            out,
+            "dtp_push_notifications_total{{outcome=\"{outcome}\"}} {v}"
+        );
+    }
+    out.push_str("# HELP dtp_push_send_seconds Notification send latency, hand-over to outcome.\n# TYPE dtp_push_send_seconds histogram\n");
+    let mut cumulative = 0;
+    for (i, bucket) in m.latency_buckets.iter().enumerate() {
+        cumulative += r(bucket);
+        match crate::realtime::LATENCY_BUCKETS_MS.get(i) {
+            Some(ms) => {
+                let le = *ms as f64 / 1000.0;
+                let _ = writeln!(
+                    out,
+                    "dtp_push_send_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "dtp_push_send_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+                );
+            }
+        }
+    }
+    let sum = r(&m.latency_us_sum) as f64 / 1e6;
+    let _ = writeln!(out, "dtp_push_send_seconds_sum {sum}");
+    let _ = writeln!(out, "dtp_push_send_seconds_count {cumulative}");
+}
+
 /// Refused CAP handshakes by code (`crate::dtp::cap_refusals`).
 fn render_cap_refusals(out: &mut String) {
     out.push_str("# HELP dtp_cap_refused_total CAP handshakes this terminal refused, by code.\n# TYPE dtp_cap_refused_total counter\n");
@@ -395,5 +492,47 @@ fn render_cap_refusals(out: &mut String) {
             "dtp_cap_refused_total{{code=\"{}\"}} {n}\n",
             code.0
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::render_push;
+    use crate::realtime::PushMetrics;
+
+    /// SPEC RT-12: outcomes by label, in flight, and a cumulative latency
+    /// histogram whose count is every finished notification.
+    #[test]
+    fn push_series_are_outcomes_in_flight_and_a_cumulative_histogram() {
+        let m = PushMetrics::default();
+        m.delivered.store(3, Ordering::Relaxed);
+        m.gone.store(1, Ordering::Relaxed);
+        m.in_flight.store(2, Ordering::Relaxed);
+        m.latency_buckets[0].store(1, Ordering::Relaxed);
+        m.latency_buckets[4].store(2, Ordering::Relaxed);
+        m.latency_buckets[10].store(1, Ordering::Relaxed);
+        m.latency_us_sum.store(1_500_000, Ordering::Relaxed);
+        let mut out = String::new();
+        render_push(&mut out, &m);
+        for line in [
+            "dtp_push_notifications_total{outcome=\"delivered\"} 3",
+            "dtp_push_notifications_total{outcome=\"gone\"} 1",
+            "dtp_push_notifications_total{outcome=\"expired\"} 0",
+            "dtp_push_in_flight 2",
+            "dtp_push_send_seconds_bucket{le=\"0.01\"} 1",
+            "dtp_push_send_seconds_bucket{le=\"0.1\"} 1",
+            "dtp_push_send_seconds_bucket{le=\"0.25\"} 3",
+            "dtp_push_send_seconds_bucket{le=\"10\"} 3",
+            "dtp_push_send_seconds_bucket{le=\"+Inf\"} 4",
+            "dtp_push_send_seconds_sum 1.5",
+            "dtp_push_send_seconds_count 4",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "{line} missing from:\n{out}"
+            );
+        }
     }
 }

@@ -8,6 +8,7 @@ mod json;
 mod login;
 mod msg;
 mod plane;
+mod push;
 mod state;
 
 pub use config::{ECHO_MAX_MESSAGE, RtClient, RtConfig, RtLimits};
@@ -16,4 +17,8 @@ pub use front::{FrontMetrics, RealtimeFront, RtConn};
 pub use login::{LOGIN_LIFETIME, LoginKey};
 pub use msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 pub use plane::{RealtimeMetrics, RealtimePlane, StreamSetupError};
+pub use push::{
+    LATENCY_BUCKETS_MS, MAX_INSTALLATION_ID, MAX_TTL_SECS, PushCall, PushMetrics, PushPlane,
+    PushPort, PushSettings, PushWake,
+};
 pub use state::{MAX_TABLE_BYTES, MAX_TABLE_ROWS, TableShape};

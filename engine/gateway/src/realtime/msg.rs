@@ -142,6 +142,9 @@ pub enum RtRequest {
         /// The stream id.
         stream: Box<str>,
     },
+    /// A Web Push registration or notification request (SPEC RT-12),
+    /// answered with [`RtDecision::PushAnswer`].
+    Push(super::push::PushCall),
 }
 
 /// The ceilings of one replay page: at least one event, then no more than
@@ -278,5 +281,15 @@ pub enum RtDecision {
         body: Bytes,
         /// Its entity tag (SPEC RT-11).
         etag: Arc<str>,
+    },
+    /// The answer to a [`RtRequest::Push`]: status and JSON body (empty for
+    /// 204).
+    PushAnswer {
+        /// The connection that asked.
+        conn: ConnId,
+        /// The HTTP status.
+        status: u16,
+        /// The body.
+        body: Bytes,
     },
 }

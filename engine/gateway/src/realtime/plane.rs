@@ -1,7 +1,9 @@
 //! The realtime plane: every stream's ledger, on the control thread (the
 //! ledgers' one writer, DESIGN.md §1). It answers the shards' subscribe,
 //! publish, snapshot and cut requests, and broadcasts each committed event
-//! once per shard; the shards fan it out to their subscribers.
+//! once per shard; the shards fan it out to their subscribers. With Web
+//! Push on, it also owns the push registry and answers the `/v1/push/...`
+//! requests (`push.rs`, SPEC RT-12).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -88,6 +90,9 @@ pub struct RealtimePlane<C: Clock = SystemClock> {
     /// buffers kept so that publishing allocates neither.
     epoch: String,
     event_id: String,
+    /// Web Push registrations and notifications (SPEC RT-12), when
+    /// `[realtime.push]` is on.
+    push: Option<super::push::PushPlane>,
 }
 
 /// A stream of the configuration could not be registered.
@@ -151,7 +156,19 @@ impl<C: Clock> RealtimePlane<C> {
             epoch: String::new(),
             event_id: String::new(),
             metrics: Arc::default(),
+            push: None,
         })
+    }
+
+    /// Serves Web Push (SPEC RT-12) with `push`.
+    pub fn with_push(mut self, push: super::push::PushPlane) -> Self {
+        self.push = Some(push);
+        self
+    }
+
+    /// The Web Push counters, when Web Push is on.
+    pub fn push_metrics(&self) -> Option<Arc<super::push::PushMetrics>> {
+        self.push.as_ref().map(super::push::PushPlane::metrics)
     }
 
     /// The plane's counters.
@@ -440,6 +457,23 @@ impl<C: Clock> RealtimePlane<C> {
                 self.publish_for((shard, conn), (&stream, &event_type, payload), now, out);
             }
             RtRequest::Snapshot { conn, stream } => self.snapshot(shard, conn, &stream, out),
+            RtRequest::Push(call) => {
+                let unix_ms = self.clock.unix_ms(now).0;
+                match &mut self.push {
+                    Some(push) => push.handle(shard, call, (now, unix_ms), out),
+                    None => {
+                        let body = Bytes::from_static(
+                            br#"{"error":"UNSUPPORTED","message":"web push is not configured here"}"#,
+                        );
+                        let d = RtDecision::PushAnswer {
+                            conn: call.conn(),
+                            status: 404,
+                            body,
+                        };
+                        out.push((shard, rt_decision(d)));
+                    }
+                }
+            }
             RtRequest::Kick { conn, stream } => {
                 let Some(&n) = self.index.get(&*stream) else {
                     out.push(self.refuse(shard, conn, 0, RtRefusal::UnknownStream));
@@ -510,11 +544,20 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
     }
 
     fn tick(&mut self, now: Instant, _: &mut Decisions) -> Option<Instant> {
+        if let Some(push) = &mut self.push {
+            push.poll(now);
+        }
         if self.next_expiry.is_none_or(|at| now >= at) {
             self.registry.expire_all(now);
             self.next_expiry = Some(now + EXPIRY_PERIOD);
         }
         self.next_expiry
+    }
+
+    fn attach(&mut self, waker: dtp_engine::ControlWaker) {
+        if let Some(push) = &self.push {
+            push.attach(waker);
+        }
     }
 }
 
@@ -558,6 +601,6 @@ fn refusal(why: ResumeRefusal) -> RtRefusal {
 }
 
 /// A realtime decision for a shard's front end.
-fn rt_decision(d: RtDecision) -> Decision<GatewayDown> {
+pub(super) fn rt_decision(d: RtDecision) -> Decision<GatewayDown> {
     Decision::Service(GatewayDown::Realtime(Box::new(d)))
 }

@@ -65,6 +65,16 @@ pub(crate) fn specs() -> Vec<StreamSpec> {
 }
 
 pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
+    start_with(backend, limits, |plane| plane)
+}
+
+/// [`start`], with `with` applied to the realtime plane (e.g. to serve Web
+/// Push).
+pub(crate) fn start_with(
+    backend: BackendPreference,
+    limits: RtLimits,
+    with: impl FnOnce(RealtimePlane) -> RealtimePlane,
+) -> Server {
     let client = |token: &str, streams: &[&str], publish, admin| RtClient {
         token: token.into(),
         streams: streams.iter().map(|s| (*s).to_owned()).collect(),
@@ -97,7 +107,7 @@ pub(crate) fn start(backend: BackendPreference, limits: RtLimits) -> Server {
             .wrapping_add(1442695040888963407);
         seed
     };
-    let plane = RealtimePlane::new(specs(), shards, &mut random).unwrap();
+    let plane = with(RealtimePlane::new(specs(), shards, &mut random).unwrap());
     let metrics = Arc::new(FrontMetrics::default());
     let m = metrics.clone();
     let engine = Engine::start_with_control(

@@ -7,6 +7,14 @@
 //! a new epoch drops them (seed §8.3: logout/account switch rotates the
 //! association, and old subscriptions must not receive the new account's
 //! pushes). A revoked epoch is a tombstone: it cannot be activated again.
+//!
+//! Storage (seed §8.3: "encrypted storage and keyed fingerprint" instead of
+//! the raw endpoint): each subscription is held sealed with AES-256-GCM
+//! (endpoint and keys; the registration id is its associated data), and
+//! the endpoint index holds a keyed fingerprint (128 bits of HMAC-SHA-256)
+//! instead of the endpoint. Both keys derive from the storage key the
+//! caller gives ([`Registry::with_storage_key`]); a subscription is opened
+//! only when it is read ([`Registry::get`], [`Registry::live`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -201,7 +209,89 @@ struct Principal {
 
 struct Entry<P> {
     principal: P,
-    subscription: PushSubscription,
+    /// The subscription, sealed ([`Vault::seal`]).
+    sealed: Vec<u8>,
+    /// The endpoint's keyed fingerprint (its index key).
+    fingerprint: Fingerprint,
+}
+
+/// A keyed fingerprint of an endpoint: 128 bits of HMAC-SHA-256.
+type Fingerprint = [u8; 16];
+
+/// The registry's storage keys: the endpoint index's MAC key and the
+/// subscriptions' sealing key, and the count of seals (each seal's nonce).
+struct Vault {
+    index: ring::hmac::Key,
+    seal: ring::aead::LessSafeKey,
+    seals: u64,
+}
+
+impl Vault {
+    fn new(key: &[u8; 32]) -> Self {
+        let root = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+        let derive = |label: &[u8]| ring::hmac::sign(&root, label);
+        let index = ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            derive(b"dtp push registry index").as_ref(),
+        );
+        let seal_key = derive(b"dtp push registry seal");
+        // A 32-byte key is what AES-256-GCM takes: this cannot fail.
+        let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, seal_key.as_ref())
+            .unwrap_or_else(|_| unreachable!("a 32-byte AES-256 key"));
+        Self {
+            index,
+            seal: ring::aead::LessSafeKey::new(unbound),
+            seals: 0,
+        }
+    }
+
+    fn fingerprint(&self, endpoint: &str) -> Fingerprint {
+        let tag = ring::hmac::sign(&self.index, endpoint.as_bytes());
+        let mut f = [0u8; 16];
+        f.copy_from_slice(&tag.as_ref()[..16]);
+        f
+    }
+
+    /// `nonce counter (8) || AES-256-GCM(p256dh || auth || endpoint)`, the
+    /// id as associated data. Every seal takes a fresh nonce.
+    fn seal(&mut self, id: SubscriptionId, s: &PushSubscription) -> Vec<u8> {
+        self.seals += 1;
+        let counter = self.seals.to_le_bytes();
+        let mut out = counter.to_vec();
+        let mut body = Vec::with_capacity(81 + s.endpoint().len() + 16);
+        body.extend_from_slice(s.keys().p256dh());
+        body.extend_from_slice(s.keys().auth());
+        body.extend_from_slice(s.endpoint().as_bytes());
+        let aad = id.0.to_le_bytes();
+        // Sealing fails only past ring's length bound (~64 GiB).
+        let _ = self.seal.seal_in_place_append_tag(
+            Self::nonce(counter),
+            ring::aead::Aad::from(aad),
+            &mut body,
+        );
+        out.extend_from_slice(&body);
+        out
+    }
+
+    fn open(&self, id: SubscriptionId, sealed: &[u8]) -> Option<PushSubscription> {
+        let (counter, body) = sealed.split_first_chunk::<8>()?;
+        let mut body = body.to_vec();
+        let aad = id.0.to_le_bytes();
+        let plain = self
+            .seal
+            .open_in_place(Self::nonce(*counter), ring::aead::Aad::from(aad), &mut body)
+            .ok()?;
+        let (p256dh, rest) = plain.split_at_checked(65)?;
+        let (auth, endpoint) = rest.split_at_checked(16)?;
+        let keys = super::keys::ReceiverKeys::new(p256dh, auth).ok()?;
+        PushSubscription::new(std::str::from_utf8(endpoint).ok()?, keys).ok()
+    }
+
+    fn nonce(counter: [u8; 8]) -> ring::aead::Nonce {
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&counter);
+        ring::aead::Nonce::assume_unique_for_key(n)
+    }
 }
 
 /// A stable 64-bit fingerprint of an epoch, for the tombstone list.
@@ -221,7 +311,9 @@ pub struct Registry<P> {
     next_id: u64,
     principals: HashMap<P, Principal>,
     entries: HashMap<SubscriptionId, Entry<P>>,
-    by_endpoint: HashMap<String, SubscriptionId>,
+    /// Keyed endpoint fingerprint → registration.
+    by_endpoint: HashMap<Fingerprint, SubscriptionId>,
+    vault: Vault,
     /// How ended registrations ended, the latest
     /// [`RegistryConfig::max_subscriptions`] of them (oldest first in
     /// `ended_order`).
@@ -230,9 +322,18 @@ pub struct Registry<P> {
 }
 
 impl<P: Clone + Eq + Hash> Registry<P> {
-    /// An empty registry with these ceilings.
+    /// An empty registry with these ceilings, its storage keys derived
+    /// from an all-zero key (tests; a deployment uses
+    /// [`Registry::with_storage_key`]).
     pub fn new(config: RegistryConfig) -> Self {
+        Self::with_storage_key(config, [0; 32])
+    }
+
+    /// An empty registry with these ceilings whose sealing and index keys
+    /// derive from `key` (random, drawn by the caller: sans-IO).
+    pub fn with_storage_key(config: RegistryConfig, key: [u8; 32]) -> Self {
         Self {
+            vault: Vault::new(&key),
             config,
             next_id: 1,
             principals: HashMap::new(),
@@ -307,10 +408,11 @@ impl<P: Clone + Eq + Hash> Registry<P> {
         if !active {
             return Err(RegistryError::StaleAssociation);
         }
-        let previous = self.by_endpoint.get(subscription.endpoint()).copied();
+        let fingerprint = self.vault.fingerprint(subscription.endpoint());
+        let previous = self.by_endpoint.get(&fingerprint).copied();
         let rebind = match previous.and_then(|id| Some((id, self.entries.get_mut(&id)?))) {
             Some((id, entry)) if entry.principal == *principal => {
-                entry.subscription = subscription;
+                entry.sealed = self.vault.seal(id, &subscription);
                 return Ok(Subscribed::Existing(id));
             }
             Some((id, _)) => Some(id),
@@ -335,13 +437,14 @@ impl<P: Clone + Eq + Hash> Registry<P> {
         }
         let id = SubscriptionId(self.next_id);
         self.next_id += 1;
-        self.by_endpoint
-            .insert(subscription.endpoint().to_owned(), id);
+        self.by_endpoint.insert(fingerprint, id);
+        let sealed = self.vault.seal(id, &subscription);
         self.entries.insert(
             id,
             Entry {
                 principal: principal.clone(),
-                subscription,
+                sealed,
+                fingerprint,
             },
         );
         if let Some(state) = self.principals.get_mut(principal) {
@@ -411,13 +514,27 @@ impl<P: Clone + Eq + Hash> Registry<P> {
 
     /// The principal's live subscriptions, in registration order (SPEC
     /// RT-12): those of its active epoch; none after a revoke.
-    pub fn live(&self, principal: &P) -> impl Iterator<Item = (SubscriptionId, &PushSubscription)> {
+    /// Each is opened from its sealed record as it is read.
+    pub fn live(&self, principal: &P) -> impl Iterator<Item = (SubscriptionId, PushSubscription)> {
         self.principals
             .get(principal)
             .map(|s| s.subscriptions.as_slice())
             .unwrap_or_default()
             .iter()
-            .filter_map(|id| Some((*id, &self.entries.get(id)?.subscription)))
+            .filter_map(|id| Some((*id, self.get(*id)?)))
+    }
+
+    /// The registrations of `principal`, without opening them.
+    pub fn live_ids(&self, principal: &P) -> &[SubscriptionId] {
+        self.principals
+            .get(principal)
+            .map(|s| s.subscriptions.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// The owner of live registration `id`.
+    pub fn owner(&self, id: SubscriptionId) -> Option<&P> {
+        self.entries.get(&id).map(|e| &e.principal)
     }
 
     /// The principal's active epoch, if it has one.
@@ -428,9 +545,10 @@ impl<P: Clone + Eq + Hash> Registry<P> {
         }
     }
 
-    /// One registration.
-    pub fn get(&self, id: SubscriptionId) -> Option<&PushSubscription> {
-        self.entries.get(&id).map(|e| &e.subscription)
+    /// One live registration, opened from its sealed record.
+    pub fn get(&self, id: SubscriptionId) -> Option<PushSubscription> {
+        let entry = self.entries.get(&id)?;
+        self.vault.open(id, &entry.sealed)
     }
 
     /// Registrations held.
@@ -447,7 +565,7 @@ impl<P: Clone + Eq + Hash> Registry<P> {
     /// and remembers how it ended.
     fn drop_entry(&mut self, id: SubscriptionId, why: RegistrationState) -> Option<Entry<P>> {
         let entry = self.entries.remove(&id)?;
-        self.by_endpoint.remove(entry.subscription.endpoint());
+        self.by_endpoint.remove(&entry.fingerprint);
         if self.ended_order.len() >= self.config.max_subscriptions.max(1)
             && let Some(oldest) = self.ended_order.pop_front()
         {
@@ -466,5 +584,42 @@ impl<P> fmt::Debug for Registry<P> {
             .field("principals", &self.principals.len())
             .field("subscriptions", &self.entries.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod vault_tests {
+    use super::*;
+
+    fn sub(endpoint: &str) -> PushSubscription {
+        let secret = crate::push::ReceiverSecret::new(&[0x42; 32], [7; 16]).unwrap();
+        PushSubscription::new(endpoint, secret.keys().clone()).unwrap()
+    }
+
+    /// Seed §8.3: the record holds neither the endpoint nor the keys in
+    /// the clear, opens only under its own id, and the index is keyed.
+    #[test]
+    fn records_are_sealed_and_the_index_is_keyed() {
+        let s = sub("https://push.example.net/push/abc");
+        let mut vault = Vault::new(&[1; 32]);
+        let sealed = vault.seal(SubscriptionId(5), &s);
+        let has = |needle: &[u8]| sealed.windows(needle.len()).any(|w| w == needle);
+        assert!(!has(b"push.example.net"));
+        assert!(!has(s.keys().auth()));
+        assert!(!has(&s.keys().p256dh()[..16]));
+        assert_eq!(vault.open(SubscriptionId(5), &sealed), Some(s.clone()));
+        assert_eq!(vault.open(SubscriptionId(6), &sealed), None);
+        let mut tampered = sealed.clone();
+        if let Some(b) = tampered.last_mut() {
+            *b ^= 1;
+        }
+        assert_eq!(vault.open(SubscriptionId(5), &tampered), None);
+        // A second seal of the same record takes a new nonce.
+        assert_ne!(vault.seal(SubscriptionId(5), &s), sealed);
+        let other = Vault::new(&[2; 32]);
+        assert_ne!(
+            vault.fingerprint(s.endpoint()),
+            other.fingerprint(s.endpoint())
+        );
     }
 }

@@ -139,6 +139,7 @@ impl RealtimeFront {
                 self.admin_request(c, head, id, false, keep, out);
             }
             (Method::Post, ["v1", "login"]) => self.login(c, head, keep, out),
+            (_, ["v1", "push", rest @ ..]) => self.push_request(c, head, rest, &body, out),
 
             (Method::Get, ["v1", "ws"]) => self.ws_request(c, head, false, out),
             (Method::Get, ["v1", "echo"]) if self.config.echo_max_message.is_some() => {
@@ -513,6 +514,16 @@ impl RealtimeFront {
                         &headers,
                     );
                 }
+                if !keep_alive {
+                    c.phase = Phase::Done;
+                }
+            }
+            (Waiting::Push { keep_alive }, RtDecision::PushAnswer { status, body, .. }) => {
+                if status >= 400 {
+                    FrontMetrics::bump(&self.metrics.refused);
+                }
+                let kind = (!body.is_empty()).then_some("application/json");
+                reply(out, status, kind, &body, keep_alive, &[]);
                 if !keep_alive {
                     c.phase = Phase::Done;
                 }

@@ -29,6 +29,7 @@ mod http;
 mod index;
 mod metrics;
 mod page;
+mod push;
 mod replay;
 mod reply;
 mod sse;
@@ -71,6 +72,8 @@ enum Waiting {
         stream: Box<str>,
         event_type: Option<Box<str>>,
     },
+    /// A Web Push request (SPEC RT-12), answered with a status and a body.
+    Push { keep_alive: bool },
 }
 
 impl Waiting {
@@ -78,7 +81,8 @@ impl Waiting {
         match self {
             Self::Sse { keep_alive, .. }
             | Self::Snapshot { keep_alive, .. }
-            | Self::Write { keep_alive, .. } => *keep_alive,
+            | Self::Write { keep_alive, .. }
+            | Self::Push { keep_alive } => *keep_alive,
         }
     }
 
@@ -88,6 +92,7 @@ impl Waiting {
             Self::Sse { stream, .. }
             | Self::Snapshot { stream, .. }
             | Self::Write { stream, .. } => stream,
+            Self::Push { .. } => "",
         }
     }
 }
@@ -259,7 +264,8 @@ impl RealtimeFront {
             RtDecision::Subscribed { conn, .. }
             | RtDecision::Refused { conn, .. }
             | RtDecision::Published { conn, .. }
-            | RtDecision::Snapshot { conn, .. } => {
+            | RtDecision::Snapshot { conn, .. }
+            | RtDecision::PushAnswer { conn, .. } => {
                 let mut d = Some(d);
                 conns.visit(conn, &mut |c, out| {
                     let Some(d) = d.take() else {
