@@ -213,13 +213,24 @@ pub fn delta(a: &Sample, b: &Sample) -> Result<Delta, ProcError> {
 /// `None` when no such thread is alive or the kernel has no schedstat.
 /// `dtp bench` reads the control thread's share this way.
 pub fn thread_cpu_ns(pid: u32, name: &str) -> Option<u64> {
+    threads_cpu_ns(pid, |comm| comm == name)
+}
+
+/// [`thread_cpu_ns`] for every thread whose name starts with `prefix`
+/// (e.g. the Web Push sender's `dtp-push-0`, `dtp-push-1`, …).
+pub fn thread_prefix_cpu_ns(pid: u32, prefix: &str) -> Option<u64> {
+    threads_cpu_ns(pid, |comm| comm.starts_with(prefix))
+}
+
+/// The schedstat CPU time of the threads of `pid` whose name `wanted`.
+fn threads_cpu_ns(pid: u32, wanted: impl Fn(&str) -> bool) -> Option<u64> {
     let mut total = None;
     for entry in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let Ok(entry) = entry else { continue };
         let Ok(comm) = fs::read_to_string(entry.path().join("comm")) else {
             continue;
         };
-        if comm.trim_end_matches('\n') != name {
+        if !wanted(comm.trim_end_matches('\n')) {
             continue;
         }
         let Ok(s) = fs::read_to_string(entry.path().join("schedstat")) else {

@@ -97,7 +97,8 @@ fn bench_writes_the_documented_json_with_every_peer() {
             "dtp-pingpong-unix",
             "dtp-stream-unix",
             "fanout-sse",
-            "fanout-ws"
+            "fanout-ws",
+            "push"
         ]
     );
     for w in v["workloads"].as_array().unwrap() {
