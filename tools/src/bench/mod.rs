@@ -1,7 +1,8 @@
 //! `dtp bench`: our gateway and the load generator on loopback, side by
 //! side with every peer (tokio, tokio-uring, the raw io_uring floor; the
 //! tokio DTP peer over TCP, WebSocket and QUIC; the tokio/axum realtime
-//! peer), on the same load generator, in one run.
+//! peer; the `web-push` crate against our Web Push sender), on the same
+//! load generator where there is one, in one run.
 //!
 //! Each server runs in its own process (this binary, re-executed), so the
 //! OS's accounting of its CPU time and memory is its alone. For every run,

@@ -101,14 +101,14 @@ pub(crate) fn measure(side: &str, n: u64) -> Result<Figures, String> {
     let subs = subscriptions(service.port())?;
     let pid = std::process::id();
     let mut edges = Vec::new();
-    let edge = || edges.push(procstat::thread_prefix_cpu_ns(pid, SERVICE_THREADS));
+    let edge = || edges.push(procstat::threads_by_prefix(pid, SERVICE_THREADS));
     let (sent, elapsed, cpu_ns) = if side == WEB_PUSH {
         measure_peer(&service, &subs, n, edge)?
     } else {
         measure_ours(&service, &subs, n, edge)?
     };
-    let service_cpu_ns = match edges[..] {
-        [Some(a), Some(b)] => b.saturating_sub(a),
+    let service_cpu_ns = match &edges[..] {
+        [a, b] => procstat::grown_ns(a, b),
         _ => 0,
     };
     if service.requests() < sent {
