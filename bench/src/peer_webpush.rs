@@ -95,7 +95,7 @@ pub fn run(r: &PeerRun, mut edge: impl FnMut()) -> Result<PeerResult, String> {
     let cpu0 = crate::procstat::thread_cpu_ns(pid, PEER_THREAD).unwrap_or(0);
     edge();
     let start = Instant::now();
-    let results: Vec<Result<u64, String>> = rt.block_on(async {
+    let results: Vec<Result<(u64, Sender), String>> = rt.block_on(async {
         let tasks: Vec<_> = (0..concurrency)
             .map(|_| {
                 let c = Conn {
@@ -121,17 +121,22 @@ pub fn run(r: &PeerRun, mut edge: impl FnMut()) -> Result<PeerResult, String> {
     let elapsed = start.elapsed();
     let cpu1 = crate::procstat::thread_cpu_ns(pid, PEER_THREAD).unwrap_or(0);
     edge();
-    drop(rt);
     let mut sent = 0;
     for r in results {
-        sent += r?;
+        // The connections close here, after `edge` has read the service's
+        // threads serving them.
+        sent += r?.0;
     }
+    drop(rt);
     Ok(PeerResult {
         sent,
         elapsed,
         cpu_ns: cpu1.saturating_sub(cpu0),
     })
 }
+
+/// A connection's request handle: the connection lives as long as it.
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 /// One connection's loop.
 struct Conn {
@@ -148,8 +153,8 @@ struct Conn {
 
 impl Conn {
     /// Takes notifications off the shared counter until none is left;
-    /// returns how many were answered 201.
-    async fn run(self) -> Result<u64, String> {
+    /// returns how many were answered 201, and the connection.
+    async fn run(self) -> Result<(u64, Sender), String> {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
             .await
             .map_err(|e| format!("connect: {e}"))?;
@@ -168,7 +173,7 @@ impl Conn {
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             if i >= self.total {
-                return Ok(sent);
+                return Ok((sent, send));
             }
             let len = self.subs.len().max(1) as u64;
             let Some(info) = self.subs.get((i % len) as usize) else {

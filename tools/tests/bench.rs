@@ -226,6 +226,26 @@ fn a_failed_step_is_reported_and_every_other_figure_kept() {
     assert!(stderr.contains("1 step failed"), "{stderr}");
 }
 
+/// The push workload alone: both senders deliver every notification to
+/// the local push service and the report has both sides and their ratio.
+#[test]
+fn the_push_workload_reports_ours_against_web_push() {
+    let (out, v) = bench(&["--workloads", "push"], None);
+    assert!(out.status.success(), "{v:#}");
+    assert_eq!(names(&v["workloads"]), ["push"]);
+    let push = &v["workloads"][0];
+    assert_eq!(names(&push["peers"]), ["web-push"]);
+    for side in [&push["ours"], &push["peers"][0]] {
+        for key in SIDE {
+            assert!(side[key].is_number(), "{key} missing in {push}");
+        }
+        // 2,000 notifications per second of the 0.3 s window.
+        assert_eq!(side["ops"].as_u64(), Some(600), "{push}");
+        assert!(side["cpu_ns_per_op"].as_f64().unwrap() > 0.0, "{push}");
+    }
+    assert!(push["ratio"].is_object(), "{push}");
+}
+
 #[test]
 fn bad_arguments_are_refused_before_any_work() {
     for args in [
