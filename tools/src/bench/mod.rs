@@ -196,7 +196,7 @@ impl BenchWorkload {
             Self::Dtp(_, Carry::Quic) => &[report::OURS, QUINN],
             Self::Dtp(_, Carry::Rtsp | Carry::Unix) => &[report::OURS, OURS_TCP],
             Self::Control => &[report::OURS],
-            Self::Push => &[report::OURS, push::WEB_PUSH],
+            Self::Push => push::SIDES,
         }
     }
 }
@@ -404,6 +404,8 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
         ));
     }
     if args.workloads.contains(&BenchWorkload::Push) {
+        #[cfg(not(feature = "webpush-peer"))]
+        notes.push(push::NO_PEER.to_owned());
         notes.push(format!(
             "push: both senders run in this process beside a local push service (HTTPS on loopback, 201 to every POST) and their CPU is that of their sending threads only (schedstat per thread); the {} peer builds each message and request with the crate (ece encryption, a VAPID JWT per message) and sends it with hyper 1 over tokio-rustls trusting the bench's CA, as its own clients cannot be given one; {} requests in flight on each side",
             push::WEB_PUSH,

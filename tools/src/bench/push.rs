@@ -19,18 +19,32 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "webpush-peer")]
 use dtp_bench::peer_webpush::{self, PeerRun};
 use dtp_bench::procstat;
 use dtp_bench::push_service::PushService;
 use dtp_bench::report::{Cores, Figures};
 use dtp_gateway::push::{PushJob, PushSender, PushSenderConfig};
+#[cfg(feature = "webpush-peer")]
+use dtp_realtime::push::base64url_encode;
 use dtp_realtime::push::{
     Outcome, PushSubscription, ReceiverSecret, SubscriptionId, Urgency, VapidKey, WebPushHint,
-    base64url_encode,
 };
 
 /// The side name of the `web-push` crate peer.
 pub(crate) const WEB_PUSH: &str = "web-push";
+
+/// The sides of the workload: ours, and the peer when it is built (the
+/// `webpush-peer` feature: the crate needs OpenSSL).
+#[cfg(feature = "webpush-peer")]
+pub(crate) const SIDES: &[&str] = &[dtp_bench::report::OURS, WEB_PUSH];
+/// The sides of the workload: ours alone, the peer not being built.
+#[cfg(not(feature = "webpush-peer"))]
+pub(crate) const SIDES: &[&str] = &[dtp_bench::report::OURS];
+
+/// Why the peer is missing, and how to add it (a note of the report).
+#[cfg(not(feature = "webpush-peer"))]
+pub(crate) const NO_PEER: &str = "push: the web-push crate peer is not in this build (its encryption needs OpenSSL's headers and links libssl); build dtp with `cargo build --release -p dtp-tools --features webpush-peer` to measure it";
 
 /// The push service's threads (`push-service`, `push-service-c`): their
 /// CPU is the report's load generator (client) figure.
@@ -103,7 +117,12 @@ pub(crate) fn measure(side: &str, n: u64) -> Result<Figures, String> {
     let mut edges = Vec::new();
     let edge = || edges.push(procstat::threads_by_prefix(pid, SERVICE_THREADS));
     let (sent, elapsed, cpu_ns) = if side == WEB_PUSH {
-        measure_peer(&service, &subs, n, edge)?
+        #[cfg(feature = "webpush-peer")]
+        {
+            measure_peer(&service, &subs, n, edge)?
+        }
+        #[cfg(not(feature = "webpush-peer"))]
+        return Err(NO_PEER.to_owned());
     } else {
         measure_ours(&service, &subs, n, edge)?
     };
@@ -207,6 +226,7 @@ fn measure_ours(
 }
 
 /// The `web-push` crate peer; (sent, elapsed, runtime threads' CPU ns).
+#[cfg(feature = "webpush-peer")]
 fn measure_peer(
     service: &PushService,
     subs: &[PushSubscription],
@@ -259,7 +279,7 @@ mod tests {
     /// a rate and a CPU figure.
     #[test]
     fn both_sides_send_every_notification() {
-        for side in [dtp_bench::report::OURS, WEB_PUSH] {
+        for &side in SIDES {
             let f = measure(side, 40).unwrap();
             assert_eq!(f.ops, 40, "{side}");
             assert!(f.ops_per_s > 0.0, "{side}");
