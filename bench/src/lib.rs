@@ -39,7 +39,10 @@ pub mod peer_realtime;
 pub mod peer_tokio;
 pub mod peer_tokio_dtp;
 pub mod peer_tokio_uring;
+#[cfg(feature = "webpush-peer")]
+pub mod peer_webpush;
 pub mod procstat;
+pub mod push_service;
 pub mod report;
 pub mod sealed_limit;
 pub mod udp_loopback;

@@ -213,13 +213,56 @@ pub fn delta(a: &Sample, b: &Sample) -> Result<Delta, ProcError> {
 /// `None` when no such thread is alive or the kernel has no schedstat.
 /// `dtp bench` reads the control thread's share this way.
 pub fn thread_cpu_ns(pid: u32, name: &str) -> Option<u64> {
+    threads_cpu_ns(pid, |comm| comm == name)
+}
+
+/// [`thread_cpu_ns`] for every thread whose name starts with `prefix`
+/// (e.g. the Web Push sender's `dtp-push-0`, `dtp-push-1`, …).
+pub fn thread_prefix_cpu_ns(pid: u32, prefix: &str) -> Option<u64> {
+    threads_cpu_ns(pid, |comm| comm.starts_with(prefix))
+}
+
+/// The schedstat CPU time in ns of each thread of `pid` whose name starts
+/// with `prefix`, by thread id: compare two readings with [`grown_ns`],
+/// which also counts threads that started between them (a thread that
+/// ended between them takes its time with it).
+pub fn threads_by_prefix(pid: u32, prefix: &str) -> Vec<(u32, u64)> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let tid = entry.file_name().to_str()?.parse().ok()?;
+            let comm = fs::read_to_string(entry.path().join("comm")).ok()?;
+            if !comm.trim_end_matches('\n').starts_with(prefix) {
+                return None;
+            }
+            let s = fs::read_to_string(entry.path().join("schedstat")).ok()?;
+            Some((tid, parse_schedstat_ns(&s)?))
+        })
+        .collect()
+}
+
+/// The CPU time the threads of reading `b` used since reading `a` (both
+/// from [`threads_by_prefix`]): a thread absent from `a` counts whole.
+pub fn grown_ns(a: &[(u32, u64)], b: &[(u32, u64)]) -> u64 {
+    b.iter()
+        .map(|&(tid, ns)| {
+            let before = a.iter().find(|&&(t, _)| t == tid).map_or(0, |&(_, n)| n);
+            ns.saturating_sub(before)
+        })
+        .sum()
+}
+
+/// The schedstat CPU time of the threads of `pid` whose name `wanted`.
+fn threads_cpu_ns(pid: u32, wanted: impl Fn(&str) -> bool) -> Option<u64> {
     let mut total = None;
     for entry in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let Ok(entry) = entry else { continue };
         let Ok(comm) = fs::read_to_string(entry.path().join("comm")) else {
             continue;
         };
-        if comm.trim_end_matches('\n') != name {
+        if !wanted(comm.trim_end_matches('\n')) {
             continue;
         }
         let Ok(s) = fs::read_to_string(entry.path().join("schedstat")) else {
@@ -400,5 +443,29 @@ mod tests {
     fn missing_process_is_an_error() {
         // Above the kernel's pid_max ceiling (4 194 304): never a process.
         assert!(matches!(sample(u32::MAX), Err(ProcError::Io { .. })));
+    }
+
+    #[test]
+    fn grown_counts_new_threads_whole_and_never_goes_negative() {
+        let a = [(1, 100), (2, 50)];
+        let b = [(1, 130), (3, 40)];
+        assert_eq!(grown_ns(&a, &b), 30 + 40);
+        assert_eq!(grown_ns(&b, &a), 50);
+    }
+
+    #[test]
+    fn this_threads_cpu_is_found_by_its_name() {
+        let t = std::thread::Builder::new()
+            .name("procstat-probe".into())
+            .spawn(|| {
+                let mut x = 0u64;
+                for i in 0..100_000u64 {
+                    x = std::hint::black_box(x.wrapping_add(i));
+                }
+                let pid = std::process::id();
+                (threads_by_prefix(pid, "procstat-pro").len(), x)
+            })
+            .expect("a thread");
+        assert_eq!(t.join().expect("joined").0, 1);
     }
 }

@@ -446,7 +446,9 @@ struct BenchCli {
     /// transport's overhead), control (the terminal control plane, no
     /// peer), fanout-sse and
     /// fanout-ws (one publisher, --subscribers SSE or realtime.v1
-    /// subscribers, against a tokio/axum peer).
+    /// subscribers, against a tokio/axum peer), push (Web Push
+    /// notifications to a local push service: our sender against the
+    /// web-push crate, side `web-push`).
     #[arg(long, default_value = bench::ALL_WORKLOADS)]
     workloads: String,
     /// Our gateway's IO backend: auto, uring or epoll.

@@ -1,7 +1,8 @@
 //! `dtp bench`: our gateway and the load generator on loopback, side by
 //! side with every peer (tokio, tokio-uring, the raw io_uring floor; the
 //! tokio DTP peer over TCP, WebSocket and QUIC; the tokio/axum realtime
-//! peer), on the same load generator, in one run.
+//! peer; the `web-push` crate against our Web Push sender), on the same
+//! load generator where there is one, in one run.
 //!
 //! Each server runs in its own process (this binary, re-executed), so the
 //! OS's accounting of its CPU time and memory is its alone. For every run,
@@ -17,6 +18,7 @@
 mod control;
 mod fanout;
 mod progress;
+mod push;
 mod server;
 mod sides;
 
@@ -54,6 +56,9 @@ pub(crate) enum BenchWorkload {
     /// One publisher, thousands of SSE or `realtime.v1` subscribers,
     /// against the tokio/axum realtime peer.
     Fanout(crate::load_rt::Mode),
+    /// Web Push notifications to a local push service: our sender against
+    /// the `web-push` crate.
+    Push,
 }
 
 /// What carries DTP in a [`BenchWorkload::Dtp`] workload, and so which
@@ -100,7 +105,7 @@ pub(crate) const ALL_WORKLOADS: &str = concat!(
     "dtp-pingpong,dtp-stream,resume,dtp-pingpong-ws,dtp-stream-ws,",
     "dtp-pingpong-quic,dtp-stream-quic,dtp-pingpong-rtsp,dtp-stream-rtsp,",
     "dtp-pingpong-unix,dtp-stream-unix,",
-    "control,fanout-sse,fanout-ws"
+    "control,fanout-sse,fanout-ws,push"
 );
 
 /// The request path of the DTP-over-WebSocket servers (`ws:ADDR/dtp`).
@@ -131,6 +136,7 @@ impl BenchWorkload {
             Self::Control => "control",
             Self::Fanout(crate::load_rt::Mode::Sse) => "fanout-sse",
             Self::Fanout(crate::load_rt::Mode::Ws) => "fanout-ws",
+            Self::Push => "push",
         }
     }
 
@@ -144,6 +150,7 @@ impl BenchWorkload {
             "control" => Self::Control,
             "fanout-sse" => Self::Fanout(crate::load_rt::Mode::Sse),
             "fanout-ws" => Self::Fanout(crate::load_rt::Mode::Ws),
+            "push" => Self::Push,
             other => Self::Plain(Workload::from_name(other)?),
         })
     }
@@ -153,7 +160,7 @@ impl BenchWorkload {
         match self {
             Self::Plain(w) | Self::Dtp(w, _) => w,
             Self::Resume => Workload::Stream,
-            Self::Control | Self::Fanout(_) => Workload::Pingpong,
+            Self::Control | Self::Fanout(_) | Self::Push => Workload::Pingpong,
         }
     }
 
@@ -189,6 +196,7 @@ impl BenchWorkload {
             Self::Dtp(_, Carry::Quic) => &[report::OURS, QUINN],
             Self::Dtp(_, Carry::Rtsp | Carry::Unix) => &[report::OURS, OURS_TCP],
             Self::Control => &[report::OURS],
+            Self::Push => push::SIDES,
         }
     }
 }
@@ -393,6 +401,15 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
     if carries(Carry::Rtsp) || carries(Carry::Unix) {
         notes.push(format!(
             "the RTSP and Unix workloads have no peer: {OURS_TCP} is our gateway's figure over TCP in the same run (dtp-pingpong or dtp-stream), so ours / {OURS_TCP} is the transport's overhead"
+        ));
+    }
+    if args.workloads.contains(&BenchWorkload::Push) {
+        #[cfg(not(feature = "webpush-peer"))]
+        notes.push(push::NO_PEER.to_owned());
+        notes.push(format!(
+            "push: both senders run in this process beside a local push service (HTTPS on loopback, 201 to every POST) and their CPU is that of their sending threads only (schedstat per thread); the {} peer builds each message and request with the crate (ece encryption, a VAPID JWT per message) and sends it with hyper 1 over tokio-rustls trusting the bench's CA, as its own clients cannot be given one; {} requests in flight on each side",
+            push::WEB_PUSH,
+            push::WORKERS
         ));
     }
     let steps: usize = args

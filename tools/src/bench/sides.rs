@@ -58,6 +58,9 @@ pub(super) fn workload(
                 Ok(None)
             }
             BenchWorkload::Fanout(mode) => fanout_side(ctx, mode, side).map(Some),
+            BenchWorkload::Push => {
+                super::push::measure(side, super::push::notifications(ctx.plan.duration)).map(Some)
+            }
             _ if side == OURS_TCP => tcp_reference(ctx, bw, report).map(Some),
             _ => load_side(ctx, bw, side).map(Some),
         });
