@@ -235,15 +235,7 @@ fn noise_key(a: &KeyOut) -> Result<(), CliError> {
         NoiseKeypair::from_private(private).map_err(|e| CliError::Io(format!("Noise key: {e}")))?;
     private = [0; 32];
     std::hint::black_box(&private);
-    let public = hex(pair.public());
-    files::write_file(&a.out, &pair.to_text(), Access::Private, a.force)?;
-    files::write_file(
-        &public_path,
-        &format!("{public}\n"),
-        Access::Public,
-        a.force,
-    )?;
-    emit(&format!("{public}\n"))
+    write_key_pair(a, &public_path, &pair.to_text(), &hex(pair.public()))
 }
 
 fn vapid_key(a: &KeyOut) -> Result<(), CliError> {
@@ -259,14 +251,19 @@ fn vapid_key(a: &KeyOut) -> Result<(), CliError> {
     };
     private = [0; 32];
     std::hint::black_box(&private);
-    let public = base64url_encode(key.public_key());
-    files::write_file(&a.out, &pem, Access::Private, a.force)?;
-    files::write_file(
-        &public_path,
-        &format!("{public}\n"),
-        Access::Public,
-        a.force,
-    )?;
+    write_key_pair(a, &public_path, &pem, &base64url_encode(key.public_key()))
+}
+
+/// Writes a key's private text (0600) and its public text beside it, then
+/// prints the public text.
+fn write_key_pair(
+    a: &KeyOut,
+    public_path: &std::path::Path,
+    private: &str,
+    public: &str,
+) -> Result<(), CliError> {
+    files::write_file(&a.out, private, Access::Private, a.force)?;
+    files::write_file(public_path, &format!("{public}\n"), Access::Public, a.force)?;
     emit(&format!("{public}\n"))
 }
 

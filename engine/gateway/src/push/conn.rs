@@ -21,6 +21,9 @@ use super::MAX_ORIGINS_PER_WORKER;
 /// not read and the connection is closed instead.
 const MAX_BODY: u64 = 64 * 1024;
 
+/// Interim (1xx) answers taken before the final one.
+const MAX_INTERIM: usize = 8;
+
 /// What the push service answered.
 #[derive(Debug)]
 pub(super) struct Answer {
@@ -183,10 +186,17 @@ impl Conn {
             .map_err(|_| Trip::NothingBack)?;
         let limits = ResponseLimits::default();
         let mut chunk = [0u8; 4096];
+        let mut interim = 0;
         let (head, head_len) = loop {
             match parse_response_head(&self.buf, &limits) {
                 Ok(Some((head, n))) if (100..200).contains(&head.status()) => {
-                    // An interim answer (RFC 9110 §15.2): the final one follows.
+                    // An interim answer (RFC 9110 §15.2): the final one
+                    // follows. A few at most: a service that sends them
+                    // without end must not hold the worker for ever.
+                    interim += 1;
+                    if interim > MAX_INTERIM {
+                        return Err(Trip::Broken);
+                    }
                     self.buf.drain(..n);
                 }
                 Ok(Some(done)) => break done,
