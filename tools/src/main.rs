@@ -16,6 +16,7 @@ mod load;
 mod load_dtp;
 mod load_rt;
 mod logging;
+mod push_cfg;
 mod realtime_cfg;
 mod serve;
 mod sim;

@@ -477,13 +477,16 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
         let key = dtp_realtime::push::base64url_encode(c.vapid.public_key());
         let workers = c.workers;
         let wake = PushWake::default();
-        let sender = PushSender::start(c, wake.callback())
-            .map_err(|e| CliError::Io(format!("realtime.{e}")))?;
         let (mut mac_key, mut storage_key) = ([0u8; 32], [0u8; 32]);
         for part in mac_key.chunks_mut(8).chain(storage_key.chunks_mut(8)) {
             part.copy_from_slice(&random().to_le_bytes());
         }
-        let settings = section.push.settings(mac_key, storage_key);
+        let settings = section
+            .push
+            .settings(&section.streams, mac_key, storage_key)
+            .map_err(bad)?;
+        let sender = PushSender::start(c, wake.callback())
+            .map_err(|e| CliError::Io(format!("realtime.{e}")))?;
         plane = plane.with_push(PushPlane::new(settings, Box::new(sender), wake));
         push_announce = Some(format!(
             "web push sender: {workers} workers, applicationServerKey {key}"

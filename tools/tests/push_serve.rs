@@ -60,8 +60,14 @@ fn call(base: &str, method: &str, path: &str, body: &Value) -> (u16, Value) {
 }
 
 fn register(base: &str, browser: &Browser, port: u16) -> String {
+    register_to(base, browser, port, &[])
+}
+
+/// [`register`], bound to hinted `streams`.
+fn register_to(base: &str, browser: &Browser, port: u16, streams: &[&str]) -> String {
     let sub = browser.subscription(port);
     let body = json!({
+        "streams": streams,
         "installationId": format!("install-{}", browser.name),
         "subscription": {
             "endpoint": sub.endpoint(),
@@ -94,7 +100,8 @@ fn a_registered_subscription_receives_a_decryptable_notification_and_a_410_reads
     let Some(py) = python() else { return };
     let ok = Browser::new("ok", 0x42, json!([{"status": 201}]));
     let gone = Browser::new("gone", 0x43, json!([{"status": 410}]));
-    let mut service = Service::start(&py, "serve", &[&ok, &gone]);
+    let bound = Browser::new("bound", 0x44, json!([{"status": 201}]));
+    let mut service = Service::start(&py, "serve", &[&ok, &gone, &bound]);
     let dir = scratch("serve-config");
     let key = dir.join("vapid.key");
     std::fs::write(&key, private_key_pem(&VAPID).unwrap()).unwrap();
@@ -164,6 +171,32 @@ fn a_registered_subscription_receives_a_decryptable_notification_and_a_410_reads
     assert_eq!((status, v["state"].as_str()), (200, Some("ACTIVE")));
     assert_eq!(notify(&base, &ok_id).0, 202);
     assert_eq!(service.record()["sub"], "ok");
+
+    // A registration bound to the demo stream (hinted in the embedded
+    // configuration) gets a hint of each publication there.
+    let bound_id = register_to(&base, &bound, service.port, &["demo"]);
+    let publication = json!({"eventType": "demo.tick", "payload": {"n": 1}});
+    let (status, v) = call(&base, "POST", "/streams/demo/events", &publication);
+    assert_eq!(status, 201, "{v}");
+    let record = service.record();
+    assert_eq!(
+        (record["sub"].as_str(), record["vapid"].as_str()),
+        (Some("bound"), Some("ok")),
+        "{record}"
+    );
+    assert_eq!(record["headers"]["Topic"], "demo");
+    let hint = WebPushHint::decode(record["plaintext"].as_str().unwrap().as_bytes()).unwrap();
+    assert_eq!(
+        (hint.notification_type.as_str(), hint.route_intent.as_str()),
+        ("demo.alert", "demo.open")
+    );
+    let (_, v) = call(
+        &base,
+        "GET",
+        &format!("/push/subscriptions/{bound_id}"),
+        &Value::Null,
+    );
+    assert_eq!(v["streams"], json!(["demo"]));
     // Neither the endpoint nor the keys reach the log.
     let log = server.stderr.lock().unwrap().clone();
     assert!(

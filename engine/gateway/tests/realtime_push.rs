@@ -19,13 +19,13 @@ mod server;
 use std::sync::{Arc, Mutex};
 
 use dtp_gateway::push::{PushDone, PushJob};
-use dtp_gateway::realtime::{PushPlane, PushPort, PushSettings, PushWake, RtLimits};
+use dtp_gateway::realtime::{PushPlane, PushPort, PushSettings, PushWake, RtLimits, StreamHint};
 use dtp_realtime::push::{
     Outcome, ReceiverSecret, RegistryConfig, Urgency, WebPushHint, base64url_encode,
 };
 use serde_json::{Value, json};
 
-use client::{Response, bearer, eventually, login_cookie, request};
+use client::{Response, bearer, eventually, login_cookie, publish, request};
 use server::{ADMIN, BACKENDS, ORIGIN, PUBLISHER, READER, Server, start_with};
 
 /// What the stand-in sender saw and will report.
@@ -74,6 +74,14 @@ impl Rig {
                 ..RegistryConfig::default()
             },
             release_epoch: "test-1".into(),
+            streams: vec![StreamHint {
+                stream: "ticks".into(),
+                notification_type: "demo.alert".into(),
+                route_intent: "demo.open".into(),
+                ttl_secs: 300,
+                urgency: Urgency::High,
+                topic: Some("ticks".into()),
+            }],
             key: [9; 32],
             storage_key: [10; 32],
         };
@@ -400,4 +408,82 @@ fn a_full_sender_is_a_503_queue_overflow_and_nothing_is_counted_in_flight() {
         &notification(&id, "demo.alert", "demo.open"),
     );
     assert_eq!(r.status, 202, "{}", r.text());
+}
+
+/// SPEC RT-12: a hinted stream sends one hint per publication to each
+/// registration bound to it, with the stream's configured hint; an
+/// unbound registration, a revoked one and an unhinted stream get none.
+#[test]
+fn a_hinted_stream_sends_each_publication_to_the_registrations_bound_to_it() {
+    let rig = Rig::start(BACKENDS[0], 4);
+    let reader = bearer(READER);
+    let code = |r: Response| (r.status, r.refusal());
+    let mut bound = subscription("push.example.com", 11);
+    bound["streams"] = json!(["ticks"]);
+    let r = rig.register(&reader, &bound);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let bound_id = r.json()["registrationId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        rig.state(&reader, &bound_id).json()["streams"],
+        json!(["ticks"])
+    );
+    let r = rig.register(&reader, &subscription("push.example.com", 12));
+    assert_eq!(r.status, 201, "{}", r.text());
+    // A stream the client may not read; one that sends no hints; a list
+    // that is not one.
+    let mut other = subscription("push.example.com", 13);
+    other["streams"] = json!(["state"]);
+    assert_eq!(
+        code(rig.register(&reader, &other)),
+        (403, "FORBIDDEN".into())
+    );
+    assert_eq!(
+        code(rig.register(&bearer(ADMIN), &other)),
+        (400, "UNKNOWN_STREAM".into())
+    );
+    other["streams"] = json!(["ticks", "ticks"]);
+    assert_eq!(code(rig.register(&reader, &other)).1, "MALFORMED_REQUEST");
+
+    for n in 1..=3 {
+        let r = publish(
+            rig.srv.addr,
+            PUBLISHER,
+            "ticks",
+            "tick",
+            &format!("{{\"n\":{n}}}"),
+        );
+        assert_eq!(r.status, 201, "{}", r.text());
+    }
+    let r = publish(rig.srv.addr, ADMIN, "state", "changed", "{}");
+    assert!(r.status < 300, "{}", r.text());
+    let epoch = rig.state(&reader, &bound_id).json()["associationEpoch"].clone();
+    {
+        let seen = rig.seen.lock().unwrap();
+        assert_eq!(
+            seen.jobs.len(),
+            3,
+            "one hint per publication, to the bound one only"
+        );
+        let mut ids: Vec<&str> = Vec::new();
+        for job in &seen.jobs {
+            assert_eq!(
+                job.subscription_id.get().to_string(),
+                bound_id.split('.').next().unwrap()
+            );
+            assert_eq!(job.hint.notification_type, "demo.alert");
+            assert_eq!(job.hint.route_intent, "demo.open");
+            assert_eq!(job.hint.association_epoch, epoch);
+            assert_eq!(job.hint.expires_at_ms - job.hint.issued_at_ms, 300_000);
+            assert_eq!(job.urgency, Urgency::High);
+            assert_eq!(job.topic.as_deref(), Some("ticks"));
+            ids.push(&job.hint.notification_id);
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 3, "each hint has its own id");
+    }
+    // Revoked: the next publication sends nothing.
+    assert_eq!(rig.revoke(&reader, &bound_id).status, 204);
+    let r = publish(rig.srv.addr, PUBLISHER, "ticks", "tick", "{\"n\":4}");
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(rig.seen.lock().unwrap().jobs.len(), 3);
 }

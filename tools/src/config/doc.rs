@@ -247,6 +247,30 @@ const DOCS: &[(&str, &str)] = &[
     ("realtime.streams.retain_bytes", "Replay retention: bytes."),
     ("realtime.streams.retain_secs", "Replay retention: seconds."),
     (
+        "realtime.streams.push",
+        "Send a Web Push hint for each publication to the registrations bound to this stream (a registration names it in `streams`; needs [realtime.push]). The hint names neither the stream nor the event.",
+    ),
+    (
+        "realtime.streams.push.notification_type",
+        "The hint's notificationType (one of realtime.push.notification_types).",
+    ),
+    (
+        "realtime.streams.push.route_intent",
+        "The hint's routeIntent (one of realtime.push.route_intents).",
+    ),
+    (
+        "realtime.streams.push.ttl_seconds",
+        "The hint's lifetime, seconds (1–86400).",
+    ),
+    (
+        "realtime.streams.push.urgency",
+        "very-low, low, normal or high.",
+    ),
+    (
+        "realtime.streams.push.topic",
+        "A Topic (1–32 base64url characters): the push service keeps only the latest undelivered hint of it, so a burst reaches an offline browser once.",
+    ),
+    (
         "realtime.push",
         "Web Push (SPEC RT-12): the sender that posts encrypted WEB_PUSH_HINT_V1 hints to browsers' push services, on its own worker threads. Off while vapid_key is empty.",
     ),

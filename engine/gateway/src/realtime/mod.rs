@@ -18,7 +18,7 @@ pub use login::{LOGIN_LIFETIME, LoginKey};
 pub use msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 pub use plane::{RealtimeMetrics, RealtimePlane, StreamSetupError};
 pub use push::{
-    LATENCY_BUCKETS_MS, MAX_INSTALLATION_ID, MAX_TTL_SECS, PushCall, PushMetrics, PushPlane,
-    PushPort, PushSettings, PushWake,
+    LATENCY_BUCKETS_MS, MAX_BOUND_STREAMS, MAX_INSTALLATION_ID, MAX_TTL_SECS, PushCall,
+    PushMetrics, PushPlane, PushPort, PushSettings, PushWake, StreamHint,
 };
 pub use state::{MAX_TABLE_BYTES, MAX_TABLE_ROWS, TableShape};

@@ -388,6 +388,11 @@ impl<C: Clock> RealtimePlane<C> {
                 out.push((to, Decision::Service(GatewayDown::RtEvent(event.clone()))));
             }
         }
+        // SPEC RT-12: a hinted stream's bound registrations are told,
+        // after the commit.
+        if let Some(push) = &mut self.push {
+            push.publication(&self.streams[n as usize].id, (now, unix_ms));
+        }
         Ok((n, at))
     }
 

@@ -218,14 +218,8 @@ impl Delivery {
         if policy.max_attempts == 0 {
             return Err(DeliveryError::NoAttempts);
         }
-        if let Some(topic) = &message.topic {
-            let ok = (1..=32).contains(&topic.len())
-                && topic
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-            if !ok {
-                return Err(DeliveryError::InvalidTopic);
-            }
+        if message.topic.as_deref().is_some_and(|t| !is_valid_topic(t)) {
+            return Err(DeliveryError::InvalidTopic);
         }
         Ok(Self {
             subscription,
@@ -398,4 +392,12 @@ impl fmt::Debug for Delivery {
             .field("state", &self.state)
             .finish_non_exhaustive()
     }
+}
+/// Whether `topic` is a `Topic` RFC 8030 §5.4 allows: 1–32 base64url
+/// characters.
+pub fn is_valid_topic(topic: &str) -> bool {
+    (1..=32).contains(&topic.len())
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }

@@ -65,6 +65,7 @@ mod tests_vapid;
 pub use crate::time::{MAX_TIMESTAMP_MS, format_timestamp, parse_retry_after, parse_timestamp};
 pub use delivery::{
     Delivery, DeliveryError, Message, Outcome, Poll, PushRequest, RetryPolicy, Urgency,
+    is_valid_topic,
 };
 pub use ece::{
     DecryptError, EncryptError, HEADER_LEN, MAX_BODY_LEN, MAX_PLAINTEXT_LEN, MIN_RECORD_SIZE,

@@ -524,3 +524,14 @@ proptest! {
         prop_assert_eq!(d.attempts(), sent);
     }
 }
+
+/// RFC 8030 §5.4: a topic is 1–32 base64url characters.
+#[test]
+fn topics_are_short_base64url() {
+    assert!(is_valid_topic("demo"));
+    assert!(is_valid_topic(&"a".repeat(32)));
+    assert!(!is_valid_topic(&"a".repeat(33)));
+    assert!(!is_valid_topic(""));
+    assert!(!is_valid_topic("a b"));
+    assert!(!is_valid_topic("a=b"));
+}

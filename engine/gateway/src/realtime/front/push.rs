@@ -27,7 +27,7 @@
 
 use dtp_codec::http::{Method, RequestHead};
 use dtp_codec::realtime::is_valid_id;
-use dtp_realtime::push::{PushSubscription, SubscriptionError, Urgency};
+use dtp_realtime::push::{PushSubscription, SubscriptionError, Urgency, is_valid_topic};
 use serde::Deserialize;
 
 use super::http::NEED_CREDENTIALS;
@@ -35,7 +35,7 @@ use super::reply::refuse;
 use super::{FrontMetrics, Phase, RealtimeFront, RtConn, Waiting};
 use crate::app::GatewayUp;
 use crate::realtime::RtRequest;
-use crate::realtime::push::{MAX_TTL_SECS, PushCall};
+use crate::realtime::push::{MAX_BOUND_STREAMS, MAX_TTL_SECS, PushCall};
 use dtp_engine::Outbox;
 
 /// The header a cookie session's state-changing push request carries.
@@ -48,6 +48,9 @@ pub(super) const CSRF_HEADER: &str = "X-DTP-CSRF";
 struct RegisterBody {
     installation_id: String,
     subscription: SubscriptionBody,
+    /// Hinted streams to be sent a hint of each publication of.
+    #[serde(default)]
+    streams: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -80,13 +83,6 @@ struct NotifyBody {
     urgency: Option<String>,
     #[serde(default)]
     topic: Option<String>,
-}
-
-/// A topic as RFC 8030 §5.4 allows it: 1–32 base64url characters.
-fn valid_topic(t: &str) -> bool {
-    (1..=32).contains(&t.len())
-        && t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl RealtimeFront {
@@ -146,12 +142,26 @@ impl RealtimeFront {
         let conn = c.id;
         let call = match (segs, &method) {
             (["subscriptions"], _) => match parse_register(body) {
-                Ok((installation, subscription)) => PushCall::Register {
-                    conn,
-                    client,
-                    installation,
-                    subscription,
-                },
+                Ok((installation, subscription, streams)) => {
+                    if !streams
+                        .iter()
+                        .all(|s| self.config.clients[client].may_read(s))
+                    {
+                        let why = (
+                            403,
+                            "FORBIDDEN",
+                            "this client may not read a stream it named",
+                        );
+                        return self.push_refuse(c, out, why, keep);
+                    }
+                    PushCall::Register {
+                        conn,
+                        client,
+                        installation,
+                        subscription,
+                        streams,
+                    }
+                }
                 Err(why) => return self.push_refuse(c, out, why, keep),
             },
             (["subscriptions", id], Method::Get) => PushCall::State {
@@ -208,10 +218,13 @@ type Why = (u16, &'static str, &'static str);
 const MALFORMED_REGISTER: Why = (
     400,
     "MALFORMED_REQUEST",
-    "the body must be {\"installationId\", \"subscription\": {\"endpoint\", \"keys\": {\"p256dh\", \"auth\"}}}",
+    "the body must be {\"installationId\", \"subscription\": {\"endpoint\", \"keys\": {\"p256dh\", \"auth\"}}, \"streams\"?}",
 );
 
-fn parse_register(body: &[u8]) -> Result<(Box<str>, PushSubscription), Why> {
+/// A registration request: installation, subscription, bound streams.
+type Registration = (Box<str>, PushSubscription, Box<[Box<str>]>);
+
+fn parse_register(body: &[u8]) -> Result<Registration, Why> {
     let b: RegisterBody = serde_json::from_slice(body).map_err(|_| MALFORMED_REGISTER)?;
     if !is_valid_id(&b.installation_id) {
         return Err((
@@ -235,7 +248,20 @@ fn parse_register(body: &[u8]) -> Result<(Box<str>, PushSubscription), Why> {
             ),
         },
     )?;
-    Ok((b.installation_id.into(), sub))
+    let streams = &b.streams;
+    let distinct = streams
+        .iter()
+        .enumerate()
+        .all(|(i, s)| !streams[..i].contains(s));
+    if streams.len() > MAX_BOUND_STREAMS || !distinct || !streams.iter().all(|s| is_valid_id(s)) {
+        return Err((
+            400,
+            "MALFORMED_REQUEST",
+            "streams is at most 8 distinct stream ids",
+        ));
+    }
+    let streams = b.streams.into_iter().map(Into::into).collect();
+    Ok((b.installation_id.into(), sub, streams))
 }
 
 fn parse_notify(conn: dtp_transports::ConnId, body: &[u8]) -> Result<PushCall, Why> {
@@ -264,7 +290,7 @@ fn parse_notify(conn: dtp_transports::ConnId, body: &[u8]) -> Result<PushCall, W
             "urgency is very-low, low, normal or high",
         ))?,
     };
-    if b.topic.as_deref().is_some_and(|t| !valid_topic(t)) {
+    if b.topic.as_deref().is_some_and(|t| !is_valid_topic(t)) {
         return Err((
             400,
             "MALFORMED_REQUEST",
@@ -280,19 +306,4 @@ fn parse_notify(conn: dtp_transports::ConnId, body: &[u8]) -> Result<PushCall, W
         urgency,
         topic: b.topic.map(Into::into),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::valid_topic;
-
-    #[test]
-    fn topics_are_short_base64url() {
-        assert!(valid_topic("demo"));
-        assert!(valid_topic(&"a".repeat(32)));
-        assert!(!valid_topic(&"a".repeat(33)));
-        assert!(!valid_topic(""));
-        assert!(!valid_topic("a b"));
-        assert!(!valid_topic("a=b"));
-    }
 }

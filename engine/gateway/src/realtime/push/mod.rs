@@ -18,10 +18,16 @@
 //! Never logged or answered: endpoints and keys. Logs carry the
 //! registration id and the closed outcome.
 
+mod metrics;
+mod streams;
+
+pub use metrics::{LATENCY_BUCKETS_MS, PushMetrics};
+pub use streams::{MAX_BOUND_STREAMS, StreamHint};
+
 use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -97,6 +103,10 @@ pub enum PushCall {
         installation: Box<str>,
         /// Its endpoint and keys, already checked (https, key lengths).
         subscription: PushSubscription,
+        /// The streams whose publications it is sent hints of (ids the
+        /// client may read, at most [`MAX_BOUND_STREAMS`]; checked against
+        /// the hinted streams here).
+        streams: Box<[Box<str>]>,
     },
     /// `GET /v1/push/subscriptions/{id}`.
     State {
@@ -164,6 +174,8 @@ pub struct PushSettings {
     pub registry: RegistryConfig,
     /// The hints' `releaseEpoch`.
     pub release_epoch: String,
+    /// The streams that send a hint for each publication.
+    pub streams: Vec<StreamHint>,
     /// The key of registration ids and association epochs (random, drawn
     /// at start).
     pub key: [u8; 32],
@@ -180,63 +192,8 @@ impl fmt::Debug for PushSettings {
             .field("route_intents", &self.route_intents)
             .field("allow_private_endpoints", &self.allow_private_endpoints)
             .field("registry", &self.registry)
+            .field("streams", &self.streams)
             .finish_non_exhaustive()
-    }
-}
-
-/// Send latency buckets of [`PushMetrics::latency_buckets`], milliseconds
-/// (upper bounds; the last bucket is everything above).
-pub const LATENCY_BUCKETS_MS: [u64; 10] = [10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000];
-
-/// Web Push counters (for `/metrics`, SPEC RT-12).
-#[derive(Debug, Default)]
-pub struct PushMetrics {
-    /// Registrations created.
-    pub registered: AtomicU64,
-    /// Registrations revoked by their owner.
-    pub revoked: AtomicU64,
-    /// Requests refused (4xx) by the plane.
-    pub refused: AtomicU64,
-    /// Notifications accepted (202) and handed to the sender.
-    pub accepted: AtomicU64,
-    /// Delivered (201/202 from the push service).
-    pub delivered: AtomicU64,
-    /// Ended GONE (404/410): the registration was marked GONE.
-    pub gone: AtomicU64,
-    /// Requests sent again (429, 5xx, connection failures).
-    pub retried: AtomicU64,
-    /// Ended failed: refused by the push service, retries used up, or
-    /// refused before sending (SSRF guard, bad topic).
-    pub failed: AtomicU64,
-    /// Ended expired: the hint's lifetime passed before delivery.
-    pub expired: AtomicU64,
-    /// Notifications handed to the sender and not finished.
-    pub in_flight: AtomicU64,
-    /// Live registrations.
-    pub registrations: AtomicU64,
-    /// Finished notifications by send latency ([`LATENCY_BUCKETS_MS`],
-    /// plus one for everything above), not cumulative.
-    pub latency_buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
-    /// Sum of the finished notifications' latency, microseconds.
-    pub latency_us_sum: AtomicU64,
-}
-
-impl PushMetrics {
-    fn bump(a: &AtomicU64) {
-        a.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn observe(&self, latency: std::time::Duration) {
-        let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
-        let i = LATENCY_BUCKETS_MS
-            .iter()
-            .position(|&b| ms <= b)
-            .unwrap_or(LATENCY_BUCKETS_MS.len());
-        if let Some(b) = self.latency_buckets.get(i) {
-            Self::bump(b);
-        }
-        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.latency_us_sum.fetch_add(us, Ordering::Relaxed);
     }
 }
 
@@ -257,6 +214,15 @@ fn outcome_name(result: &Result<Outcome, SendError>) -> &'static str {
 /// A client as the registry knows it.
 type Principal = usize;
 
+/// What one hint says besides its ids and times.
+struct HintSpec<'a> {
+    notification_type: &'a str,
+    route_intent: &'a str,
+    ttl_secs: u32,
+    urgency: Urgency,
+    topic: Option<&'a str>,
+}
+
 /// The Web Push half of the realtime plane (see the module doc).
 pub struct PushPlane {
     settings: PushSettings,
@@ -265,6 +231,10 @@ pub struct PushPlane {
     registry: Registry<Principal>,
     /// Each registration's installation id (for the idempotent answer).
     installations: HashMap<SubscriptionId, Box<str>>,
+    /// The hinted streams, by id.
+    hints: HashMap<Box<str>, StreamHint>,
+    /// Which registrations each hinted stream sends to.
+    bindings: streams::Bindings,
     sender: Box<dyn PushPort>,
     wake: PushWake,
     metrics: Arc<PushMetrics>,
@@ -296,11 +266,18 @@ impl PushPlane {
     pub fn new(settings: PushSettings, sender: Box<dyn PushPort>, wake: PushWake) -> Self {
         let registry = Registry::with_storage_key(settings.registry, settings.storage_key);
         let mac_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.key);
+        let hints = settings
+            .streams
+            .iter()
+            .map(|h| (Box::from(h.stream.as_str()), h.clone()))
+            .collect();
         let mut plane = Self {
             mac_key,
             settings,
             registry,
             installations: HashMap::new(),
+            hints,
+            bindings: streams::Bindings::default(),
             sender,
             wake,
             metrics: Arc::default(),
@@ -379,8 +356,9 @@ impl PushPlane {
                 client,
                 installation,
                 subscription,
+                streams,
                 ..
-            } => self.register(client, installation, subscription),
+            } => self.register(client, (installation, streams), subscription),
             PushCall::State { client, id, .. } => {
                 let id = self.parse_id(&id).ok_or(NOT_FOUND)?;
                 let state = self.registry.state(id).ok_or(NOT_FOUND)?;
@@ -393,6 +371,7 @@ impl PushPlane {
                     "state": state.as_str(),
                     "associationEpoch": epoch,
                     "sessionBindingEpoch": self.session_epoch,
+                    "streams": self.bindings.streams(id),
                 });
                 Ok((200, Bytes::from(body.to_string())))
             }
@@ -402,7 +381,7 @@ impl PushPlane {
                 // caller's is ALREADY_GONE, a success too.
                 if self.registry.revoke(&client, id) == dtp_realtime::push::Revoked::Removed {
                     PushMetrics::bump(&self.metrics.revoked);
-                    self.installations.remove(&id);
+                    self.forget(id);
                     self.count_registrations();
                     tracing::info!(registration = id.get(), outcome = "REVOKED", "web push");
                 }
@@ -432,12 +411,26 @@ impl PushPlane {
         self.metrics.registrations.store(n, Ordering::Relaxed);
     }
 
+    /// Forgets what the plane keeps beside the registry of ended
+    /// registration `id`.
+    fn forget(&mut self, id: SubscriptionId) {
+        self.installations.remove(&id);
+        self.bindings.unbind(id);
+    }
+
     fn register(
         &mut self,
         client: Principal,
-        installation: Box<str>,
+        (installation, streams): (Box<str>, Box<[Box<str>]>),
         subscription: PushSubscription,
     ) -> Result<(u16, Bytes), Refusal> {
+        if streams.iter().any(|s| !self.hints.contains_key(s)) {
+            return Err((
+                400,
+                "UNKNOWN_STREAM",
+                "a stream named in streams sends no push hints",
+            ));
+        }
         if !self.settings.allow_private_endpoints && !endpoint_may_be_public(&subscription) {
             return Err((
                 400,
@@ -488,9 +481,10 @@ impl PushPlane {
             }
         };
         if let Subscribed::Rebound { removed, .. } = done {
-            self.installations.remove(&removed);
+            self.forget(removed);
         }
         self.installations.insert(id, installation);
+        self.bindings.bind(id, streams);
         self.count_registrations();
         let body = serde_json::json!({
             "registrationId": self.registration_id(id),
@@ -540,6 +534,26 @@ impl PushPlane {
                 return Err((410, "REGISTRATION_REVOKED", "the registration was revoked"));
             }
         }
+        let hint = HintSpec {
+            notification_type: &notification_type,
+            route_intent: &route_intent,
+            ttl_secs,
+            urgency,
+            topic: topic.as_deref(),
+        };
+        let notification_id = self.dispatch(id, &hint, (now, unix_ms))?;
+        let body = serde_json::json!({ "notificationId": notification_id });
+        Ok((202, Bytes::from(body.to_string())))
+    }
+
+    /// Hands one hint for active registration `id` to the sender; its
+    /// notification id, or why not.
+    fn dispatch(
+        &mut self,
+        id: SubscriptionId,
+        spec: &HintSpec<'_>,
+        (now, unix_ms): (Instant, u64),
+    ) -> Result<String, Refusal> {
         let (Some(subscription), Some(epoch)) = (
             self.registry.get(id),
             self.owner_epoch(id).map(|e| e.as_str().to_owned()),
@@ -548,22 +562,23 @@ impl PushPlane {
         };
         let job_id = self.next_job;
         let notification_id = format!("n.{job_id}.{}", self.mac(b"notification", job_id));
+        let ttl_ms = u64::from(spec.ttl_secs.clamp(1, MAX_TTL_SECS)) * 1000;
         let hint = WebPushHint {
-            notification_type: notification_type.into(),
+            notification_type: spec.notification_type.into(),
             notification_id: notification_id.clone(),
             association_epoch: epoch,
             release_epoch: self.settings.release_epoch.clone(),
             issued_at_ms: unix_ms,
-            expires_at_ms: unix_ms + u64::from(ttl_secs.clamp(1, MAX_TTL_SECS)) * 1000,
-            route_intent: route_intent.into(),
+            expires_at_ms: unix_ms + ttl_ms,
+            route_intent: spec.route_intent.into(),
         };
         let job = PushJob {
             id: job_id,
             subscription_id: id,
             subscription,
             hint,
-            urgency,
-            topic: topic.map(Into::into),
+            urgency: spec.urgency,
+            topic: spec.topic.map(Into::into),
         };
         if self.sender.submit(job).is_err() {
             return Err((
@@ -578,8 +593,35 @@ impl PushPlane {
         self.metrics
             .in_flight
             .store(self.pending.len() as u64, Ordering::Relaxed);
-        let body = serde_json::json!({ "notificationId": notification_id });
-        Ok((202, Bytes::from(body.to_string())))
+        Ok(notification_id)
+    }
+
+    /// An event was committed to `stream` (SPEC RT-12): when the stream is
+    /// hinted, one hint goes to each registration bound to it. A hint the
+    /// sender has no room for is counted failed (`QUEUE_OVERFLOW` in the
+    /// log), never queued without bound.
+    pub fn publication(&mut self, stream: &str, (now, unix_ms): (Instant, u64)) {
+        let Some(h) = self.hints.get(stream) else {
+            return;
+        };
+        let bound = self.bindings.bound(stream);
+        if bound.is_empty() {
+            return;
+        }
+        let h = h.clone();
+        let spec = HintSpec {
+            notification_type: &h.notification_type,
+            route_intent: &h.route_intent,
+            ttl_secs: h.ttl_secs,
+            urgency: h.urgency,
+            topic: h.topic.as_deref(),
+        };
+        for id in bound {
+            if let Err((_, code, _)) = self.dispatch(id, &spec, (now, unix_ms)) {
+                PushMetrics::bump(&self.metrics.failed);
+                tracing::info!(registration = id.get(), outcome = code, "web push");
+            }
+        }
     }
 
     /// The active epoch of registration `id`'s owner.
@@ -611,7 +653,7 @@ impl PushPlane {
                 Ok(Outcome::Gone { .. }) => {
                     PushMetrics::bump(&m.gone);
                     self.registry.remove(done.subscription_id);
-                    self.installations.remove(&done.subscription_id);
+                    self.forget(done.subscription_id);
                 }
                 Ok(Outcome::Expired { .. }) => PushMetrics::bump(&m.expired),
                 _ => PushMetrics::bump(&m.failed),
