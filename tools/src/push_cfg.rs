@@ -5,8 +5,10 @@
 
 use std::path::PathBuf;
 
-use dtp_gateway::push::PushSenderConfig;
-use dtp_gateway::realtime::StreamHint;
+use dtp_gateway::push::{PushSender, PushSenderConfig};
+use dtp_gateway::realtime::{PushPlane, PushStore, PushWake, StreamHint, load_store};
+
+use crate::cli_error::CliError;
 use dtp_realtime::push::{
     RegistryConfig, RetryPolicy, Urgency, VapidCache, VapidKey, is_valid_topic,
 };
@@ -39,6 +41,9 @@ pub(crate) struct PushSection {
     pub(crate) workers: usize,
     /// Idle keep-alive connections per push service, per worker.
     pub(crate) max_connections_per_origin: usize,
+    /// The file registrations are kept in across restarts; empty: in
+    /// memory only.
+    pub(crate) store: String,
 }
 
 impl Default for PushSection {
@@ -55,6 +60,7 @@ impl Default for PushSection {
             max_attempts: RetryPolicy::default().max_attempts,
             workers: 2,
             max_connections_per_origin: 4,
+            store: String::new(),
         }
     }
 }
@@ -161,6 +167,7 @@ impl PushSection {
             },
             release_epoch: concat!("dtp-", env!("CARGO_PKG_VERSION")).to_owned(),
             streams,
+            clients: Vec::new(),
             key,
             storage_key,
         })
@@ -216,10 +223,72 @@ impl PushSection {
 
     /// Makes the key and root file names relative to `base`.
     pub(crate) fn resolve_paths(&mut self, base: &std::path::Path) {
-        for name in std::iter::once(&mut self.vapid_key).chain(self.extra_roots.iter_mut()) {
+        let files = [&mut self.vapid_key, &mut self.store];
+        for name in files.into_iter().chain(self.extra_roots.iter_mut()) {
             crate::config::resolve(base, name);
         }
     }
+}
+
+/// Starts the Web Push half of the realtime plane (SPEC RT-12): the
+/// sender's workers and, with `store`, the registrations kept before, and
+/// what to say of them. Keys: with a store, registration ids and the store
+/// come from secrets derived from the VAPID key (so ids and records
+/// survive a restart, and end with the key); without one, from `random`.
+pub(crate) fn start(
+    section: &crate::realtime_cfg::RealtimeSection,
+    c: PushSenderConfig,
+    random: &mut impl FnMut() -> u64,
+) -> Result<(PushPlane, String), CliError> {
+    let bad = |e: String| CliError::usage("BAD_CONFIG", e);
+    let public = dtp_realtime::push::base64url_encode(c.vapid.public_key());
+    let workers = c.workers;
+    let (mut mac_key, mut salt) = ([0u8; 32], [0u8; 32]);
+    for part in mac_key.chunks_mut(8).chain(salt.chunks_mut(8)) {
+        part.copy_from_slice(&random().to_le_bytes());
+    }
+    let stored = !section.push.store.is_empty();
+    let secret = c.vapid.derive(b"dtp push store");
+    if stored {
+        mac_key = c.vapid.derive(b"dtp push registration ids");
+    }
+    let mut settings = section
+        .push
+        .settings(&section.streams, mac_key, salt)
+        .map_err(bad)?;
+    // A client's name: a keyed fingerprint of its token, never the token.
+    let names = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret);
+    settings.clients = section
+        .clients
+        .iter()
+        .map(|client| {
+            let tag = ring::hmac::sign(&names, client.token.as_bytes());
+            dtp_realtime::push::base64url_encode(&tag.as_ref()[..12])
+        })
+        .collect();
+    let wake = PushWake::default();
+    let path = std::path::Path::new(&section.push.store);
+    let kept = if stored {
+        let lines = load_store(path).map_err(|e| bad(format!("realtime.push.store: {e}")))?;
+        let store = PushStore::open(path, wake.callback())
+            .map_err(|e| CliError::Io(format!("realtime.push.store: {e}")))?;
+        Some((lines, store))
+    } else {
+        None
+    };
+    let sender =
+        PushSender::start(c, wake.callback()).map_err(|e| CliError::Io(format!("realtime.{e}")))?;
+    let mut plane = PushPlane::new(settings, Box::new(sender), wake);
+    let mut announce = format!("web push sender: {workers} workers, applicationServerKey {public}");
+    if let Some((lines, store)) = kept {
+        plane = plane.with_store(store, secret);
+        let r = plane.restore(lines);
+        announce.push_str(&format!(
+            "; {} registrations restored, {} dropped",
+            r.registrations, r.dropped
+        ));
+    }
+    Ok((plane, announce))
 }
 
 /// `[realtime.streams.push]`: a stream that sends a Web Push hint for

@@ -12,10 +12,7 @@ use std::sync::Arc;
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Framed, Listener, Routed, Service};
 use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
 use dtp_gateway::dtp::DtpGateway;
-use dtp_gateway::push::PushSender;
-use dtp_gateway::realtime::{
-    FrontMetrics, PushPlane, PushWake, RealtimeFront, RealtimePlane, RtConfig,
-};
+use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
 use dtp_transports::Endpoint;
 use dtp_workload::dtp::DtpResponder;
@@ -474,23 +471,9 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
     // the plane hands them notifications and marks GONE what they report.
     let mut push_announce = None;
     if let Some(c) = push {
-        let key = dtp_realtime::push::base64url_encode(c.vapid.public_key());
-        let workers = c.workers;
-        let wake = PushWake::default();
-        let (mut mac_key, mut storage_key) = ([0u8; 32], [0u8; 32]);
-        for part in mac_key.chunks_mut(8).chain(storage_key.chunks_mut(8)) {
-            part.copy_from_slice(&random().to_le_bytes());
-        }
-        let settings = section
-            .push
-            .settings(&section.streams, mac_key, storage_key)
-            .map_err(bad)?;
-        let sender = PushSender::start(c, wake.callback())
-            .map_err(|e| CliError::Io(format!("realtime.{e}")))?;
-        plane = plane.with_push(PushPlane::new(settings, Box::new(sender), wake));
-        push_announce = Some(format!(
-            "web push sender: {workers} workers, applicationServerKey {key}"
-        ));
+        let (push, announce) = crate::push_cfg::start(section, c, &mut random)?;
+        plane = plane.with_push(push);
+        push_announce = Some(announce);
     }
     if failed {
         return Err(CliError::Io("the system random generator failed".into()));

@@ -109,14 +109,14 @@ fn a_registered_subscription_receives_a_decryptable_notification_and_a_410_reads
     std::fs::write(
         &config,
         format!(
-            "[realtime.push]\nvapid_key = {:?}\nsubject = {SUBJECT:?}\nextra_roots = [{:?}]\nallow_private_endpoints = true\n",
+            "[realtime.push]\nvapid_key = {:?}\nsubject = {SUBJECT:?}\nextra_roots = [{:?}]\nallow_private_endpoints = true\nstore = \"push.jsonl\"\n",
             key.display().to_string(),
             service.ca.display().to_string(),
         ),
     )
     .unwrap();
-    let server = serve(&["--config", config.to_str().unwrap()]);
-    let base = server.base.clone();
+    let mut server = serve(&["--config", config.to_str().unwrap()]);
+    let mut base = server.base.clone();
 
     let ok_id = register(&base, &ok, service.port);
     let (status, v) = notify(&base, &ok_id);
@@ -197,8 +197,43 @@ fn a_registered_subscription_receives_a_decryptable_notification_and_a_410_reads
         &Value::Null,
     );
     assert_eq!(v["streams"], json!(["demo"]));
+
+    // Killed (SIGKILL) and started again on the same store: every answered
+    // registration is there as it was, and is sent to.
+    let before = server.stderr.lock().unwrap().clone();
+    drop(server);
+    server = serve(&["--config", config.to_str().unwrap()]);
+    base = server.base.clone();
+    let state = |id: &str| {
+        call(
+            &base,
+            "GET",
+            &format!("/push/subscriptions/{id}"),
+            &Value::Null,
+        )
+        .1
+    };
+    assert_eq!(state(&ok_id)["state"], "ACTIVE");
+    assert_eq!(state(&gone_id)["state"], "GONE");
+    assert_eq!(state(&bound_id)["streams"], json!(["demo"]));
+    assert_eq!(notify(&base, &ok_id).0, 202);
+    let record = service.record();
+    assert_eq!(
+        (record["sub"].as_str(), record["vapid"].as_str()),
+        (Some("ok"), Some("ok")),
+        "{record}"
+    );
+    assert!(WebPushHint::decode(record["plaintext"].as_str().unwrap().as_bytes()).is_ok());
+    let (status, v) = call(&base, "POST", "/streams/demo/events", &publication);
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(service.record()["sub"], "bound");
+    let store = std::fs::read_to_string(dir.join("push.jsonl")).unwrap();
+    assert!(
+        !store.contains("/push/ok") && !store.contains(TOKEN),
+        "{store}"
+    );
     // Neither the endpoint nor the keys reach the log.
-    let log = server.stderr.lock().unwrap().clone();
+    let log = before + &server.stderr.lock().unwrap();
     assert!(
         !log.contains("/push/ok") && !log.contains("/push/gone"),
         "{log}"

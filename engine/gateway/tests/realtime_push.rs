@@ -19,7 +19,9 @@ mod server;
 use std::sync::{Arc, Mutex};
 
 use dtp_gateway::push::{PushDone, PushJob};
-use dtp_gateway::realtime::{PushPlane, PushPort, PushSettings, PushWake, RtLimits, StreamHint};
+use dtp_gateway::realtime::{
+    PushPlane, PushPort, PushSettings, PushStore, PushWake, RtLimits, StreamHint, load_store,
+};
 use dtp_realtime::push::{
     Outcome, ReceiverSecret, RegistryConfig, Urgency, WebPushHint, base64url_encode,
 };
@@ -63,6 +65,16 @@ struct Rig {
 
 impl Rig {
     fn start(backend: dtp_transports::BackendPreference, per_client: usize) -> Self {
+        Self::start_stored(backend, per_client, None)
+    }
+
+    /// [`Rig::start`], registrations persisted in the store at `store`
+    /// (path, this run's salt byte).
+    fn start_stored(
+        backend: dtp_transports::BackendPreference,
+        per_client: usize,
+        store: Option<(&std::path::Path, u8)>,
+    ) -> Self {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let wake = PushWake::default();
         let settings = PushSettings {
@@ -82,10 +94,17 @@ impl Rig {
                 urgency: Urgency::High,
                 topic: Some("ticks".into()),
             }],
+            clients: ["admin", "reader", "publisher"].map(String::from).to_vec(),
             key: [9; 32],
-            storage_key: [10; 32],
+            storage_key: [store.map_or(10, |(_, salt)| salt); 32],
         };
-        let push = PushPlane::new(settings, Box::new(Fake(seen.clone())), wake.clone());
+        let mut push = PushPlane::new(settings, Box::new(Fake(seen.clone())), wake.clone());
+        if let Some((path, _)) = store {
+            let lines = load_store(path).unwrap();
+            let writer = PushStore::open(path, wake.callback()).unwrap();
+            push = push.with_store(writer, [11; 32]);
+            push.restore(lines);
+        }
         let metrics = push.metrics();
         let srv = start_with(backend, RtLimits::default(), |p| p.with_push(push));
         Self {
@@ -486,4 +505,77 @@ fn a_hinted_stream_sends_each_publication_to_the_registrations_bound_to_it() {
     let r = publish(rig.srv.addr, PUBLISHER, "ticks", "tick", "{\"n\":4}");
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(rig.seen.lock().unwrap().jobs.len(), 3);
+}
+
+/// SPEC RT-12: with a store, registrations outlive a restart: the same id
+/// reads ACTIVE with its streams, a revoked one stays REVOKED, ids are not
+/// issued twice, and the file holds no endpoint or key in the clear.
+#[test]
+fn registrations_outlive_a_restart_with_a_store() {
+    let dir = std::env::temp_dir().join(format!("dtp-push-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("push.jsonl");
+    let reader = bearer(READER);
+    let mut kept = subscription("push.example.com", 21);
+    kept["streams"] = json!(["ticks"]);
+    let (kept_id, revoked_id, epoch) = {
+        let rig = Rig::start_stored(BACKENDS[0], 4, Some((&path, 1)));
+        let r = rig.register(&reader, &kept);
+        assert_eq!(r.status, 201, "{}", r.text());
+        let v = r.json();
+        let r = rig.register(&reader, &subscription("push.example.com", 22));
+        let revoked = r.json()["registrationId"].as_str().unwrap().to_owned();
+        assert_eq!(rig.revoke(&reader, &revoked).status, 204);
+        (
+            v["registrationId"].as_str().unwrap().to_owned(),
+            revoked,
+            v["associationEpoch"].clone(),
+        )
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("push.example.com"), "{text}");
+    let secret = ReceiverSecret::new(&[21; 32], [21 ^ 0x5a; 16]).unwrap();
+    assert!(!text.contains(&base64url_encode(secret.keys().auth())));
+
+    let rig = Rig::start_stored(BACKENDS[1], 4, Some((&path, 2)));
+    let v = rig.state(&reader, &kept_id).json();
+    assert_eq!(v["state"], "ACTIVE", "{v}");
+    assert_eq!(v["associationEpoch"], epoch);
+    assert_eq!(v["streams"], json!(["ticks"]));
+    assert_eq!(rig.state(&reader, &revoked_id).json()["state"], "REVOKED");
+    // The same subscription again is the same registration.
+    let r = rig.register(&reader, &kept);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["registrationId"], kept_id.as_str());
+    // It is sent to, with its subscription opened from the store.
+    let r = rig.notify(
+        &bearer(PUBLISHER),
+        &notification(&kept_id, "demo.alert", "demo.open"),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let r = publish(rig.srv.addr, PUBLISHER, "ticks", "tick", "{\"n\":1}");
+    assert_eq!(r.status, 201, "{}", r.text());
+    {
+        let seen = rig.seen.lock().unwrap();
+        assert_eq!(
+            seen.jobs.len(),
+            2,
+            "the notification and the hinted publication"
+        );
+        for job in &seen.jobs {
+            assert_eq!(
+                job.subscription.endpoint(),
+                "https://push.example.com/push/21"
+            );
+            assert_eq!(job.subscription.keys(), secret.keys());
+        }
+    }
+    // A new registration takes a new number.
+    let r = rig.register(&reader, &subscription("push.example.com", 23));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let n = |id: &str| id.split('.').next().unwrap().parse::<u64>().unwrap();
+    let fresh = r.json()["registrationId"].as_str().unwrap().to_owned();
+    assert!(n(&fresh) > n(&revoked_id), "{fresh} after {revoked_id}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -316,6 +316,10 @@ const DOCS: &[(&str, &str)] = &[
         "Idle keep-alive connections to one push service, per worker (1–64).",
     ),
     (
+        "realtime.push.store",
+        "The file registrations are kept in across restarts (JSON lines, mode 0600, written and fsynced by a worker before a registration is answered; endpoints and keys sealed under a key derived from the VAPID key, clients named by a keyed fingerprint). Empty: in memory only, lost at a restart.",
+    ),
+    (
         "terminal",
         "The terminal control plane (SPEC §2–3; needs [dtp] enabled): sessions, liveness, handover, audit.",
     ),

@@ -19,6 +19,7 @@ pub use msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, S
 pub use plane::{RealtimeMetrics, RealtimePlane, StreamSetupError};
 pub use push::{
     LATENCY_BUCKETS_MS, MAX_BOUND_STREAMS, MAX_INSTALLATION_ID, MAX_TTL_SECS, PushCall,
-    PushMetrics, PushPlane, PushPort, PushSettings, PushWake, StreamHint,
+    PushMetrics, PushPlane, PushPort, PushSettings, PushStore, PushWake, Restored, StoreLine,
+    StreamHint, load_store,
 };
 pub use state::{MAX_TABLE_BYTES, MAX_TABLE_ROWS, TableShape};

@@ -548,9 +548,9 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
         }
     }
 
-    fn tick(&mut self, now: Instant, _: &mut Decisions) -> Option<Instant> {
+    fn tick(&mut self, now: Instant, out: &mut Decisions) -> Option<Instant> {
         if let Some(push) = &mut self.push {
-            push.poll(now);
+            push.poll(now, out);
         }
         if self.next_expiry.is_none_or(|at| now >= at) {
             self.registry.expire_all(now);

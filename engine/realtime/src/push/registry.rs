@@ -23,6 +23,8 @@ use std::hash::Hash;
 use super::b64;
 use super::subscription::{PushSubscription, SubscriptionId};
 
+mod restore;
+
 /// An association epoch (seed §8.3: issued by the backend registration
 /// authority after commit; exact-match, opaque). Valid epochs are
 /// identifiers (`[A-Za-z0-9._:-]`, 1–128 bytes) so they fit a

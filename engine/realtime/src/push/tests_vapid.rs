@@ -204,3 +204,15 @@ proptest! {
         let _ = key().header(&aud, &sub, exp, now);
     }
 }
+
+/// A derived secret is stable for one key and label, and differs for
+/// another label or key; it is not the private scalar.
+#[test]
+fn derived_secrets_belong_to_their_key_and_label() {
+    let a = VapidKey::from_bytes(&[0x11; 32]).unwrap();
+    let b = VapidKey::from_bytes(&[0x12; 32]).unwrap();
+    assert_eq!(a.derive(b"store"), a.clone().derive(b"store"));
+    assert_ne!(a.derive(b"store"), a.derive(b"ids"));
+    assert_ne!(a.derive(b"store"), b.derive(b"store"));
+    assert_ne!(a.derive(b"store"), [0x11; 32]);
+}

@@ -98,6 +98,17 @@ impl VapidKey {
         &self.public
     }
 
+    /// 32 bytes for `label`, HMAC-SHA-256 keyed by the private scalar: a
+    /// secret that lives and dies with this key (a store of the
+    /// registrations made for it, which no other key can send to), never
+    /// the key itself.
+    pub fn derive(&self, label: &[u8]) -> [u8; 32] {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.key.to_bytes());
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ring::hmac::sign(&key, label).as_ref());
+        out
+    }
+
     /// RFC 8292 §3 (SPEC RT-12): the `Authorization` header value
     /// `vapid t=<JWT>, k=<public key>`, whose JWT carries exactly the claims
     /// `aud` (the push service origin), `exp` (unix seconds, after `now_secs`

@@ -18,10 +18,14 @@
 //! Never logged or answered: endpoints and keys. Logs carry the
 //! registration id and the closed outcome.
 
+mod durable;
 mod metrics;
+mod store;
 mod streams;
 
+pub use durable::Restored;
 pub use metrics::{LATENCY_BUCKETS_MS, PushMetrics};
+pub use store::{Line as StoreLine, PushStore, load as load_store};
 pub use streams::{MAX_BOUND_STREAMS, StreamHint};
 
 use std::collections::HashMap;
@@ -176,12 +180,18 @@ pub struct PushSettings {
     pub release_epoch: String,
     /// The streams that send a hint for each publication.
     pub streams: Vec<StreamHint>,
+    /// Each configured client's stable, opaque name (a keyed fingerprint
+    /// of its token, in the order of the clients): how the store and the
+    /// association epochs know a client across restarts.
+    pub clients: Vec<String>,
     /// The key of registration ids and association epochs (random, drawn
     /// at start).
     pub key: [u8; 32],
     /// The registry's storage key: subscriptions are sealed and endpoints
     /// indexed by a keyed fingerprint under keys derived from it (random,
-    /// drawn at start; seed §8.3).
+    /// drawn at start; seed §8.3). With a store it is this run's salt, and
+    /// the key is derived from it and the store's secret
+    /// ([`PushPlane::with_store`]).
     pub storage_key: [u8; 32],
 }
 
@@ -245,6 +255,8 @@ pub struct PushPlane {
     /// Notifications in the sender: job id → (registration, submitted at).
     pending: HashMap<u64, (SubscriptionId, Instant)>,
     next_job: u64,
+    /// The store and what it has been given, when registrations persist.
+    durable: Option<durable::Durable>,
 }
 
 impl fmt::Debug for PushPlane {
@@ -285,9 +297,32 @@ impl PushPlane {
             session_epoch: String::new(),
             pending: HashMap::new(),
             next_job: 1,
+            durable: None,
         };
-        plane.session_epoch = format!("s.{}", plane.mac(b"session", 0));
+        let mut run = [0u8; 8];
+        run.copy_from_slice(&plane.settings.storage_key[..8]);
+        plane.session_epoch = format!("s.{}", plane.mac(b"session", u64::from_le_bytes(run)));
         plane
+    }
+
+    /// Persists registrations in `store` (SPEC RT-12), their records sealed
+    /// under a key derived from `secret` and this run's salt
+    /// ([`PushSettings::storage_key`]). Call on a new plane, then
+    /// [`PushPlane::restore`] with what the store held.
+    pub fn with_store(mut self, store: PushStore, secret: [u8; 32]) -> Self {
+        let key = durable::seal_key(&secret, &self.settings.storage_key);
+        self.registry = Registry::with_storage_key(self.settings.registry, key);
+        self.durable = Some(durable::Durable::new(store, secret));
+        self
+    }
+
+    /// Client `client`'s stable name.
+    fn client_name(&self, client: Principal) -> String {
+        self.settings
+            .clients
+            .get(client)
+            .cloned()
+            .unwrap_or_else(|| format!("client-{client}"))
     }
 
     /// The counters.
@@ -333,7 +368,15 @@ impl PushPlane {
         out: &mut Decisions,
     ) {
         let conn = call.conn();
-        let (status, body) = match self.serve(call, now, unix_ms) {
+        // A change is answered once it is durable (seed §8.3: the epoch
+        // only after the commit), and refused while the store is down.
+        let changes = matches!(call, PushCall::Register { .. } | PushCall::Revoke { .. });
+        let served = if changes && !self.store_ok() {
+            Err(durable::STORE_UNAVAILABLE)
+        } else {
+            self.serve(call, now, unix_ms)
+        };
+        let (status, body) = match served {
             Ok(answer) => answer,
             Err((status, code, message)) => {
                 PushMetrics::bump(&self.metrics.refused);
@@ -342,7 +385,11 @@ impl PushPlane {
             }
         };
         let d = RtDecision::PushAnswer { conn, status, body };
-        out.push((shard, super::plane::rt_decision(d)));
+        if changes {
+            self.answer_when_durable(shard, d, out);
+        } else {
+            out.push((shard, super::plane::rt_decision(d)));
+        }
     }
 
     fn serve(
@@ -382,6 +429,7 @@ impl PushPlane {
                 if self.registry.revoke(&client, id) == dtp_realtime::push::Revoked::Removed {
                     PushMetrics::bump(&self.metrics.revoked);
                     self.forget(id);
+                    self.note_end(id, RegistrationState::Revoked);
                     self.count_registrations();
                     tracing::info!(registration = id.get(), outcome = "REVOKED", "web push");
                 }
@@ -442,12 +490,17 @@ impl PushPlane {
             let n = self.epochs.entry(client).or_insert(0);
             *n += 1;
             let seq = *n;
-            let label = [b"association:".as_slice(), &client.to_le_bytes()].concat();
+            let label = [
+                b"association:".as_slice(),
+                self.client_name(client).as_bytes(),
+            ]
+            .concat();
             let epoch = AssociationEpoch::parse(&format!("a.{}", self.mac(&label, seq)))
                 .ok_or((500, "INTERNAL", "no association epoch"))?;
             self.registry
                 .associate(&client, epoch)
                 .map_err(|_| (409, "ASSOCIATION_REFUSED", "no new association epoch"))?;
+            self.note_client(client);
         }
         let epoch = self.registry.active_epoch(&client).cloned().ok_or((
             500,
@@ -482,9 +535,11 @@ impl PushPlane {
         };
         if let Subscribed::Rebound { removed, .. } = done {
             self.forget(removed);
+            self.note_end(removed, RegistrationState::Revoked);
         }
         self.installations.insert(id, installation);
         self.bindings.bind(id, streams);
+        self.note_registration(id);
         self.count_registrations();
         let body = serde_json::json!({
             "registrationId": self.registration_id(id),
@@ -633,7 +688,8 @@ impl PushPlane {
     /// Takes the sender's finished jobs (at every tick): a GONE marks the
     /// registration gone (never sent to again), every outcome is counted
     /// and logged with the registration id.
-    pub fn poll(&mut self, now: Instant) {
+    pub fn poll(&mut self, now: Instant, out: &mut Decisions) {
+        self.flush(out);
         let finished = self.sender.finished();
         if finished.is_empty() {
             return;
@@ -654,6 +710,7 @@ impl PushPlane {
                     PushMetrics::bump(&m.gone);
                     self.registry.remove(done.subscription_id);
                     self.forget(done.subscription_id);
+                    self.note_end(done.subscription_id, RegistrationState::Gone);
                 }
                 Ok(Outcome::Expired { .. }) => PushMetrics::bump(&m.expired),
                 _ => PushMetrics::bump(&m.failed),
@@ -669,6 +726,7 @@ impl PushPlane {
         self.metrics
             .in_flight
             .store(self.pending.len() as u64, Ordering::Relaxed);
+        self.flush(out);
     }
 }
 
