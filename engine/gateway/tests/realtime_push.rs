@@ -398,6 +398,26 @@ fn a_cookie_session_needs_the_csrf_header_and_an_allowed_origin() {
     let r = rig.register(&good, &sub);
     assert_eq!(r.status, 201, "{}", r.text());
     let id = r.json()["registrationId"].as_str().unwrap().to_owned();
+    // The session binding is the login session's: the same on reading,
+    // another for another login of the same client or for its token.
+    let binding = r.json()["sessionBindingEpoch"].clone();
+    assert!(
+        binding.as_str().is_some_and(|b| b.starts_with("s.")),
+        "{binding}"
+    );
+    assert_eq!(
+        rig.state(&cookie, &id).json()["sessionBindingEpoch"],
+        binding
+    );
+    let other = login_cookie(rig.srv.addr, READER);
+    assert_ne!(
+        rig.state(&other, &id).json()["sessionBindingEpoch"],
+        binding
+    );
+    assert_ne!(
+        rig.state(&bearer(READER), &id).json()["sessionBindingEpoch"],
+        binding
+    );
     // Reading needs no CSRF header; revoking does.
     assert_eq!(rig.state(&cookie, &id).json()["state"], "ACTIVE");
     assert_eq!(rig.revoke(&cookie, &id).status, 403);
@@ -519,7 +539,7 @@ fn registrations_outlive_a_restart_with_a_store() {
     let reader = bearer(READER);
     let mut kept = subscription("push.example.com", 21);
     kept["streams"] = json!(["ticks"]);
-    let (kept_id, revoked_id, epoch) = {
+    let (kept_id, revoked_id, (epoch, binding)) = {
         let rig = Rig::start_stored(BACKENDS[0], 4, Some((&path, 1)));
         let r = rig.register(&reader, &kept);
         assert_eq!(r.status, 201, "{}", r.text());
@@ -530,7 +550,10 @@ fn registrations_outlive_a_restart_with_a_store() {
         (
             v["registrationId"].as_str().unwrap().to_owned(),
             revoked,
-            v["associationEpoch"].clone(),
+            (
+                v["associationEpoch"].clone(),
+                v["sessionBindingEpoch"].clone(),
+            ),
         )
     };
     let text = std::fs::read_to_string(&path).unwrap();
@@ -542,6 +565,10 @@ fn registrations_outlive_a_restart_with_a_store() {
     let v = rig.state(&reader, &kept_id).json();
     assert_eq!(v["state"], "ACTIVE", "{v}");
     assert_eq!(v["associationEpoch"], epoch);
+    assert_eq!(
+        v["sessionBindingEpoch"], binding,
+        "a token's session outlives a restart"
+    );
     assert_eq!(v["streams"], json!(["ticks"]));
     assert_eq!(rig.state(&reader, &revoked_id).json()["state"], "REVOKED");
     // The same subscription again is the same registration.

@@ -140,6 +140,7 @@ impl RealtimeFront {
             return self.push_refuse(c, out, why, keep);
         }
         let conn = c.id;
+        let session = session_digest(head, &self.config.cookie);
         let call = match (segs, &method) {
             (["subscriptions"], _) => match parse_register(body) {
                 Ok((installation, subscription, streams)) => {
@@ -157,6 +158,7 @@ impl RealtimeFront {
                     PushCall::Register {
                         conn,
                         client,
+                        session,
                         installation,
                         subscription,
                         streams,
@@ -167,6 +169,7 @@ impl RealtimeFront {
             (["subscriptions", id], Method::Get) => PushCall::State {
                 conn,
                 client,
+                session,
                 id: (*id).into(),
             },
             (["subscriptions", id], _) => PushCall::Revoke {
@@ -306,4 +309,20 @@ fn parse_notify(conn: dtp_transports::ConnId, body: &[u8]) -> Result<PushCall, W
         urgency,
         topic: b.topic.map(Into::into),
     })
+}
+
+/// The session a request is authenticated by, as [`PushCall::State`]
+/// takes it: 0 for a bearer token, a digest of the session cookie
+/// otherwise (the cookie itself never leaves the shard).
+fn session_digest(head: &RequestHead, cookie: &str) -> u64 {
+    if head.bearer_token().is_some() {
+        return 0;
+    }
+    let Some(id) = head.cookie(cookie) else {
+        return 0;
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&digest.as_ref()[..8]);
+    u64::from_le_bytes(n)
 }

@@ -103,6 +103,8 @@ pub enum PushCall {
         conn: ConnId,
         /// The authenticated client (the registration's owner).
         client: usize,
+        /// Its authenticated session (see [`PushCall::State`]).
+        session: u64,
         /// The browser installation (an identifier).
         installation: Box<str>,
         /// Its endpoint and keys, already checked (https, key lengths).
@@ -118,6 +120,10 @@ pub enum PushCall {
         conn: ConnId,
         /// The authenticated client.
         client: usize,
+        /// Its authenticated session: 0 for a bearer token (the token is
+        /// the session), a digest of the session cookie otherwise. The
+        /// answer's `sessionBindingEpoch` is a MAC of it and the client.
+        session: u64,
         /// The registration id as sent.
         id: Box<str>,
     },
@@ -250,8 +256,6 @@ pub struct PushPlane {
     metrics: Arc<PushMetrics>,
     /// Epochs issued per client so far (the next one is derived from it).
     epochs: HashMap<Principal, u64>,
-    /// The session binding epoch of this run (a restart is a new one).
-    session_epoch: String,
     /// Notifications in the sender: job id → (registration, submitted at).
     pending: HashMap<u64, (SubscriptionId, Instant)>,
     next_job: u64,
@@ -283,7 +287,7 @@ impl PushPlane {
             .iter()
             .map(|h| (Box::from(h.stream.as_str()), h.clone()))
             .collect();
-        let mut plane = Self {
+        Self {
             mac_key,
             settings,
             registry,
@@ -294,15 +298,10 @@ impl PushPlane {
             wake,
             metrics: Arc::default(),
             epochs: HashMap::new(),
-            session_epoch: String::new(),
             pending: HashMap::new(),
             next_job: 1,
             durable: None,
-        };
-        let mut run = [0u8; 8];
-        run.copy_from_slice(&plane.settings.storage_key[..8]);
-        plane.session_epoch = format!("s.{}", plane.mac(b"session", u64::from_le_bytes(run)));
-        plane
+        }
     }
 
     /// Persists registrations in `store` (SPEC RT-12), their records sealed
@@ -401,12 +400,18 @@ impl PushPlane {
         match call {
             PushCall::Register {
                 client,
+                session,
                 installation,
                 subscription,
                 streams,
                 ..
-            } => self.register(client, (installation, streams), subscription),
-            PushCall::State { client, id, .. } => {
+            } => self.register((client, session), (installation, streams), subscription),
+            PushCall::State {
+                client,
+                session,
+                id,
+                ..
+            } => {
                 let id = self.parse_id(&id).ok_or(NOT_FOUND)?;
                 let state = self.registry.state(id).ok_or(NOT_FOUND)?;
                 if state == RegistrationState::Active && !self.owns(client, id) {
@@ -417,7 +422,7 @@ impl PushPlane {
                     "registrationId": self.registration_id(id),
                     "state": state.as_str(),
                     "associationEpoch": epoch,
-                    "sessionBindingEpoch": self.session_epoch,
+                    "sessionBindingEpoch": self.session_epoch(client, session),
                     "streams": self.bindings.streams(id),
                 });
                 Ok((200, Bytes::from(body.to_string())))
@@ -466,9 +471,17 @@ impl PushPlane {
         self.bindings.unbind(id);
     }
 
+    /// The `sessionBindingEpoch` of `client`'s `session` (seed §8.3: an
+    /// opaque exact-match value the authenticated server issues; it
+    /// changes with the session, and stays across restarts for a token).
+    fn session_epoch(&self, client: Principal, session: u64) -> String {
+        let label = [b"session:".as_slice(), self.client_name(client).as_bytes()].concat();
+        format!("s.{}", self.mac(&label, session))
+    }
+
     fn register(
         &mut self,
-        client: Principal,
+        (client, session): (Principal, u64),
         (installation, streams): (Box<str>, Box<[Box<str>]>),
         subscription: PushSubscription,
     ) -> Result<(u16, Bytes), Refusal> {
@@ -544,7 +557,7 @@ impl PushPlane {
         let body = serde_json::json!({
             "registrationId": self.registration_id(id),
             "associationEpoch": epoch.as_str(),
-            "sessionBindingEpoch": self.session_epoch,
+            "sessionBindingEpoch": self.session_epoch(client, session),
         });
         Ok((status, Bytes::from(body.to_string())))
     }
