@@ -6,8 +6,8 @@
 //!
 //! [`JetStream::replay`] reads one message per request with
 //! `$JS.API.DIRECT.GET.<stream>` (`{"seq": n, "next_by_subj": ">"}`: the
-//! first message at or after `n`), falling back to `STREAM.MSG.GET` for a
-//! stream without `allow_direct`. An ordered push consumer would save the
+//! first message at or after `n`), or `STREAM.MSG.GET` for a stream
+//! without `allow_direct` (learnt from its info once, then remembered). An ordered push consumer would save the
 //! round trip per message, but it keeps state on the server (to create,
 //! watch for heartbeats, recreate on a gap, and leak when a worker dies)
 //! and pushes at the server's pace. Gets leave no state behind, survive a
@@ -16,6 +16,8 @@
 //! (SPEC RT-10/13) wants. A gap (a sequence retention or a delete removed)
 //! shows as the next message's sequence being higher than asked, and is
 //! reported as [`Replayed::Gap`] before it.
+
+use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::json;
@@ -39,7 +41,12 @@ const DIRECT_GET_HEADERS: [&str; 4] = [
 #[derive(Debug)]
 pub struct JetStream {
     nats: Nats,
+    /// Per stream: whether it answers direct gets (bounded, see [`MAX_KNOWN`]).
+    direct: HashMap<String, bool>,
 }
+
+/// Streams whose read path is remembered; past it the memory starts over.
+const MAX_KNOWN: usize = 1024;
 
 /// One step of a [`Replay`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +66,10 @@ pub enum Replayed {
 impl JetStream {
     /// JetStream over `nats`.
     pub fn new(nats: Nats) -> Self {
-        Self { nats }
+        Self {
+            nats,
+            direct: HashMap::new(),
+        }
     }
 
     /// The underlying connection.
@@ -73,24 +83,26 @@ impl JetStream {
         let body = serde_json::to_vec(&config.to_json())
             .map_err(|e| Error::InvalidRequest(e.to_string()))?;
         let name = &config.name;
-        match self.api::<WStreamInfo>(&format!("$JS.API.STREAM.CREATE.{name}"), &body) {
-            Err(Error::JetStream { err_code, .. }) if err_code == JS_STREAM_NAME_IN_USE => self
-                .api::<WStreamInfo>(&format!("$JS.API.STREAM.UPDATE.{name}"), &body)
-                .map(info),
-            other => other.map(info),
-        }
+        let w = match self.api::<WStreamInfo>(&format!("$JS.API.STREAM.CREATE.{name}"), &body) {
+            Err(Error::JetStream { err_code, .. }) if err_code == JS_STREAM_NAME_IN_USE => {
+                self.api::<WStreamInfo>(&format!("$JS.API.STREAM.UPDATE.{name}"), &body)?
+            }
+            other => other?,
+        };
+        Ok(self.learn(info(w)))
     }
 
     /// The stream's state now (first and last sequence, counts).
     pub fn stream_info(&mut self, stream: &str) -> Result<StreamInfo> {
-        self.api::<WStreamInfo>(&format!("$JS.API.STREAM.INFO.{stream}"), b"")
-            .map(info)
+        let w = self.api::<WStreamInfo>(&format!("$JS.API.STREAM.INFO.{stream}"), b"")?;
+        Ok(self.learn(info(w)))
     }
 
     /// Deletes the stream and its messages.
     pub fn delete_stream(&mut self, stream: &str) -> Result<()> {
         #[derive(Deserialize)]
         struct Deleted {}
+        self.direct.remove(stream);
         self.api::<Deleted>(&format!("$JS.API.STREAM.DELETE.{stream}"), b"")
             .map(|_| ())
     }
@@ -147,26 +159,33 @@ impl JetStream {
     }
 
     fn read(&mut self, stream: &str, req: &serde_json::Value) -> Result<Option<StoredMessage>> {
+        let direct = match self.direct.get(stream) {
+            Some(&d) => d,
+            None => self.stream_info(stream)?.allow_direct,
+        };
         let body = req.to_string();
-        match self.nats.request(
-            &format!("$JS.API.DIRECT.GET.{stream}"),
-            &[],
-            body.as_bytes(),
-        ) {
-            Ok(msg) => direct_answer(msg),
-            // No direct gets on this stream (or none at all): the API get.
-            Err(Error::NoResponders { .. }) => {
-                let subject = format!("$JS.API.STREAM.MSG.GET.{stream}");
-                match self.api::<WMsgGet>(&subject, body.as_bytes()) {
-                    Ok(m) => stored(m).map(Some),
-                    Err(Error::JetStream { err_code, .. }) if err_code == JS_NO_MESSAGE_FOUND => {
-                        Ok(None)
-                    }
-                    Err(e) => Err(e),
-                }
-            }
+        if direct {
+            let msg = self.nats.request(
+                &format!("$JS.API.DIRECT.GET.{stream}"),
+                &[],
+                body.as_bytes(),
+            )?;
+            return direct_answer(msg);
+        }
+        match self.api::<WMsgGet>(&format!("$JS.API.STREAM.MSG.GET.{stream}"), body.as_bytes()) {
+            Ok(m) => stored(m).map(Some),
+            Err(Error::JetStream { err_code, .. }) if err_code == JS_NO_MESSAGE_FOUND => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Remembers the read path of the stream `info` describes.
+    fn learn(&mut self, info: StreamInfo) -> StreamInfo {
+        if self.direct.len() >= MAX_KNOWN {
+            self.direct.clear();
+        }
+        self.direct.insert(info.name.clone(), info.allow_direct);
+        info
     }
 
     fn api<T: for<'de> Deserialize<'de>>(&mut self, subject: &str, body: &[u8]) -> Result<T> {
@@ -233,6 +252,7 @@ impl Iterator for Replay<'_> {
 fn info(w: WStreamInfo) -> StreamInfo {
     StreamInfo {
         name: w.config.name,
+        allow_direct: w.config.allow_direct,
         state: w.state,
     }
 }

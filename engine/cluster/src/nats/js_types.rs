@@ -102,6 +102,8 @@ pub struct StreamState {
 pub struct StreamInfo {
     /// The stream's name.
     pub name: String,
+    /// Whether it answers direct gets.
+    pub allow_direct: bool,
     /// Its state.
     pub state: StreamState,
 }
@@ -188,6 +190,8 @@ pub(crate) struct WStreamInfo {
 #[derive(Debug, Deserialize)]
 pub(crate) struct WName {
     pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) allow_direct: bool,
 }
 
 #[derive(Debug, Deserialize)]
