@@ -12,6 +12,19 @@
 //! Every call blocks for at most its configured timeouts (std sockets, no
 //! async runtime); every answer is bounded in size; bytes a server sends
 //! are parsed, never trusted: a bad answer is an [`Error`], not a panic.
+//!
+//! # Where it runs
+//!
+//! A worker thread owns one [`etcd::Etcd`] or [`nats::JetStream`] (neither
+//! is shared: each holds one connection), takes requests from the control
+//! thread over a channel, and hands each result back as a control input
+//! carrying the decision's deadline; the control thread never waits on a
+//! socket. A claim's [`Claim::revision`] (or a publish's
+//! [`nats::PubAck::seq`]) travels with the decision it allowed, so a late
+//! answer from a stale owner is recognised by its smaller token. Leases are
+//! refreshed by the worker ([`etcd::Etcd::lease_keepalive_once`] every
+//! third of the TTL); [`Error::LeaseNotFound`] means every claim on the
+//! lease is gone and must be reported as lost.
 #![forbid(unsafe_code)]
 
 mod error;

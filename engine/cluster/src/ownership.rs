@@ -84,8 +84,11 @@ impl<'a> Ownership<'a> {
         node_id: &str,
         lease: Option<i64>,
     ) -> Result<Result<Claim, Taken>> {
-        self.write_if(Compare::absent(key), key, node_id, lease)
-            .map(|r| r.map_err(|stale| stale.current.unwrap_or_else(|| vanished(key))))
+        let put = holder_put(key, node_id, lease);
+        Ok(match self.write_if(Compare::absent(key), put, key)? {
+            Ok(revision) => Ok(Claim { revision }),
+            Err(stale) => Err(stale.current.unwrap_or_else(vanished)),
+        })
     }
 
     /// Hands `key` to `new_holder` (on `lease`) if it is still at
@@ -97,12 +100,11 @@ impl<'a> Ownership<'a> {
         new_holder: &str,
         lease: Option<i64>,
     ) -> Result<Result<Claim, Stale>> {
-        self.write_if(
-            Compare::mod_revision_is(key, expected_revision),
-            key,
-            new_holder,
-            lease,
-        )
+        let compare = Compare::mod_revision_is(key, expected_revision);
+        let put = holder_put(key, new_holder, lease);
+        Ok(self
+            .write_if(compare, put, key)?
+            .map(|revision| Claim { revision }))
     }
 
     /// Deletes `key` if it is still at `expected_revision` (a holder giving
@@ -112,19 +114,11 @@ impl<'a> Ownership<'a> {
         key: &[u8],
         expected_revision: i64,
     ) -> Result<Result<Released, Stale>> {
-        let t = self.etcd.txn(&Txn {
-            compare: vec![Compare::mod_revision_is(key, expected_revision)],
-            then: vec![TxnOp::Delete { key: key.to_vec() }],
-            otherwise: vec![TxnOp::Get { key: key.to_vec() }],
-        })?;
-        if t.succeeded {
-            return Ok(Ok(Released {
-                revision: t.revision,
-            }));
-        }
-        Ok(Err(Stale {
-            current: current_of(&t.responses, key),
-        }))
+        let compare = Compare::mod_revision_is(key, expected_revision);
+        let delete = TxnOp::Delete { key: key.to_vec() };
+        Ok(self
+            .write_if(compare, delete, key)?
+            .map(|revision| Released { revision }))
     }
 
     /// Who holds `key` now, if anyone.
@@ -132,30 +126,33 @@ impl<'a> Ownership<'a> {
         Ok(self.etcd.get(key)?.kv.map(taken))
     }
 
+    /// Runs `write` if `compare` holds: the write's revision, or who holds
+    /// `key` instead (read in the same transaction).
     fn write_if(
         &mut self,
         compare: Compare,
+        write: TxnOp,
         key: &[u8],
-        holder: &str,
-        lease: Option<i64>,
-    ) -> Result<Result<Claim, Stale>> {
+    ) -> Result<Result<i64, Stale>> {
         let t = self.etcd.txn(&Txn {
             compare: vec![compare],
-            then: vec![TxnOp::Put {
-                key: key.to_vec(),
-                value: holder.as_bytes().to_vec(),
-                lease,
-            }],
+            then: vec![write],
             otherwise: vec![TxnOp::Get { key: key.to_vec() }],
         })?;
         if t.succeeded {
-            return Ok(Ok(Claim {
-                revision: t.revision,
-            }));
+            return Ok(Ok(t.revision));
         }
         Ok(Err(Stale {
             current: current_of(&t.responses, key),
         }))
+    }
+}
+
+fn holder_put(key: &[u8], holder: &str, lease: Option<i64>) -> TxnOp {
+    TxnOp::Put {
+        key: key.to_vec(),
+        value: holder.as_bytes().to_vec(),
+        lease,
     }
 }
 
@@ -177,7 +174,7 @@ fn taken(kv: KeyValue) -> Taken {
 /// A claim refused though the read in the same transaction found no key:
 /// cannot happen (both ran at one revision); reported as held by nobody at
 /// revision 0 rather than panicking on a server's word.
-fn vanished(_key: &[u8]) -> Taken {
+fn vanished() -> Taken {
     Taken {
         holder: String::new(),
         revision: 0,

@@ -179,3 +179,24 @@ fn failover_to_the_next_endpoint_and_unavailable() {
     ));
     assert!(Etcd::new(&[], HttpConfig::default()).is_err());
 }
+
+#[test]
+fn a_killed_server_ends_watches_and_is_reached_again_after_restart() {
+    let mut server = EtcdServer::start();
+    let mut etcd = server.client();
+    let rev = etcd.put(b"k", b"v", None).unwrap();
+    let mut watch = etcd.watch(b"k", None, rev + 1).unwrap();
+    watch.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    server.kill_and_restart();
+    // The watch's connection died with the server: an error, then the end.
+    assert!(matches!(watch.next(), Some(Err(Error::Io { .. }))));
+    assert!(watch.next().is_none());
+    // The kept-alive connection died too: the next calls connect again,
+    // and what etcd acknowledged before the kill is still there.
+    assert_eq!(etcd.get(b"k").unwrap().kv.unwrap().mod_revision, rev);
+    assert!(etcd.put(b"k", b"w", None).unwrap() > rev);
+    // A new watch from the old revision sees the write made since.
+    let mut watch = etcd.watch(b"k", None, rev + 1).unwrap();
+    watch.set_timeout(Some(Duration::from_secs(20))).unwrap();
+    assert_eq!(watch.next().unwrap().unwrap().kv.value, b"w");
+}

@@ -9,6 +9,8 @@
 
 mod chunked;
 pub(crate) mod conn;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
@@ -100,18 +102,32 @@ impl HttpClient {
         let mut last_connect = None;
         for attempt in 0..n {
             let at = (self.current + attempt) % n;
-            let conn = match self.conn.take() {
-                Some(c) if c.endpoint_index() == at && c.looks_open() => c,
-                _ => match Conn::connect(&self.endpoints[at], at, &self.config) {
-                    Ok(c) => c,
+            let kept = self
+                .conn
+                .take()
+                .filter(|c| c.endpoint_index() == at && c.looks_open());
+            let reused = kept.is_some();
+            let conn = match kept.map_or_else(|| self.connect(at), Ok) {
+                Ok(c) => c,
+                Err(e) => {
+                    last_connect = Some(e);
+                    continue;
+                }
+            };
+            self.current = at;
+            let mut result = self.exchange(conn, path, body, retry);
+            // A kept-alive connection the server closed after our check:
+            // an idempotent request goes once more on a fresh connection.
+            if reused && retry == Retry::Idempotent && matches!(result, Err(Error::Io { .. })) {
+                result = match self.connect(at) {
+                    Ok(conn) => self.exchange(conn, path, body, retry),
                     Err(e) => {
                         last_connect = Some(e);
                         continue;
                     }
-                },
-            };
-            self.current = at;
-            match self.exchange(conn, path, body, retry) {
+                };
+            }
+            match result {
                 Ok(answer) => return Ok(answer),
                 // An idempotent request whose connection broke: the next
                 // endpoint may serve it.
@@ -127,6 +143,10 @@ impl HttpClient {
             tried: n,
             last: last_connect.unwrap_or_else(|| std::io::Error::other("every endpoint failed")),
         })
+    }
+
+    fn connect(&self, at: usize) -> std::io::Result<Conn> {
+        Conn::connect(&self.endpoints[at], at, &self.config)
     }
 
     fn exchange(

@@ -128,14 +128,20 @@ impl Nats {
         }
         let block = headers::encode(headers)?;
         self.ensure_connected()?;
+        let max_payload = self.conn.as_ref().map_or(0, |c| c.max_payload);
+        if block.len() + payload.len() > max_payload {
+            return Err(Error::TooLarge {
+                what: "NATS message",
+                max: max_payload,
+            });
+        }
         self.next_token += 1;
         let reply = format!("{}.{}", self.inbox, self.next_token);
         let deadline = Instant::now() + self.config.request_timeout;
         let result = self.exchange(subject, &reply, &block, payload, deadline);
-        if matches!(
-            result,
-            Err(Error::Io { .. } | Error::Nats(_) | Error::Protocol { .. })
-        ) {
+        // After a timeout the connection is still in step (a late answer is
+        // dropped by its subject); after anything else it may not be.
+        if matches!(&result, Err(e) if !matches!(e, Error::Timeout { .. })) {
             self.conn = None;
         }
         let msg = result?;
@@ -160,12 +166,6 @@ impl Nats {
             endpoint: String::new(),
             source: io::ErrorKind::NotConnected.into(),
         })?;
-        if block.len() + payload.len() > conn.max_payload {
-            return Err(Error::TooLarge {
-                what: "NATS message",
-                max: conn.max_payload,
-            });
-        }
         let mut out = Vec::with_capacity(64 + block.len() + payload.len());
         proto::write_pub(&mut out, subject, Some(reply), block, payload);
         conn.write(&out)?;

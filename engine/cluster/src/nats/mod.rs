@@ -10,6 +10,8 @@ mod headers;
 mod jetstream;
 mod js_types;
 mod proto;
+#[cfg(test)]
+mod tests;
 
 pub use client::{Message, Nats, NatsConfig};
 pub use headers::Headers;

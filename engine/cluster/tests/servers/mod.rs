@@ -126,18 +126,32 @@ fn wait_ready(proc: &mut Process, what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// A single-member etcd cluster.
+/// A single-member etcd cluster, its data in a directory that outlives
+/// restarts of the process.
 pub struct EtcdServer {
     proc: Process,
+    ports: (u16, u16),
     /// `127.0.0.1:port` of the client (gateway) listener.
     pub addr: String,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl EtcdServer {
     pub fn start() -> Self {
         let dir = TempDir::new("etcd");
-        let (client, peer) = (free_port(), free_port());
+        let ports = (free_port(), free_port());
+        let proc = Self::spawn(&dir, ports);
+        let mut s = Self {
+            proc,
+            ports,
+            addr: format!("127.0.0.1:{}", ports.0),
+            dir,
+        };
+        s.wait();
+        s
+    }
+
+    fn spawn(dir: &TempDir, (client, peer): (u16, u16)) -> Process {
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new(binary("etcd"));
@@ -148,15 +162,20 @@ impl EtcdServer {
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=t={peer_url}"));
-        let mut proc = Process::spawn(&mut cmd, dir.path().join("etcd.log"));
-        let addr = format!("127.0.0.1:{client}");
-        let mut probe = Etcd::new(&[&addr], quick_http()).expect("client");
-        wait_ready(&mut proc, "etcd", || probe.get(b"ready?").is_ok());
-        Self {
-            proc,
-            addr,
-            _dir: dir,
-        }
+        Process::spawn(&mut cmd, dir.path().join("etcd.log"))
+    }
+
+    fn wait(&mut self) {
+        let mut probe = Etcd::new(&[&self.addr], quick_http()).expect("client");
+        wait_ready(&mut self.proc, "etcd", || probe.get(b"ready?").is_ok());
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same ports
+    /// with the same data directory.
+    pub fn kill_and_restart(&mut self) {
+        self.proc.kill();
+        self.proc = Self::spawn(&self.dir, self.ports);
+        self.wait();
     }
 
     /// A fresh client of this server.
