@@ -39,3 +39,18 @@ pub use error::{
 };
 pub use http::HttpConfig;
 pub use ownership::{Claim, Ownership, Released, Stale, Taken};
+
+#[cfg(test)]
+mod tests {
+    /// Worker threads own the clients: each must move to one.
+    #[test]
+    fn clients_move_between_threads() {
+        fn send<T: Send + 'static>() {}
+        send::<crate::etcd::Etcd>();
+        send::<crate::etcd::Watch>();
+        send::<crate::nats::JetStream>();
+        send::<crate::Error>();
+        fn sync<T: Sync>() {}
+        sync::<crate::Error>();
+    }
+}

@@ -117,7 +117,7 @@ fn lease_keepalive_revoke_and_expiry() {
     ));
     assert!(matches!(
         etcd.put(b"k", b"v", Some(12345)),
-        Err(Error::Etcd { .. })
+        Err(Error::LeaseNotFound(12345))
     ));
 
     // A short lease left alone: etcd deletes its key, and a watch sees it.

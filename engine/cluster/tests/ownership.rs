@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use dtp_cluster::etcd::EventKind;
-use dtp_cluster::{Ownership, Stale, Taken};
+use dtp_cluster::{Error, Ownership, Stale, Taken};
 use servers::EtcdServer;
 
 const KEY: &[u8] = b"/dtp/resource/cam-1";
@@ -152,6 +152,14 @@ fn lease_expiry_frees_a_claim_and_tokens_keep_rising() {
         tokens.windows(2).all(|w| w[0] < w[1]),
         "tokens must strictly increase: {tokens:?}"
     );
-    // The expired lease is gone for its holder too.
-    assert!(a.lease_keepalive_once(lease.id).is_err());
+    // The expired lease is gone for its holder too: it cannot claim on it.
+    assert!(matches!(
+        a.lease_keepalive_once(lease.id),
+        Err(Error::LeaseNotFound(_))
+    ));
+    let mut own = Ownership::new(&mut a);
+    assert!(matches!(
+        own.claim(b"/dtp/resource/other", "node-a", Some(lease.id)),
+        Err(Error::LeaseNotFound(id)) if id == lease.id
+    ));
 }

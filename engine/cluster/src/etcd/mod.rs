@@ -67,10 +67,10 @@ impl Etcd {
     }
 
     /// Writes `value` at `key`, attached to `lease` if given; returns the
-    /// revision of the write.
+    /// revision of the write. [`Error::LeaseNotFound`] if the lease is gone.
     pub fn put(&mut self, key: &[u8], value: &[u8], lease: Option<i64>) -> Result<i64> {
-        let (endpoint, body) =
-            self.call("/v3/kv/put", wire::put(key, value, lease), Retry::Once)?;
+        let answer = self.call("/v3/kv/put", wire::put(key, value, lease), Retry::Once);
+        let (endpoint, body) = answer.map_err(|e| lease_error(e, lease))?;
         Ok(wire::parse::<WPut>(&endpoint, &body)?.header.revision)
     }
 
@@ -83,7 +83,8 @@ impl Etcd {
         Ok((d.deleted, d.header.revision))
     }
 
-    /// Runs a transaction (see [`Txn`]).
+    /// Runs a transaction (see [`Txn`]). [`Error::LeaseNotFound`] if a put
+    /// of the branch that ran names a lease that is gone.
     pub fn txn(&mut self, txn: &Txn) -> Result<TxnResponse> {
         if txn.compare.iter().any(|c| c.key.is_empty()) {
             return Err(Error::InvalidRequest("a compare needs a key".into()));
@@ -93,7 +94,16 @@ impl Etcd {
             "success": txn.then.iter().map(wire::txn_op).collect::<Vec<_>>(),
             "failure": txn.otherwise.iter().map(wire::txn_op).collect::<Vec<_>>(),
         });
-        let (endpoint, body) = self.call("/v3/kv/txn", req, Retry::Once)?;
+        let leased = txn
+            .then
+            .iter()
+            .chain(&txn.otherwise)
+            .find_map(|op| match op {
+                TxnOp::Put { lease, .. } => *lease,
+                _ => None,
+            });
+        let answer = self.call("/v3/kv/txn", req, Retry::Once);
+        let (endpoint, body) = answer.map_err(|e| lease_error(e, leased))?;
         let t: WTxn = wire::parse(&endpoint, &body)?;
         let mut responses = Vec::with_capacity(t.responses.len());
         for r in t.responses {
@@ -205,5 +215,20 @@ impl Etcd {
             return Err(wire::error(&endpoint, answer.status, &answer.body));
         }
         Ok((endpoint, answer.body))
+    }
+}
+
+/// etcd's "lease not found" for a write naming `lease`, as
+/// [`Error::LeaseNotFound`].
+fn lease_error(e: Error, lease: Option<i64>) -> Error {
+    match (e, lease) {
+        (
+            Error::Etcd {
+                code: GRPC_NOT_FOUND,
+                ..
+            },
+            Some(lease),
+        ) => Error::LeaseNotFound(lease),
+        (e, _) => e,
     }
 }
