@@ -172,6 +172,9 @@ fn failover_to_the_next_endpoint_and_unavailable() {
     let mut etcd = Etcd::new(&[&dead, &server.addr], HttpConfig::default()).unwrap();
     etcd.put(b"k", b"v", None).unwrap();
     assert_eq!(etcd.get(b"k").unwrap().kv.unwrap().value, b"v");
+    // A watch finds the live endpoint too.
+    let mut watch = etcd.watch(b"k", None, 1).unwrap();
+    assert_eq!(watch.next().unwrap().unwrap().kv.value, b"v");
     let mut none = Etcd::new(&[&dead], HttpConfig::default()).unwrap();
     assert!(matches!(
         none.get(b"k"),

@@ -68,6 +68,13 @@ fn acks_are_contiguous_and_read_back_by_sequence() {
         js.stream_info("NOPE"),
         Err(Error::JetStream { code: 404, .. })
     ));
+    js.delete_stream("EV").unwrap();
+    let gone = js.stream_info("EV").unwrap_err();
+    assert!(
+        matches!(gone, Error::JetStream { code: 404, .. }),
+        "{gone:?}"
+    );
+    js.into_nats().close().unwrap();
 }
 
 #[test]

@@ -109,6 +109,22 @@ impl Nats {
         Ok(n)
     }
 
+    /// Closes the connection cleanly: UNSUB of the inbox, then a PING whose
+    /// PONG proves the server has taken it (bounded by the request
+    /// timeout). Dropping a `Nats` closes it too, just less politely.
+    pub fn close(mut self) -> Result<()> {
+        let Some(mut conn) = self.conn.take() else {
+            return Ok(());
+        };
+        conn.write(format!("UNSUB {INBOX_SID}\r\nPING\r\n").as_bytes())?;
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            if let ServerOp::Pong = conn.next_op(self.config.max_message, Some(deadline))? {
+                return Ok(());
+            }
+        }
+    }
+
     /// The server of the current connection, if connected.
     pub fn server(&self) -> Option<&str> {
         self.conn.as_ref().map(|c| c.server.as_str())

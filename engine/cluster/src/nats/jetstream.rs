@@ -77,6 +77,11 @@ impl JetStream {
         &mut self.nats
     }
 
+    /// The underlying connection, given back (to [`Nats::close`] it).
+    pub fn into_nats(self) -> Nats {
+        self.nats
+    }
+
     /// Creates the stream, or updates it to `config` if one of that name
     /// exists with another configuration; returns its info.
     pub fn ensure_stream(&mut self, config: &StreamConfig) -> Result<StreamInfo> {
