@@ -1,0 +1,257 @@
+//! Real etcd and nats-server processes for the integration tests: each on
+//! free loopback ports with a data directory of its own, killed and
+//! removed on drop. A missing binary fails the test with a message naming
+//! the install script; nothing is skipped.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test binary uses part of it"
+)]
+#![allow(clippy::expect_used, reason = "test helper: a failure fails the test")]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use dtp_cluster::HttpConfig;
+use dtp_cluster::etcd::Etcd;
+use dtp_cluster::nats::{JetStream, Nats, NatsConfig};
+
+/// How long a server may take to become ready.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// A directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "dtp-cluster-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create a temp dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The binary `name` from PATH or the sbin directories Debian installs
+/// servers into; fails the test if it is not installed.
+fn binary(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{name} is not installed: run `bash scripts/cluster-servers.sh install` first")
+        })
+}
+
+/// A loopback port nobody listens on now.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A spawned server process with its log; killed on drop.
+struct Process {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    fn spawn(cmd: &mut Command, log: PathBuf) -> Self {
+        let out = fs::File::create(&log).expect("create the server log");
+        let err = out.try_clone().expect("clone the log handle");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn the server");
+        Self { child, log }
+    }
+
+    /// Fails the test with the log's tail if the process has exited.
+    fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            let log = fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!("server exited ({status}):\n{}", tail.join("\n"));
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Calls `ready` until it is true, failing the test if `proc` dies or
+/// [`READY_WITHIN`] passes.
+fn wait_ready(proc: &mut Process, what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + READY_WITHIN;
+    while !ready() {
+        proc.check_alive();
+        assert!(
+            Instant::now() < deadline,
+            "{what} not ready within {READY_WITHIN:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A single-member etcd cluster, its data in a directory that outlives
+/// restarts of the process.
+pub struct EtcdServer {
+    proc: Process,
+    ports: (u16, u16),
+    /// `127.0.0.1:port` of the client (gateway) listener.
+    pub addr: String,
+    dir: TempDir,
+}
+
+impl EtcdServer {
+    pub fn start() -> Self {
+        let dir = TempDir::new("etcd");
+        let ports = (free_port(), free_port());
+        let proc = Self::spawn(&dir, ports);
+        let mut s = Self {
+            proc,
+            ports,
+            addr: format!("127.0.0.1:{}", ports.0),
+            dir,
+        };
+        s.wait();
+        s
+    }
+
+    fn spawn(dir: &TempDir, (client, peer): (u16, u16)) -> Process {
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let mut cmd = Command::new(binary("etcd"));
+        cmd.arg("--name=t")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=t={peer_url}"));
+        Process::spawn(&mut cmd, dir.path().join("etcd.log"))
+    }
+
+    fn wait(&mut self) {
+        let mut probe = Etcd::new(&[&self.addr], quick_http()).expect("client");
+        wait_ready(&mut self.proc, "etcd", || probe.get(b"ready?").is_ok());
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same ports
+    /// with the same data directory.
+    pub fn kill_and_restart(&mut self) {
+        self.proc.kill();
+        self.proc = Self::spawn(&self.dir, self.ports);
+        self.wait();
+    }
+
+    /// A fresh client of this server.
+    pub fn client(&self) -> Etcd {
+        Etcd::new(&[&self.addr], HttpConfig::default()).expect("etcd client")
+    }
+}
+
+fn quick_http() -> HttpConfig {
+    HttpConfig {
+        connect_timeout: Duration::from_millis(500),
+        io_timeout: Duration::from_secs(2),
+        ..HttpConfig::default()
+    }
+}
+
+/// A nats-server with JetStream, its store in a directory that outlives
+/// restarts of the process.
+pub struct NatsServer {
+    proc: Process,
+    port: u16,
+    /// `127.0.0.1:port`.
+    pub addr: String,
+    dir: TempDir,
+}
+
+impl NatsServer {
+    pub fn start() -> Self {
+        let dir = TempDir::new("nats");
+        let port = free_port();
+        let proc = Self::spawn(&dir, port);
+        let mut s = Self {
+            proc,
+            port,
+            addr: format!("127.0.0.1:{port}"),
+            dir,
+        };
+        s.wait();
+        s
+    }
+
+    fn spawn(dir: &TempDir, port: u16) -> Process {
+        let mut cmd = Command::new(binary("nats-server"));
+        cmd.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(dir.path().join("store"));
+        Process::spawn(&mut cmd, dir.path().join("nats.log"))
+    }
+
+    /// Waits until JetStream answers its account info.
+    fn wait(&mut self) {
+        let addr = self.addr.clone();
+        wait_ready(&mut self.proc, "nats-server", || {
+            Nats::connect(&[&addr], quick_nats())
+                .and_then(|mut n| n.request("$JS.API.INFO", &[], b""))
+                .is_ok_and(|m| !m.payload.windows(8).any(|w| w == b"\"error\":"))
+        });
+    }
+
+    /// Kills the server (SIGKILL: no clean shutdown) and starts it again on
+    /// the same port with the same store directory.
+    pub fn kill_and_restart(&mut self) {
+        self.proc.kill();
+        self.proc = Self::spawn(&self.dir, self.port);
+        self.wait();
+    }
+
+    /// A fresh JetStream client of this server.
+    pub fn jetstream(&self) -> JetStream {
+        JetStream::new(Nats::connect(&[&self.addr], NatsConfig::default()).expect("nats client"))
+    }
+}
+
+fn quick_nats() -> NatsConfig {
+    NatsConfig {
+        connect_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(2),
+        ..NatsConfig::default()
+    }
+}
