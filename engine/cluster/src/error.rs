@@ -88,6 +88,13 @@ pub enum Error {
     /// The server ended a watch stream.
     #[error("the etcd watch was cancelled by the server")]
     WatchCanceled,
+    /// Other writers kept winning a compare-and-swap for `attempts` tries
+    /// (nothing was written).
+    #[error("contention: {attempts} compare-and-swap attempts lost to other writers")]
+    Contention {
+        /// The attempts made.
+        attempts: u32,
+    },
     /// NATS sent `-ERR` (the connection is closed by the server after most).
     #[error("NATS server error: {0}")]
     Nats(String),

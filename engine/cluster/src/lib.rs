@@ -31,6 +31,7 @@ mod error;
 pub mod etcd;
 mod http;
 pub mod nats;
+pub mod occupancy;
 pub mod ownership;
 
 pub use error::{
@@ -38,6 +39,7 @@ pub use error::{
     MAX_SERVER_TEXT, Result,
 };
 pub use http::HttpConfig;
+pub use occupancy::{Busy, Entered, Occupancy, Occupant};
 pub use ownership::{Claim, Ownership, Released, Stale, Taken};
 
 #[cfg(test)]

@@ -125,6 +125,14 @@ pub enum TxnOp {
         /// The key.
         key: Vec<u8>,
     },
+    /// Read every key from `key` up to `range_end` (exclusive; see
+    /// [`prefix_end`]).
+    Range {
+        /// The first key.
+        key: Vec<u8>,
+        /// The end of the range, exclusive.
+        range_end: Vec<u8>,
+    },
 }
 
 /// A transaction: if every compare holds, the `then` branch runs, else
@@ -157,6 +165,16 @@ pub enum OpResponse {
         /// The keys found.
         kvs: Vec<KeyValue>,
     },
+}
+
+impl OpResponse {
+    /// The keys a read found (none for a put or a delete).
+    pub fn kvs(&self) -> &[KeyValue] {
+        match self {
+            Self::Get { kvs } => kvs,
+            Self::Put { .. } | Self::Delete { .. } => &[],
+        }
+    }
 }
 
 /// The answer to [`super::Etcd::txn`].

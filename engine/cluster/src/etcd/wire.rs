@@ -61,6 +61,9 @@ pub(crate) fn txn_op(op: &TxnOp) -> Value {
         TxnOp::Put { key, value, lease } => json!({ "request_put": put(key, value, *lease) }),
         TxnOp::Delete { key } => json!({ "request_delete_range": range(key, None) }),
         TxnOp::Get { key } => json!({ "request_range": range(key, None) }),
+        TxnOp::Range { key, range_end } => {
+            json!({ "request_range": range(key, Some(range_end)) })
+        }
     }
 }
 

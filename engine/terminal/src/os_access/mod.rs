@@ -77,6 +77,10 @@ pub enum OsError {
     /// successful revoke of the same grant, or an operator, clears it.
     #[error("OS access control outcome unknown: {0}")]
     Indeterminate(String),
+    /// SPEC TS-9 across gateways: another gateway of the cluster holds the
+    /// resource in a conflicting mode; nothing changed (E_RESOURCE_BUSY).
+    #[error("the resource is held on another gateway: {0}")]
+    Busy(String),
 }
 
 impl OsError {

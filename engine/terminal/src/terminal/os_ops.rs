@@ -267,7 +267,10 @@ impl<A: OsAccess> Terminal<A> {
             Err(e) => {
                 self.step(id, SessionEvent::InitFailed, now);
                 self.settle_ending(id, OsOperation::Grant, &Err(e.clone()), now);
-                let code = ErrorCode::E_OS_INTEGRATION_FAILED;
+                let code = match e {
+                    OsError::Busy(_) => ErrorCode::E_RESOURCE_BUSY,
+                    _ => ErrorCode::E_OS_INTEGRATION_FAILED,
+                };
                 match purpose {
                     Purpose::Auth { conn, request_id } => {
                         let message = e.to_string();
@@ -338,7 +341,7 @@ impl<A: OsAccess> Terminal<A> {
             Some(_) => match result {
                 // Its access is gone while it is active again: grant it back.
                 Ok(()) => self.start_op(Wait::Regrant { session: id }, grant, now),
-                Err(OsError::Failed(_)) => {}
+                Err(OsError::Failed(_) | OsError::Busy(_)) => {}
                 Err(e) => self.mark(&grant, OsOperation::Revoke, &e, now),
             },
             None => {}
@@ -361,7 +364,7 @@ impl<A: OsAccess> Terminal<A> {
                 Ok(()) => {}
                 // It cannot reach its resource any more: it ends, as when
                 // the OS reports a loss (TS-10); nothing is left to revoke.
-                Err(OsError::Failed(_)) => {
+                Err(OsError::Failed(_) | OsError::Busy(_)) => {
                     if self.step(
                         id,
                         SessionEvent::Terminate(TerminationReason::ResourceUnavailable),
@@ -416,8 +419,10 @@ impl<A: OsAccess> Terminal<A> {
         now: UnixMs,
     ) {
         let holds = match (op, result) {
-            (OsOperation::Grant, Ok(())) | (OsOperation::Revoke, Err(OsError::Failed(_))) => true,
-            (OsOperation::Grant, Err(OsError::Failed(_))) | (OsOperation::Revoke, Ok(())) => false,
+            (OsOperation::Grant, Ok(()))
+            | (OsOperation::Revoke, Err(OsError::Failed(_) | OsError::Busy(_))) => true,
+            (OsOperation::Grant, Err(OsError::Failed(_) | OsError::Busy(_)))
+            | (OsOperation::Revoke, Ok(())) => false,
             (_, Err(e)) => {
                 if let Some(grant) = self.sessions.get(&id).map(|s| s.grant()) {
                     self.mark(&grant, op, e, now);

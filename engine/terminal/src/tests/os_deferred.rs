@@ -182,6 +182,27 @@ fn a_failed_deferred_grant_refuses_the_request_and_leaves_nothing() {
     assert!(h.t.state_of("arm").unwrap().reconciliation.is_empty());
 }
 
+/// TS-9 across gateways: a grant refused because another gateway holds
+/// the resource is E_RESOURCE_BUSY, and leaves nothing to reconcile.
+#[test]
+fn a_grant_busy_on_another_gateway_is_resource_busy() {
+    let mut h = Harness::deferred();
+    let cred = h.cred("fay-a");
+    let req = h.auth_request("fay-a", "arm", Write, cred);
+    let id = req.request_id;
+    h.send(A, ControlMessage::AuthRequest(req));
+    let (op, _) = h.only_op();
+    let busy = Err(OsError::Busy("held on node-b".into()));
+    h.t.os_access_done(op, busy, h.now).unwrap();
+    let out = h.drain();
+    assert_eq!(
+        refused_code(auth_result(&out, A, id)),
+        ErrorCode::E_RESOURCE_BUSY
+    );
+    assert!(h.t.sessions().is_empty());
+    assert!(h.t.state_of("arm").unwrap().reconciliation.is_empty());
+}
+
 #[test]
 fn a_handover_waits_for_each_os_step_and_never_holds_the_resource_twice() {
     let (mut h, src) = held_deferred();

@@ -1,0 +1,297 @@
+//! SPEC TS-9, HO-4 across gateways: terminal occupancy shared through etcd
+//! (DESIGN §3, "State behind seams, for scale-out").
+//!
+//! [`ClusterAccess`] wraps the terminal's OS access control: every grant
+//! first enters the session into the cluster's occupancy table
+//! ([`dtp_cluster::Occupancy`]: one key per session on this node's lease,
+//! admissions serialised by a compare-and-swap on the resource's guard
+//! key), then runs the OS grant; every revoke runs the OS revoke, then
+//! leaves the table. A session another gateway's occupant excludes is
+//! refused with [`OsError::Busy`] (E_RESOURCE_BUSY), so a resource never has
+//! two exclusive controllers on any node; between a handover's T1 revoke on
+//! one node and its T4 grant on another, every node sees none. The
+//! admitting transaction's revision is the grant's fencing token, logged
+//! with the session and resource.
+//!
+//! It is a deferred access control: it runs on the OS workers (each
+//! worker's copy has its own etcd connection), never on the control
+//! thread. [`ClusterNode`] keeps this node's lease alive from its own
+//! thread; while it has none (etcd unreachable past the lease's life, or
+//! the lease expired) every grant fails closed — nothing is granted on a
+//! node whose occupants the others may no longer see.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use dtp_cluster::etcd::Etcd;
+use dtp_cluster::{Error, HttpConfig, Occupancy, Occupant};
+use dtp_terminal::{AccessGrant, OsAccess, OsError};
+
+/// Where and how this node joins the cluster (`[cluster]`).
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// This node's id (in the occupancy table and the logs).
+    pub node_id: String,
+    /// etcd endpoints (`http://HOST:PORT`).
+    pub etcd: Vec<String>,
+    /// The deployment's key prefix (every node of it uses the same).
+    pub prefix: String,
+    /// This node's lease's time to live: a node that dies loses its
+    /// occupants after it.
+    pub lease_ttl: Duration,
+    /// Connect and I/O timeouts of each etcd request.
+    pub http: HttpConfig,
+}
+
+/// What the lease keeper and the workers share.
+#[derive(Debug)]
+struct Shared {
+    settings: ClusterSettings,
+    /// The live lease's id; 0 while there is none.
+    lease: AtomicI64,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    /// Set once a lease was lost (its occupants freed by etcd).
+    lost: AtomicBool,
+}
+
+impl Shared {
+    fn client(&self) -> Result<Etcd, Error> {
+        let endpoints: Vec<&str> = self.settings.etcd.iter().map(String::as_str).collect();
+        Etcd::new(&endpoints, self.settings.http.clone())
+    }
+}
+
+/// This node's membership: its lease, kept alive by a thread of its own
+/// (a keepalive every third of the TTL); dropping it stops the thread and
+/// revokes the lease, freeing this node's occupants at once.
+#[derive(Debug)]
+pub struct ClusterNode {
+    shared: Arc<Shared>,
+    keeper: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClusterNode {
+    /// Joins: takes a lease (an unreachable etcd is an error: a node starts
+    /// only when it can take part) and starts its keeper.
+    pub fn start(settings: ClusterSettings) -> Result<Self, String> {
+        let ttl = i64::try_from(settings.lease_ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        let shared = Arc::new(Shared {
+            settings,
+            lease: AtomicI64::new(0),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            lost: AtomicBool::new(false),
+        });
+        let mut etcd = shared.client().map_err(|e| format!("cluster.etcd: {e}"))?;
+        let lease = etcd
+            .lease_grant(ttl)
+            .map_err(|e| format!("cluster.etcd: no lease: {e}"))?;
+        shared.lease.store(lease.id, Ordering::Release);
+        let s = shared.clone();
+        let keeper = std::thread::Builder::new()
+            .name("dtp-cluster-lease".into())
+            .spawn(move || keep(&s, etcd, ttl))
+            .map_err(|e| format!("cluster lease keeper: {e}"))?;
+        Ok(Self {
+            shared,
+            keeper: Some(keeper),
+        })
+    }
+
+    /// The access control `inner`, wrapped to take part in the cluster's
+    /// occupancy table.
+    pub fn access<A: OsAccess>(&self, inner: A) -> ClusterAccess<A> {
+        ClusterAccess {
+            inner,
+            shared: self.shared.clone(),
+            etcd: None,
+        }
+    }
+
+    /// The live lease, if any.
+    pub fn lease(&self) -> Option<i64> {
+        Some(self.shared.lease.load(Ordering::Acquire)).filter(|&l| l != 0)
+    }
+
+    /// Whether a lease of this node was ever lost.
+    pub fn lost_a_lease(&self) -> bool {
+        self.shared.lost.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for ClusterNode {
+    fn drop(&mut self) {
+        if let Ok(mut stop) = self.shared.stop.lock() {
+            *stop = true;
+        }
+        self.shared.wake.notify_all();
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+    }
+}
+
+/// The keeper: refreshes the lease every third of its TTL; a lease etcd
+/// no longer knows is replaced by a new one (the old one's occupants are
+/// gone), and with no successful refresh for a whole TTL the node holds no
+/// lease (grants fail closed) until it gets one again. On stop, revokes it.
+fn keep(shared: &Shared, mut etcd: Etcd, ttl: i64) {
+    let period = Duration::from_secs(u64::try_from(ttl).unwrap_or(1).max(1)) / 3;
+    let mut last_ok = Instant::now();
+    loop {
+        {
+            let Ok(stop) = shared.stop.lock() else { return };
+            let Ok((stop, _)) = shared.wake.wait_timeout_while(stop, period, |s| !*s) else {
+                return;
+            };
+            if *stop {
+                break;
+            }
+        }
+        let lease = shared.lease.load(Ordering::Acquire);
+        let refreshed = if lease == 0 {
+            etcd.lease_grant(ttl).map(|l| l.id)
+        } else {
+            etcd.lease_keepalive_once(lease).map(|_| lease)
+        };
+        match refreshed {
+            Ok(id) => {
+                last_ok = Instant::now();
+                shared.lease.store(id, Ordering::Release);
+            }
+            Err(Error::LeaseNotFound(_)) => {
+                tracing::error!(
+                    node = %shared.settings.node_id,
+                    "the cluster lease expired: this node's occupants were freed; grants wait for a new lease"
+                );
+                shared.lost.store(true, Ordering::Release);
+                shared.lease.store(0, Ordering::Release);
+            }
+            Err(e) => {
+                if last_ok.elapsed() >= period * 3 && lease != 0 {
+                    tracing::error!(node = %shared.settings.node_id, error = %e, "etcd unreachable for a whole lease: grants fail closed");
+                    shared.lost.store(true, Ordering::Release);
+                    shared.lease.store(0, Ordering::Release);
+                }
+            }
+        }
+    }
+    let lease = shared.lease.swap(0, Ordering::AcqRel);
+    if lease != 0 {
+        let _ = etcd.lease_revoke(lease);
+    }
+}
+
+/// An [`OsAccess`] that takes part in the cluster's occupancy table (see
+/// the module doc). Each clone (one per OS worker) opens its own etcd
+/// connection on first use.
+#[derive(Debug)]
+pub struct ClusterAccess<A> {
+    inner: A,
+    shared: Arc<Shared>,
+    etcd: Option<Etcd>,
+}
+
+impl<A: Clone> Clone for ClusterAccess<A> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+            etcd: None,
+        }
+    }
+}
+
+impl<A> ClusterAccess<A> {
+    fn etcd(&mut self) -> Result<&mut Etcd, OsError> {
+        if self.etcd.is_none() {
+            let etcd = self
+                .shared
+                .client()
+                .map_err(|e| OsError::Failed(format!("etcd: {e}")))?;
+            self.etcd = Some(etcd);
+        }
+        self.etcd
+            .as_mut()
+            .ok_or_else(|| OsError::Failed("etcd: no client".into()))
+    }
+}
+
+/// An etcd failure as the terminal's OS error: a write that may have been
+/// applied is indeterminate (TS-4), anything else changed nothing.
+fn os_error(e: Error) -> OsError {
+    match e {
+        Error::OutcomeUnknown { .. } | Error::Timeout { .. } => {
+            OsError::Indeterminate(format!("etcd: {e}"))
+        }
+        e => OsError::Failed(format!("etcd: {e}")),
+    }
+}
+
+impl<A: OsAccess> OsAccess for ClusterAccess<A> {
+    fn grant(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+        let lease = self.shared.lease.load(Ordering::Acquire);
+        if lease == 0 {
+            return Err(OsError::Failed(
+                "this gateway holds no cluster lease (etcd unreachable)".into(),
+            ));
+        }
+        let who = Occupant {
+            node: self.shared.settings.node_id.clone(),
+            holder: grant.holder.to_string(),
+            exclusive: dtp_terminal::occupancy::is_exclusive(grant.access_mode),
+        };
+        let session = grant.session_id.to_string();
+        let shared = self.shared.clone();
+        let prefix = &shared.settings.prefix;
+        let etcd = self.etcd()?;
+        let entered = Occupancy::new(etcd, prefix)
+            .enter(&grant.resource_id, &session, &who, Some(lease))
+            .map_err(os_error)?;
+        let entered = entered.map_err(|busy| {
+            let nodes: Vec<&str> = busy
+                .occupants
+                .iter()
+                .map(|(_, o)| o.node.as_str())
+                .collect();
+            OsError::Busy(format!("held on {}", nodes.join(", ")))
+        })?;
+        tracing::info!(
+            session = %session,
+            resource = %grant.resource_id,
+            fencing = entered.revision,
+            "cluster grant"
+        );
+        if let Err(e) = self.inner.grant(grant) {
+            if let Ok(etcd) = self.etcd() {
+                let _ = Occupancy::new(etcd, prefix).leave(&grant.resource_id, &session);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+        self.inner.revoke(grant)?;
+        let session = grant.session_id.to_string();
+        let shared = self.shared.clone();
+        let etcd = self.etcd()?;
+        let left =
+            Occupancy::new(etcd, &shared.settings.prefix).leave(&grant.resource_id, &session);
+        match left {
+            Ok(revision) => {
+                tracing::info!(session = %session, resource = %grant.resource_id, fencing = revision, "cluster revoke");
+                Ok(())
+            }
+            // The OS side is revoked; the entry stays until a later revoke
+            // or the lease's end: reconcile (TS-4).
+            Err(e) => Err(OsError::Indeterminate(format!("etcd: {e}"))),
+        }
+    }
+
+    fn deferred(&self) -> bool {
+        true
+    }
+}
