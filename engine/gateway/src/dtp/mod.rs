@@ -11,6 +11,7 @@ mod gateway;
 mod refused;
 mod responder;
 mod store_dir;
+mod store_etcd;
 
 #[cfg(test)]
 mod tests;
@@ -21,3 +22,4 @@ pub use dtp_endpoint::*;
 pub use gateway::{DtpApp, DtpGateway, GatewayConn};
 pub use refused::{CapRefusals, cap_refusals};
 pub use store_dir::{DirSessionStore, DirStoreError, StoreLimits, WallClock};
+pub use store_etcd::{EtcdSessionStore, MAX_RECORD};

@@ -75,7 +75,7 @@
 //! (see `persist`), never key material: keep the directory private (files
 //! are created with mode 0600).
 
-mod file;
+pub(crate) mod file;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -270,10 +270,7 @@ impl DirSessionStore {
             return Err(refuse(ParkError::TooLarge { len, max }, session));
         }
         let written = unix_ms((self.clock)());
-        let deadline = session.expires_at().map_or(NO_DEADLINE, |at| {
-            let left = at.saturating_duration_since(now).as_millis();
-            written.saturating_add(u64::try_from(left).unwrap_or(u64::MAX))
-        });
+        let deadline = wall_deadline(&session, now, written);
         let id = session.session_id();
         // Room is reserved in the index first; the file IO runs unlocked.
         let mut index = self.lock();
@@ -336,24 +333,8 @@ impl DirSessionStore {
             Err(ReadFailure::TooLarge(error)) => return Err(corrupt(error)),
             Err(ReadFailure::Io(source)) => return Err(io_err("read", &path)(source)),
         };
-        let (written, deadline) = file::parse_header(&data).map_err(corrupt)?;
         let wall = unix_ms((self.clock)());
-        if deadline != NO_DEADLINE && deadline <= wall {
-            return Ok(None);
-        }
-        let elapsed = Duration::from_millis(wall.saturating_sub(written));
-        let session =
-            SuspendedSession::decode(&data[HEADER_LEN..], &self.limits.endpoint, now, elapsed)
-                .map_err(corrupt)?;
-        if session.session_id() != session_id {
-            let error = PersistError::Inconsistent("the file holds another session");
-            return Err(corrupt(error));
-        }
-        if session.is_expired(now) {
-            session.expire();
-            return Ok(None);
-        }
-        Ok(Some(session))
+        decode_record(&data, (session_id, &self.limits), now, wall).map_err(corrupt)
     }
 
     /// SPEC SES-2: removes every session whose wall-clock deadline passed;
@@ -392,6 +373,45 @@ impl SuspendedSessions for DirSessionStore {
     fn expire(&self, _now: Instant) -> usize {
         self.expire_due()
     }
+}
+
+/// The wall-clock deadline (ms since the Unix epoch) of `session`, stored
+/// at wall time `written` while the caller's clock reads `now`
+/// ([`NO_DEADLINE`] when it has none).
+pub(super) fn wall_deadline(session: &SuspendedSession, now: Instant, written: u64) -> u64 {
+    session.expires_at().map_or(NO_DEADLINE, |at| {
+        let left = at.saturating_duration_since(now).as_millis();
+        written.saturating_add(u64::try_from(left).unwrap_or(u64::MAX))
+    })
+}
+
+/// A stored record (the header of [`file::encode`], then the session) as
+/// the session `session_id` again, on the caller's clock `now` at wall time
+/// `wall`: `None` when its deadline passed; an error when it does not
+/// decode under `limits` or holds another session.
+pub(super) fn decode_record(
+    data: &[u8],
+    (session_id, limits): (SessionId, &StoreLimits),
+    now: Instant,
+    wall: u64,
+) -> Result<Option<SuspendedSession>, PersistError> {
+    let (written, deadline) = file::parse_header(data)?;
+    if deadline != NO_DEADLINE && deadline <= wall {
+        return Ok(None);
+    }
+    let elapsed = Duration::from_millis(wall.saturating_sub(written));
+    let body = data.get(HEADER_LEN..).unwrap_or_default();
+    let session = SuspendedSession::decode(body, &limits.endpoint, now, elapsed)?;
+    if session.session_id() != session_id {
+        return Err(PersistError::Inconsistent(
+            "the record holds another session",
+        ));
+    }
+    if session.is_expired(now) {
+        session.expire();
+        return Ok(None);
+    }
+    Ok(Some(session))
 }
 
 /// Removes from the index and returns every id whose deadline is at or

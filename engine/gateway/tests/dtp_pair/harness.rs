@@ -213,6 +213,9 @@ pub(crate) struct Pair {
     /// SPEC SES-2: when set, the terminal parks suspended sessions here
     /// instead of `registry` (a durable store a test may reopen).
     pub(crate) store: Option<Arc<DirSessionStore>>,
+    /// SPEC SES-3 across gateways: when set (and `store` is not), the
+    /// terminal parks and takes here — a store several gateways share.
+    pub(crate) shared: Option<Arc<dyn SuspendedSessions>>,
     pub(crate) fay_suspended: Option<SuspendedSession>,
     /// Every sealed frame the terminal sent (for replay tests).
     pub(crate) term_frames: Vec<BytesMut>,
@@ -247,6 +250,7 @@ impl Pair {
             term: End::new(term),
             registry: SessionRegistry::new(16),
             store: None,
+            shared: None,
             fay_suspended: None,
             term_frames: Vec::new(),
             auto_resume: true,
@@ -304,9 +308,10 @@ impl Pair {
             .events
             .retain(|e| !matches!(e, DtpEvent::ResumeRequested { .. }));
         for id in requested {
-            let taken = match &self.store {
-                Some(store) => store.take(id, self.now),
-                None => self.registry.take(id, self.now),
+            let taken = match (&self.store, &self.shared) {
+                (Some(store), _) => store.take(id, self.now),
+                (None, Some(shared)) => shared.take(id, self.now),
+                (None, None) => self.registry.take(id, self.now),
             };
             match taken {
                 Some(s) => {
@@ -322,9 +327,10 @@ impl Pair {
 
     /// The terminal's driver: keep a suspended session (SES-2).
     pub(crate) fn park(&mut self, session: SuspendedSession) {
-        match &self.store {
-            Some(store) => store.park(session, self.now).unwrap(),
-            None => self.registry.insert(session, self.now).unwrap(),
+        match (&self.store, &self.shared) {
+            (Some(store), _) => store.park(session, self.now).unwrap(),
+            (None, Some(shared)) => shared.park(session, self.now).unwrap(),
+            (None, None) => self.registry.insert(session, self.now).unwrap(),
         }
     }
 

@@ -14,7 +14,7 @@ use super::DirStoreError;
 const MAGIC: [u8; 4] = *b"DTPD";
 const VERSION: u16 = 1;
 /// Magic, version, written at, deadline.
-pub(super) const HEADER_LEN: usize = 4 + 2 + 8 + 8;
+pub(crate) const HEADER_LEN: usize = 4 + 2 + 8 + 8;
 /// The deadline of a session that never expires.
 pub(super) const NO_DEADLINE: u64 = u64::MAX;
 
@@ -25,13 +25,13 @@ pub(super) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) ->
 }
 
 /// Milliseconds since the Unix epoch (0 before it).
-pub(super) fn unix_ms(t: SystemTime) -> u64 {
+pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A file's bytes: the header, then `session`.
-pub(super) fn encode(written: u64, deadline: u64, session: &[u8]) -> Vec<u8> {
+pub(crate) fn encode(written: u64, deadline: u64, session: &[u8]) -> Vec<u8> {
     let mut file = Vec::with_capacity(HEADER_LEN + session.len());
     file.extend_from_slice(&MAGIC);
     file.extend_from_slice(&VERSION.to_be_bytes());
