@@ -64,8 +64,10 @@ fn a_session_on_one_node_excludes_a_conflicting_one_on_another() {
 
     // HO-4 across nodes: the source's revoke on A, then the target's grant
     // on B.
+    let first = on_a.fencing().expect("a grant's fencing token");
     on_a.revoke(&held).unwrap();
     on_b.grant(&wanted).unwrap();
+    assert!(on_b.fencing().unwrap() > first, "tokens rise across nodes");
     assert!(matches!(on_a.grant(&held), Err(OsError::Busy(m)) if m.contains("node-b")));
 }
 

@@ -75,6 +75,11 @@ pub struct SessionAudit {
     pub created_at: UnixMs,
     /// When it reached terminated, Unix ms.
     pub terminated_at: UnixMs,
+    /// The fencing token of its grant, when the OS access control issues
+    /// one ([`crate::OsAccess::fencing`]: across gateways, the etcd
+    /// revision that admitted it). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fencing: Option<u64>,
 }
 
 /// SPEC HO-10: a handover's full record.
@@ -167,6 +172,7 @@ mod tests {
             reason: TerminationReason::LivenessTimeout,
             created_at: UnixMs(5),
             terminated_at: UnixMs(9),
+            fencing: None,
         });
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["record"], "session_terminated");

@@ -107,6 +107,7 @@ impl ClusterNode {
             inner,
             shared: self.shared.clone(),
             etcd: None,
+            fencing: None,
         }
     }
 
@@ -192,6 +193,8 @@ pub struct ClusterAccess<A> {
     inner: A,
     shared: Arc<Shared>,
     etcd: Option<Etcd>,
+    /// The last successful grant's fencing token.
+    fencing: Option<u64>,
 }
 
 impl<A: Clone> Clone for ClusterAccess<A> {
@@ -200,6 +203,7 @@ impl<A: Clone> Clone for ClusterAccess<A> {
             inner: self.inner.clone(),
             shared: self.shared.clone(),
             etcd: None,
+            fencing: None,
         }
     }
 }
@@ -232,6 +236,7 @@ fn os_error(e: Error) -> OsError {
 
 impl<A: OsAccess> OsAccess for ClusterAccess<A> {
     fn grant(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+        self.fencing = None;
         let lease = self.shared.lease.load(Ordering::Acquire);
         if lease == 0 {
             return Err(OsError::Failed(
@@ -270,6 +275,7 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
             }
             return Err(e);
         }
+        self.fencing = u64::try_from(entered.revision).ok();
         Ok(())
     }
 
@@ -293,5 +299,9 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
 
     fn deferred(&self) -> bool {
         true
+    }
+
+    fn fencing(&self) -> Option<u64> {
+        self.fencing
     }
 }

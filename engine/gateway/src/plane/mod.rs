@@ -385,7 +385,7 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
             if let Err(e) = &done.result {
                 tracing::info!(op = done.op.0, error = %e, "OS access operation failed");
             }
-            if let Err(e) = self.terminal.os_access_done(done.op, done.result, now) {
+            if let Err(e) = self.terminal.os_access_fenced(done.op, done.result, now) {
                 tracing::warn!(op = done.op.0, error = %e, "OS operation answer refused");
             }
             self.pump(now, out);

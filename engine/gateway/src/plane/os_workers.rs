@@ -35,8 +35,9 @@ struct Job {
 pub(crate) struct Done {
     /// The terminal's id for it.
     pub(crate) op: OsOpId,
-    /// What the access control said.
-    pub(crate) result: Result<(), OsError>,
+    /// What the access control said, with a successful grant's fencing
+    /// token when it issues one ([`OsAccess::fencing`]).
+    pub(crate) result: Result<Option<u64>, OsError>,
 }
 
 /// The pool.
@@ -53,7 +54,10 @@ impl OsPool {
         let workers = workers.max(1);
         let run = |access: &mut A, job: Job| Done {
             op: job.op,
-            result: job.operation.run(access, &job.grant),
+            result: job
+                .operation
+                .run(access, &job.grant)
+                .map(|()| access.fencing()),
         };
         let state = |_| access.clone();
         Pool::start("dtp-os", workers, workers + OS_QUEUE, waker, state, run).map(OsPool)

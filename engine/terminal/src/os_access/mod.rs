@@ -148,6 +148,15 @@ pub trait OsAccess {
     fn deferred(&self) -> bool {
         false
     }
+
+    /// The fencing token of this access control's last successful grant,
+    /// if it issues them (SPEC HO-4 across gateways: the etcd revision that
+    /// admitted the session, strictly increasing per resource). The
+    /// terminal keeps it with the session and writes it to the session's
+    /// audit record. None by default.
+    fn fencing(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// An [`OsAccess`] that always succeeds and does nothing: for terminals whose

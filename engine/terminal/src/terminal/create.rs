@@ -230,6 +230,7 @@ impl<A: OsAccess> Terminal<A> {
             state: SessionState::Creating,
             binding: spec.binding,
             created_at: now,
+            fencing: None,
             last_heartbeat_at: now,
             max_seq: None,
             reason: None,
@@ -316,6 +317,7 @@ impl<A: OsAccess> Terminal<A> {
                     reason,
                     created_at: rec.created_at,
                     terminated_at: now,
+                    fencing: rec.fencing,
                 },
             )));
         self.attempts.retain(|(source, _), _| *source != id);

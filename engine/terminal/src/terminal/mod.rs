@@ -115,6 +115,8 @@ pub(crate) struct SessionRecord {
     pub(crate) state: SessionState,
     pub(crate) binding: Binding,
     pub(crate) created_at: UnixMs,
+    /// The fencing token of its grant, if the access control issued one.
+    pub(crate) fencing: Option<u64>,
     pub(crate) last_heartbeat_at: UnixMs,
     /// SPEC LIV-3: the highest sequence number seen.
     pub(crate) max_seq: Option<u64>,

@@ -115,6 +115,17 @@ impl<A: OsAccess> Terminal<A> {
         result: Result<(), OsError>,
         now: UnixMs,
     ) -> Result<(), UnknownOsOp> {
+        self.os_access_fenced(op, result.map(|()| None), now)
+    }
+
+    /// As [`Terminal::os_access_done`], with a successful grant's fencing
+    /// token (the worker's [`OsAccess::fencing`] after it).
+    pub fn os_access_fenced(
+        &mut self,
+        op: OsOpId,
+        result: Result<Option<u64>, OsError>,
+        now: UnixMs,
+    ) -> Result<(), UnknownOsOp> {
         self.begin(now);
         let found = self.ops.remove(&op);
         if let Some(p) = &found {
@@ -138,6 +149,7 @@ impl<A: OsAccess> Terminal<A> {
         let operation = operation_of(&wait);
         if !self.access.deferred() {
             let result = operation.run(&mut self.access, &grant);
+            let result = result.map(|()| self.access.fencing());
             return self.complete(wait, grant, result, now);
         }
         let op = OsOpId(self.next_op);
@@ -209,15 +221,23 @@ impl<A: OsAccess> Terminal<A> {
         self.finish_failed(ev, ErrorCode::E_HANDOVER_TIMEOUT, reason, m, now);
     }
 
-    /// Applies one answer.
+    /// Applies one answer (a grant's with its fencing token, if any).
     fn complete(
         &mut self,
         wait: Wait,
         grant: AccessGrant,
-        result: Result<(), OsError>,
+        result: Result<Option<u64>, OsError>,
         now: UnixMs,
     ) {
         let resource = grant.resource_id.clone();
+        let fencing = result.as_ref().ok().copied().flatten();
+        let result = result.map(|_| ());
+        if let (Some(token), Wait::Create { session, .. } | Wait::Regrant { session }) =
+            (fencing, &wait)
+            && let Some(rec) = self.sessions.get_mut(session)
+        {
+            rec.fencing = Some(token);
+        }
         match wait {
             Wait::Create { session, purpose } => self.created(session, purpose, result, now),
             Wait::Terminate { session } => self.revoked(session, &grant, result, now),

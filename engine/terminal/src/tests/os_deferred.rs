@@ -182,6 +182,31 @@ fn a_failed_deferred_grant_refuses_the_request_and_leaves_nothing() {
     assert!(h.t.state_of("arm").unwrap().reconciliation.is_empty());
 }
 
+/// HO-4 across gateways: a grant's fencing token, handed back with its
+/// answer, is kept with the session and written to its audit record.
+#[test]
+fn a_grants_fencing_token_reaches_the_sessions_audit_record() {
+    let mut h = Harness::deferred();
+    let cred = h.cred("fay-a");
+    let req = h.auth_request("fay-a", "arm", Write, cred);
+    let first = req.request_id;
+    h.send(A, ControlMessage::AuthRequest(req));
+    let (op, _) = h.only_op();
+    let grant = h.t.pending_os_ops()[0].2.clone();
+    OsOperation::Grant.run(h.t.access_mut(), &grant).unwrap();
+    h.t.os_access_fenced(op, Ok(Some(42)), h.now).unwrap();
+    let out = h.drain();
+    let id = granted_session(&out, A, first);
+    h.release(A, id);
+    let (op, _) = h.only_op();
+    let out = h.answer(op);
+    assert!(
+        matches!(out.last(), Some(Output::Audit(crate::AuditRecord::SessionTerminated(a)))
+        if a.session_id == id && a.fencing == Some(42)),
+        "{out:?}"
+    );
+}
+
 /// TS-9 across gateways: a grant refused because another gateway holds
 /// the resource is E_RESOURCE_BUSY, and leaves nothing to reconcile.
 #[test]
