@@ -4,6 +4,7 @@
 //! credential tools (`cred`).
 #![forbid(unsafe_code)]
 
+mod audit_cmd;
 mod bench;
 mod cli_error;
 mod config;
@@ -203,6 +204,11 @@ enum Command {
     /// refused (`error: <CODE> <message>`, e.g. E_SESSION_NOT_FOUND); 1
     /// when the admin port cannot be reached or fails.
     Ctl(ctl::CtlArgs),
+    /// Read gateways' audit logs: `dtp audit check FILE...` finds two
+    /// sessions that controlled one resource at once (SPEC HO-4, also
+    /// across gateways: by time and by fencing token).
+    #[command(subcommand)]
+    Audit(audit_cmd::AuditCommand),
     /// Simulate the terminal control plane deterministically and check its
     /// invariants after every input.
     ///
@@ -622,6 +628,11 @@ fn main() -> ExitCode {
         Command::Frame(FrameCommand::Sample) => frame_cmd::sample(),
         Command::Cred(c) => cred_cmd::run(c),
         Command::Ctl(c) => ctl::run(c),
+        Command::Audit(c) => match audit_cmd::run(c) {
+            // Violations: printed; exit status 1.
+            Ok(false) => return ExitCode::from(1),
+            other => other.map(|_| ()),
+        },
         Command::Sim(a) => match run_sim(a) {
             // Violations: the report said so; exit status 1.
             Ok(false) => return ExitCode::from(1),

@@ -87,6 +87,7 @@
 mod config;
 mod envelope;
 mod error;
+pub mod history;
 mod reader;
 mod tail;
 

@@ -80,6 +80,10 @@ pub struct SessionAudit {
     /// revision that admitted it). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fencing: Option<u64>,
+    /// When it last stopped being active (SPEC HO-4: its controlling span
+    /// is `created_at` to this), Unix ms; absent when it never was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_until: Option<UnixMs>,
 }
 
 /// SPEC HO-10: a handover's full record.
@@ -173,6 +177,7 @@ mod tests {
             created_at: UnixMs(5),
             terminated_at: UnixMs(9),
             fencing: None,
+            active_until: Some(UnixMs(8)),
         });
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["record"], "session_terminated");

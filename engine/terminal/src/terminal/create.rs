@@ -231,6 +231,7 @@ impl<A: OsAccess> Terminal<A> {
             binding: spec.binding,
             created_at: now,
             fencing: None,
+            active_until: None,
             last_heartbeat_at: now,
             max_seq: None,
             reason: None,
@@ -318,6 +319,7 @@ impl<A: OsAccess> Terminal<A> {
                     created_at: rec.created_at,
                     terminated_at: now,
                     fencing: rec.fencing,
+                    active_until: rec.active_until,
                 },
             )));
         self.attempts.retain(|(source, _), _| *source != id);

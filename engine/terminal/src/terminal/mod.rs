@@ -117,6 +117,8 @@ pub(crate) struct SessionRecord {
     pub(crate) created_at: UnixMs,
     /// The fencing token of its grant, if the access control issued one.
     pub(crate) fencing: Option<u64>,
+    /// When it last left the active state, if it was ever active.
+    pub(crate) active_until: Option<UnixMs>,
     pub(crate) last_heartbeat_at: UnixMs,
     /// SPEC LIV-3: the highest sequence number seen.
     pub(crate) max_seq: Option<u64>,
@@ -404,6 +406,9 @@ impl<A: OsAccess> Terminal<A> {
             }
         };
         rec.state = to;
+        if from == SessionState::Active && to != SessionState::Active {
+            rec.active_until = Some(now);
+        }
         match event {
             SessionEvent::Terminate(r) => rec.reason = Some(r),
             SessionEvent::HandoverSucceeded | SessionEvent::HandoverTimedOut => {
