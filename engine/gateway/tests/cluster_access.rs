@@ -14,7 +14,8 @@
 mod servers;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use dtp_cluster::HttpConfig;
 use dtp_codec::{AccessMode, SessionId};
@@ -23,12 +24,20 @@ use dtp_terminal::{AccessGrant, OsAccess, OsError, ScriptedAccess};
 use servers::EtcdServer;
 
 fn node(server: &EtcdServer, id: &str) -> ClusterNode {
+    node_with_ttl(server, id, Duration::from_secs(5))
+}
+
+fn node_with_ttl(server: &EtcdServer, id: &str, lease_ttl: Duration) -> ClusterNode {
     ClusterNode::start(ClusterSettings {
         node_id: id.into(),
         etcd: vec![format!("http://{}", server.addr)],
         prefix: "dtp/test".into(),
-        lease_ttl: Duration::from_secs(5),
-        http: HttpConfig::default(),
+        lease_ttl,
+        http: HttpConfig {
+            connect_timeout: Duration::from_millis(300),
+            io_timeout: Duration::from_millis(500),
+            ..HttpConfig::default()
+        },
     })
     .unwrap()
 }
@@ -127,4 +136,44 @@ fn an_unreachable_etcd_at_start_is_a_one_line_error() {
         err.starts_with("cluster.etcd: ") && !err.contains('\n'),
         "{err}"
     );
+}
+
+/// A node cut off from etcd gives its grants up by itself, within two
+/// thirds of its lease (before etcd could free its resources for another
+/// gateway): it may hold nothing, its plane is woken to end its sessions,
+/// and its grants fail; once etcd is back, it takes a new lease.
+#[test]
+fn a_node_cut_off_from_etcd_fences_itself_before_its_lease_can_expire() {
+    let mut server = EtcdServer::start();
+    let ttl = Duration::from_secs(3);
+    let a = node_with_ttl(&server, "node-a", ttl);
+    let mut on_a = a.access(ScriptedAccess::new());
+    let woken = Arc::new(AtomicUsize::new(0));
+    let w = woken.clone();
+    on_a.attach_wake(Arc::new(move || {
+        w.fetch_add(1, Ordering::Relaxed);
+    }));
+    on_a.grant(&grant("term", AccessMode::Write, "fay-a"))
+        .unwrap();
+    assert!(on_a.may_hold());
+    let cut = Instant::now();
+    server.kill();
+    while on_a.may_hold() {
+        assert!(cut.elapsed() < ttl, "not fenced within the lease");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(woken.load(Ordering::Relaxed) >= 1, "the plane was woken");
+    assert!(a.lost_a_lease());
+    assert!(matches!(
+        on_a.grant(&grant("other", AccessMode::Write, "fay-a")),
+        Err(OsError::Failed(_))
+    ));
+    server.restart();
+    let back = Instant::now();
+    while !on_a.may_hold() {
+        assert!(back.elapsed() < Duration::from_secs(20), "no new lease");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    on_a.grant(&grant("other", AccessMode::Write, "fay-a"))
+        .unwrap();
 }

@@ -174,6 +174,16 @@ impl EtcdServer {
     /// with the same data directory.
     pub fn kill_and_restart(&mut self) {
         self.proc.kill();
+        self.restart();
+    }
+
+    /// Kills the server (SIGKILL): its clients see a partition.
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Starts a killed server again on the same ports and data.
+    pub fn restart(&mut self) {
         self.proc = Self::spawn(&self.dir, self.ports);
         self.wait();
     }

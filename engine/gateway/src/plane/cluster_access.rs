@@ -45,7 +45,6 @@ pub struct ClusterSettings {
 }
 
 /// What the lease keeper and the workers share.
-#[derive(Debug)]
 struct Shared {
     settings: ClusterSettings,
     /// The live lease's id; 0 while there is none.
@@ -54,9 +53,31 @@ struct Shared {
     wake: Condvar,
     /// Set once a lease was lost (its occupants freed by etcd).
     lost: AtomicBool,
+    /// Wakes the plane (set by [`OsAccess::attach_wake`]).
+    plane: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("settings", &self.settings)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
+    /// Gives the lease up locally: no grant until a new one, and the plane
+    /// is woken to end every session.
+    fn fence(&self) {
+        self.lost.store(true, Ordering::Release);
+        self.lease.store(0, Ordering::Release);
+        let wake = self.plane.lock().ok().and_then(|w| w.clone());
+        if let Some(wake) = wake {
+            wake();
+        }
+    }
+
     fn client(&self) -> Result<Etcd, Error> {
         let endpoints: Vec<&str> = self.settings.etcd.iter().map(String::as_str).collect();
         Etcd::new(&endpoints, self.settings.http.clone())
@@ -83,6 +104,7 @@ impl ClusterNode {
             stop: Mutex::new(false),
             wake: Condvar::new(),
             lost: AtomicBool::new(false),
+            plane: Mutex::new(None),
         });
         let mut etcd = shared.client().map_err(|e| format!("cluster.etcd: {e}"))?;
         let lease = etcd
@@ -134,17 +156,23 @@ impl Drop for ClusterNode {
     }
 }
 
-/// The keeper: refreshes the lease every third of its TTL; a lease etcd
-/// no longer knows is replaced by a new one (the old one's occupants are
-/// gone), and with no successful refresh for a whole TTL the node holds no
-/// lease (grants fail closed) until it gets one again. On stop, revokes it.
+/// The keeper: refreshes the lease every third of its TTL (retrying every
+/// sixth after a failure). With no successful refresh for two thirds of
+/// the TTL — before etcd can have expired the lease, as etcd counts from a
+/// refresh it answered — the node gives up its lease itself: grants fail
+/// closed and the plane is woken to end every session (self-fencing), so
+/// that when another gateway takes a resource, this one holds it no more.
+/// A lease etcd no longer knows is treated the same, and replaced. On
+/// stop, revokes it.
 fn keep(shared: &Shared, mut etcd: Etcd, ttl: i64) {
-    let period = Duration::from_secs(u64::try_from(ttl).unwrap_or(1).max(1)) / 3;
+    let ttl_time = Duration::from_secs(u64::try_from(ttl).unwrap_or(1).max(1));
+    let (period, fence_after) = (ttl_time / 3, ttl_time * 2 / 3);
     let mut last_ok = Instant::now();
+    let mut next = last_ok + period;
     loop {
         {
             let Ok(stop) = shared.stop.lock() else { return };
-            let Ok((stop, _)) = shared.wake.wait_timeout_while(stop, period, |s| !*s) else {
+            let Ok((stop, _)) = shared.wake.wait_timeout_while(stop, period / 2, |s| !*s) else {
                 return;
             };
             if *stop {
@@ -152,31 +180,33 @@ fn keep(shared: &Shared, mut etcd: Etcd, ttl: i64) {
             }
         }
         let lease = shared.lease.load(Ordering::Acquire);
-        let refreshed = if lease == 0 {
-            etcd.lease_grant(ttl).map(|l| l.id)
-        } else {
-            etcd.lease_keepalive_once(lease).map(|_| lease)
-        };
-        match refreshed {
-            Ok(id) => {
-                last_ok = Instant::now();
-                shared.lease.store(id, Ordering::Release);
-            }
-            Err(Error::LeaseNotFound(_)) => {
-                tracing::error!(
-                    node = %shared.settings.node_id,
-                    "the cluster lease expired: this node's occupants were freed; grants wait for a new lease"
-                );
-                shared.lost.store(true, Ordering::Release);
-                shared.lease.store(0, Ordering::Release);
-            }
-            Err(e) => {
-                if last_ok.elapsed() >= period * 3 && lease != 0 {
-                    tracing::error!(node = %shared.settings.node_id, error = %e, "etcd unreachable for a whole lease: grants fail closed");
-                    shared.lost.store(true, Ordering::Release);
-                    shared.lease.store(0, Ordering::Release);
+        if Instant::now() >= next {
+            let refreshed = if lease == 0 {
+                etcd.lease_grant(ttl).map(|l| l.id)
+            } else {
+                etcd.lease_keepalive_once(lease).map(|_| lease)
+            };
+            match refreshed {
+                Ok(id) => {
+                    last_ok = Instant::now();
+                    next = last_ok + period;
+                    shared.lease.store(id, Ordering::Release);
+                    continue;
                 }
+                Err(Error::LeaseNotFound(_)) => {
+                    tracing::error!(node = %shared.settings.node_id, "the cluster lease expired");
+                    shared.fence();
+                    continue;
+                }
+                Err(_) => next = Instant::now() + period / 2,
             }
+        }
+        if lease != 0 && last_ok.elapsed() >= fence_after {
+            tracing::error!(
+                node = %shared.settings.node_id,
+                "etcd unreachable for two thirds of the lease: this gateway gives its grants up"
+            );
+            shared.fence();
         }
     }
     let lease = shared.lease.swap(0, Ordering::AcqRel);
@@ -303,5 +333,15 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
 
     fn fencing(&self) -> Option<u64> {
         self.fencing
+    }
+
+    fn may_hold(&self) -> bool {
+        self.shared.lease.load(Ordering::Acquire) != 0
+    }
+
+    fn attach_wake(&mut self, wake: Arc<dyn Fn() + Send + Sync>) {
+        if let Ok(mut slot) = self.shared.plane.lock() {
+            *slot = Some(wake);
+        }
     }
 }

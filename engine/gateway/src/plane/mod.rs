@@ -467,6 +467,18 @@ impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
         let t = self.clock.unix_ms(now);
         let more_commands = self.run_commands(t, out);
         self.os_answers(t, out);
+        // A cluster member that may no longer hold grants ends them all
+        // (SPEC HO-4 across gateways), before another gateway can.
+        if !self.terminal.access().may_hold() {
+            let ended = self.terminal.fence(t);
+            if ended > 0 {
+                tracing::error!(
+                    ended,
+                    "this gateway lost its cluster membership: its sessions were ended"
+                );
+            }
+            self.pump(t, out);
+        }
         for (id, answer) in self.policies.model_replies(t) {
             self.answer(id, answer, t);
             self.pump(t, out);
@@ -500,5 +512,9 @@ impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
 
     fn attach(&mut self, waker: ControlWaker) {
         self.handle.waker.set(waker);
+        let slot = self.handle.waker.clone();
+        self.terminal
+            .access_mut()
+            .attach_wake(Arc::new(move || slot.wake()));
     }
 }

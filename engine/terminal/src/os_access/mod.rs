@@ -157,6 +157,21 @@ pub trait OsAccess {
     fn fencing(&self) -> Option<u64> {
         None
     }
+
+    /// Whether this node may hold grants now. False for a cluster member
+    /// that can no longer prove its membership (its lease may have
+    /// expired, and another gateway may grant the resource): its driver
+    /// then ends every active session ([`crate::Terminal::fence`]) and new
+    /// grants fail. True by default.
+    fn may_hold(&self) -> bool {
+        true
+    }
+
+    /// Gives the access control a way to wake its driver when
+    /// [`OsAccess::may_hold`] turns false. Nothing by default.
+    fn attach_wake(&mut self, wake: Arc<dyn Fn() + Send + Sync>) {
+        let _ = wake;
+    }
 }
 
 /// An [`OsAccess`] that always succeeds and does nothing: for terminals whose

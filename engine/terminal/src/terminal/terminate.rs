@@ -175,6 +175,22 @@ impl<A: OsAccess> Terminal<A> {
         Ok(victims.len())
     }
 
+    /// SPEC HO-4 across gateways: this node may no longer hold grants
+    /// ([`crate::OsAccess::may_hold`] is false: its cluster lease may have
+    /// expired, so another gateway may take its resources). Every active
+    /// session ends at once with `resource_unavailable`, its OS access
+    /// revoked. Returns how many ended.
+    pub fn fence(&mut self, now: UnixMs) -> usize {
+        self.begin(now);
+        let active: Vec<SessionId> = self.sessions.keys().copied().collect();
+        let victims = self.only_active(active);
+        for id in &victims {
+            self.terminate(*id, TerminationReason::ResourceUnavailable, now);
+        }
+        self.end();
+        victims.len()
+    }
+
     /// The active ones among `ids` (terminating sessions are already ending).
     fn only_active(&self, ids: Vec<SessionId>) -> Vec<SessionId> {
         ids.into_iter()

@@ -255,3 +255,27 @@ fn forgotten_sessions_become_not_found() {
         ]
     );
 }
+
+/// SPEC HO-4 across gateways: a gateway that may no longer hold grants
+/// ends every active session, revoking each, with resource_unavailable.
+#[test]
+fn fencing_ends_every_active_session() {
+    let mut h = Harness::new();
+    let a = h.session(A, "fay-a", "arm", Write);
+    let b = h.session(B, "fay-b", "cam", Write);
+    assert_eq!(h.t.fence(h.now), 2);
+    for id in [a, b] {
+        assert_eq!(h.state(id), None, "ended");
+    }
+    assert!(h.t.access().granted().is_empty(), "every grant revoked");
+    let out = h.drain();
+    let reasons: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Audit(AuditRecord::SessionTerminated(s)) => Some(s.reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, [TerminationReason::ResourceUnavailable; 2]);
+    assert_eq!(h.t.fence(h.now), 0, "nothing left to end");
+}
