@@ -6,6 +6,7 @@
 
 mod bench;
 mod cli_error;
+mod cluster_cfg;
 mod config;
 mod cred_cmd;
 mod ctl;
