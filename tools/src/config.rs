@@ -16,6 +16,7 @@ use dtp_transports::Endpoint;
 use dtp_transports::{BackendPreference, DriverConfig};
 use serde::Deserialize;
 
+use crate::cluster_cfg::ClusterSection;
 use crate::realtime_cfg::RealtimeSection;
 use crate::terminal_cfg::TerminalSection;
 
@@ -37,6 +38,10 @@ pub(crate) struct Config {
     pub(crate) terminal: Option<TerminalSection>,
     /// The realtime front end (SPEC §4): SSE, WebSocket, snapshots.
     pub(crate) realtime: RealtimeSection,
+    /// Several gateways sharing state (NATS JetStream, etcd); absent,
+    /// every piece of state stays in the process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cluster: Option<ClusterSection>,
 }
 
 /// The DTP protocol (SPEC §1): off, the gateway speaks the plaintext
@@ -476,6 +481,9 @@ impl Config {
             terminal.resolve_paths(base);
         }
         self.realtime.push.resolve_paths(base);
+        if let Some(cluster) = &mut self.cluster {
+            cluster.resolve_paths(base);
+        }
         for at in &mut self.engine.listen {
             if let Endpoint::Unix(path) | Endpoint::BleSim { path, .. } = at
                 && path.is_relative()

@@ -45,6 +45,18 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         return Ok(());
     }
     let engine_config = config.engine().map_err(bad_config)?;
+    // Checked whenever it is present (the secret file read now).
+    let cluster = match &config.cluster {
+        Some(c) => Some(c.check().map_err(bad_config)?),
+        None => None,
+    };
+    if let Some(c) = cluster.as_ref().filter(|c| !c.etcd.is_empty()) {
+        tracing::info!(
+            etcd = ?c.etcd,
+            lease_ttl_s = c.lease_ttl.as_secs(),
+            "cluster.etcd checked; terminal ownership stays in this process for now"
+        );
+    }
     let limits = engine_config.limits;
     // Catch SIGINT/SIGTERM before anything is announced, so a supervisor
     // that signals as soon as it sees the address still gets a drain.
@@ -64,7 +76,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // Read and checked whenever it is set, with or without [terminal].
     let token = config.admin.token().map_err(bad_config)?;
     let parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
-    let mut realtime = realtime_parts(&config, engine_config.shard_count())?;
+    let mut realtime = realtime_parts(&config, engine_config.shard_count(), cluster.as_ref())?;
     // Every port checked before anything starts (the audit log opens,
     // threads spawn).
     let (ports, admin_listener) = claim_ports(&config, &engine_config, realtime.as_ref())?;
@@ -440,7 +452,11 @@ struct RealtimeParts {
     push_announce: Option<String>,
 }
 
-fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts>, CliError> {
+fn realtime_parts(
+    config: &Config,
+    shards: usize,
+    cluster: Option<&crate::cluster_cfg::Cluster>,
+) -> Result<Option<RealtimeParts>, CliError> {
     if !config.realtime.enabled {
         return Ok(None);
     }
@@ -465,8 +481,19 @@ fn realtime_parts(config: &Config, shards: usize) -> Result<Option<RealtimeParts
     let login = dtp_gateway::realtime::LoginKey::new(login, std::time::Instant::now());
     let front = section.front(login).map_err(bad)?;
     let push = section.push.sender().map_err(bad)?;
-    let mut plane = RealtimePlane::new(specs, shards, &mut random)
-        .map_err(|e| bad(format!("realtime: {e}")))?;
+    // SPEC RT-6 scale-out: with `[cluster] nats`, the ledgers are the
+    // cluster's JetStream streams (their epochs and the cursor key shared
+    // by every gateway; read now, before anything starts).
+    let mut plane = match cluster.and_then(crate::cluster_cfg::Cluster::realtime) {
+        Some(settings) => {
+            let plane = RealtimePlane::clustered(specs, shards, &settings, Default::default())
+                .map_err(|e| CliError::Io(format!("cluster.nats: {e}")))?;
+            tracing::info!(nats = ?settings.servers, node = %settings.node_id, "realtime ledgers shared through NATS JetStream");
+            plane
+        }
+        None => RealtimePlane::new(specs, shards, &mut random)
+            .map_err(|e| bad(format!("realtime: {e}")))?,
+    };
     // SPEC RT-12: the Web Push sender's workers, when a VAPID key is set;
     // the plane hands them notifications and marks GONE what they report.
     let mut push_announce = None;

@@ -320,6 +320,34 @@ const DOCS: &[(&str, &str)] = &[
         "The file registrations are kept in across restarts (JSON lines, mode 0600, written and fsynced by a worker before a registration is answered; endpoints and keys sealed under a key derived from the VAPID key, clients named by a keyed fingerprint). Empty: in memory only, lost at a restart.",
     ),
     (
+        "cluster",
+        "Several gateways sharing state (DESIGN.md §3). Absent: every piece of state stays in this process.",
+    ),
+    (
+        "cluster.node_id",
+        "This gateway's name in the cluster: 1-64 characters of [A-Za-z0-9_-], unique among the gateways.",
+    ),
+    (
+        "cluster.etcd",
+        "etcd endpoints, `http://HOST:PORT` (ownership leases, SPEC HO-4, TS-8).",
+    ),
+    (
+        "cluster.nats",
+        "The NATS server, `nats://HOST:PORT`: every realtime stream is a JetStream stream shared by the gateways (SPEC RT-6 scale-out); a publication is answered and fanned out only after JetStream stored it, and refused (503, PROVIDER_UNAVAILABLE) while the server cannot be reached. Needs `secret_file`. Empty: the ledgers stay in the process.",
+    ),
+    (
+        "cluster.secret_file",
+        "A file holding the cluster's shared secret (at least 16 bytes; the same file on every gateway): the realtime cursor key is derived from it, so a cursor one gateway issued resumes on another.",
+    ),
+    (
+        "cluster.timeout_ms",
+        "Time allowed for one connection or request to etcd or NATS (ms, 1-60000; at most a third of `lease_ttl_secs`).",
+    ),
+    (
+        "cluster.lease_ttl_secs",
+        "Lifetime of an ownership lease in etcd (s, 2-3600), renewed every third of it.",
+    ),
+    (
         "terminal",
         "The terminal control plane (SPEC §2–3; needs [dtp] enabled): sessions, liveness, handover, audit.",
     ),
@@ -707,6 +735,12 @@ enabled = true
 terminal_key = "terminal.key"
 trust = ["issuer.key.pub"]
 revocations = "revoked.txt"
+
+[cluster]
+node_id = "gw-1"
+etcd = ["http://127.0.0.1:2379"]
+nats = "nats://127.0.0.1:4222"
+secret_file = "cluster.secret"
 
 [terminal]
 [terminal.control]

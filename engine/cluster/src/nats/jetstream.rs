@@ -258,6 +258,7 @@ fn info(w: WStreamInfo) -> StreamInfo {
     StreamInfo {
         name: w.config.name,
         allow_direct: w.config.allow_direct,
+        created: w.created,
         state: w.state,
     }
 }

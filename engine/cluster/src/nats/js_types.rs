@@ -104,6 +104,11 @@ pub struct StreamInfo {
     pub name: String,
     /// Whether it answers direct gets.
     pub allow_direct: bool,
+    /// When the server created it (RFC 3339, as the server wrote it; empty
+    /// if the server did not say): a stream deleted and made again under
+    /// the same name has another, so readers that derive an identity from
+    /// it (a realtime stream's epoch, SPEC RT-6) see the loss of history.
+    pub created: String,
     /// Its state.
     pub state: StreamState,
 }
@@ -183,6 +188,8 @@ pub(crate) struct Answer<T> {
 #[derive(Debug, Deserialize)]
 pub(crate) struct WStreamInfo {
     pub(crate) config: WName,
+    #[serde(default)]
+    pub(crate) created: String,
     #[serde(default)]
     pub(crate) state: StreamState,
 }

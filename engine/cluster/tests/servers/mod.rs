@@ -252,6 +252,17 @@ impl NatsServer {
         self.wait();
     }
 
+    /// Kills the server (SIGKILL) and leaves it down until [`Self::restart`].
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Starts a killed server again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.proc = Self::spawn(&self.dir, self.port);
+        self.wait();
+    }
+
     /// A fresh JetStream client of this server.
     pub fn jetstream(&self) -> JetStream {
         JetStream::new(Nats::connect(&[&self.addr], NatsConfig::default()).expect("nats client"))

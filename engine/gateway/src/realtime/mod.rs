@@ -2,6 +2,7 @@
 //! control thread (stream ledgers, SPEC RT-6) and the messages between it
 //! and the shards.
 
+mod cluster;
 mod config;
 mod front;
 mod json;
@@ -11,6 +12,7 @@ mod plane;
 mod push;
 mod state;
 
+pub use cluster::{ClusterError, ClusterSettings, derived_epoch, jetstream_name, subject};
 pub use config::{ECHO_MAX_MESSAGE, RtClient, RtConfig, RtLimits};
 pub use dtp_realtime::time::{format_rfc3339, format_timestamp as format_rfc3339_ms};
 pub use front::{FrontMetrics, RealtimeFront, RtConn};

@@ -199,6 +199,10 @@ pub enum RtRefusal {
     NotARow,
     /// The stream's table is at its ceiling and the event would add a row.
     TableFull,
+    /// The stream's ledger is shared by a cluster and its log (NATS
+    /// JetStream) cannot be reached: the publication is refused, never
+    /// accepted locally (fail closed, SPEC RT-6).
+    Unavailable,
 }
 
 impl RtRefusal {
@@ -211,6 +215,7 @@ impl RtRefusal {
             Self::UnknownStream | Self::NotResumable => FailureKind::Unsupported,
             Self::UnknownEventType | Self::NotARow => FailureKind::MappingContractViolation,
             Self::TooLarge | Self::TableFull => FailureKind::EventTooLarge,
+            Self::Unavailable => FailureKind::ProviderUnavailable,
         }
     }
 }

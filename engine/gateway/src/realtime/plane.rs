@@ -15,9 +15,10 @@ use dtp_codec::realtime::{EnvelopeHead, SnapshotCheckpoint, sse_chunk_with, writ
 use dtp_realtime::{Epoch, LedgerItem, PublishError, ResumeRefusal, StreamRegistry, StreamSpec};
 use dtp_transports::ConnId;
 
+use super::cluster::{ClusterLedgers, ClusterSettings, Followed, Input, PubJob};
 use super::json::published_body;
 use super::msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
-use super::state::StreamState;
+use super::state::{Change, StreamState};
 use crate::app::{Decisions, GatewayDown, GatewayUp, PlaneEvent};
 use crate::plane::{Clock, SystemClock};
 use dtp_engine::{ControlPlane, Decision, Request};
@@ -70,6 +71,14 @@ pub struct RealtimeMetrics {
     pub resets: std::sync::atomic::AtomicU64,
     /// Snapshots served.
     pub snapshots: std::sync::atomic::AtomicU64,
+    /// Publications refused because the cluster's log (NATS JetStream)
+    /// could not be reached: never accepted locally (fail closed).
+    pub cluster_unavailable: std::sync::atomic::AtomicU64,
+    /// Events read from the cluster's log that another gateway published.
+    pub cluster_followed: std::sync::atomic::AtomicU64,
+    /// Ranges of the cluster's log that retention removed before this
+    /// gateway read them (older cursors are reset).
+    pub cluster_gaps: std::sync::atomic::AtomicU64,
     /// Requests refused (unknown stream, unknown event type, …).
     pub refused: std::sync::atomic::AtomicU64,
 }
@@ -93,6 +102,11 @@ pub struct RealtimePlane<C: Clock = SystemClock> {
     /// Web Push registrations and notifications (SPEC RT-12), when
     /// `[realtime.push]` is on.
     push: Option<super::push::PushPlane>,
+    /// The ledgers' shared log, when they are shared with other gateways
+    /// (`[cluster]`): publications are committed there, not here.
+    cluster: Option<Box<ClusterLedgers>>,
+    /// The workers' inputs taken at a tick (kept: no allocation per tick).
+    inputs: Vec<Input>,
 }
 
 /// A stream of the configuration could not be registered.
@@ -157,7 +171,54 @@ impl<C: Clock> RealtimePlane<C> {
             event_id: String::new(),
             metrics: Arc::default(),
             push: None,
+            cluster: None,
+            inputs: Vec::new(),
         })
+    }
+
+    /// A plane whose ledgers are shared with the other gateways of a
+    /// cluster through NATS JetStream (SPEC RT-6 scale-out; see
+    /// `cluster.rs`): the streams are made or updated, their epochs derived
+    /// and their retained windows read before this returns (it blocks:
+    /// call it before the engine runs), and the publisher and follower
+    /// workers started. Cursors are tagged with `settings.cursor_key`, the
+    /// same on every gateway.
+    pub fn clustered(
+        specs: Vec<StreamSpec>,
+        shards: usize,
+        settings: &ClusterSettings,
+        clock: C,
+    ) -> Result<Self, StreamSetupError> {
+        let (cluster, starts) =
+            ClusterLedgers::start(settings, &specs).map_err(|e| StreamSetupError {
+                stream: "*".into(),
+                why: e.to_string(),
+            })?;
+        let mut epochs = starts.iter().map(|s| s.epoch);
+        let key = settings.cursor_key;
+        let mut words = key.chunks(8).map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            u64::from_le_bytes(b)
+        });
+        // The key's four words first, then each stream's derived epoch, in
+        // the order `with_clock` draws them.
+        let mut random = || words.next().or_else(|| epochs.next()).unwrap_or_default();
+        let mut plane = Self::with_clock(specs, shards, &mut random, clock)?;
+        let mut scratch = Vec::new();
+        let now = Instant::now();
+        for (n, start) in starts.into_iter().enumerate() {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            if let Some(l) = plane.ledger_of(n) {
+                l.skip_to(start.base);
+            }
+            for (seq, event) in start.window {
+                plane.follow(n, seq, event, now, &mut scratch);
+                scratch.clear();
+            }
+        }
+        plane.cluster = Some(Box::new(cluster));
+        Ok(plane)
     }
 
     /// Serves Web Push (SPEC RT-12) with `push`.
@@ -276,6 +337,12 @@ impl<C: Clock> RealtimePlane<C> {
         now: Instant,
         out: &mut Decisions,
     ) {
+        if self.cluster.is_some() {
+            if let Err(why) = self.submit(Some((shard, conn)), what, now) {
+                out.push(self.refuse(shard, conn, 0, why));
+            }
+            return;
+        }
         let d = match self.publish(what, now, out) {
             Ok((n, at)) => {
                 let id = &self.streams[n as usize].id;
@@ -300,14 +367,23 @@ impl<C: Clock> RealtimePlane<C> {
         now: Instant,
         out: &mut Decisions,
     ) -> Result<(u32, dtp_realtime::Appended), RtRefusal> {
-        let &n = self.index.get(stream).ok_or(RtRefusal::UnknownStream)?;
+        let (n, change) = self.admit(stream, event_type, &payload)?;
         let unix_ms = self.clock.unix_ms(now).0;
-        if self.stamp.0 != unix_ms {
-            self.stamp = (unix_ms, format_rfc3339_ms(unix_ms).unwrap_or_default());
-        }
-        let occurred_at = &self.stamp.1;
+        let at = self.commit(n, (event_type, payload), change, (now, unix_ms), out)?;
+        Ok((n, at))
+    }
+
+    /// Whether an event may be published: the stream's index and what it
+    /// changes in the stream's state. Refused before it takes a sequence:
+    /// a refusal is never a gap.
+    fn admit(
+        &self,
+        stream: &str,
+        event_type: &str,
+        payload: &[u8],
+    ) -> Result<(u32, Change), RtRefusal> {
+        let &n = self.index.get(stream).ok_or(RtRefusal::UnknownStream)?;
         let s = &self.streams[n as usize];
-        // Refused before it takes a sequence: a refusal is never a gap.
         let bound = ENVELOPE_HEAD + s.id.len() + s.scope.len() + event_type.len() + payload.len();
         if bound > MAX_ENVELOPE {
             return Err(RtRefusal::TooLarge);
@@ -319,7 +395,25 @@ impl<C: Clock> RealtimePlane<C> {
         if !registered {
             return Err(RtRefusal::UnknownEventType);
         }
-        let change = s.state.check(&payload)?;
+        Ok((n, s.state.check(payload)?))
+    }
+
+    /// Appends an admitted event of stream `n` (see [`Self::publish`]),
+    /// occurred at Unix millisecond `unix_ms`.
+    fn commit(
+        &mut self,
+        n: u32,
+        (event_type, payload): (&str, Bytes),
+        change: Change,
+        (now, unix_ms): (Instant, u64),
+        out: &mut Decisions,
+    ) -> Result<dtp_realtime::Appended, RtRefusal> {
+        if self.stamp.0 != unix_ms {
+            self.stamp = (unix_ms, format_rfc3339_ms(unix_ms).unwrap_or_default());
+        }
+        let occurred_at = &self.stamp.1;
+        let s = &self.streams[n as usize];
+        let bound = ENVELOPE_HEAD + s.id.len() + s.scope.len() + event_type.len() + payload.len();
         let ledger = self
             .registry
             .ledger(&s.id)
@@ -393,7 +487,7 @@ impl<C: Clock> RealtimePlane<C> {
         if let Some(push) = &mut self.push {
             push.publication(&self.streams[n as usize].id, (now, unix_ms));
         }
-        Ok((n, at))
+        Ok(at)
     }
 
     fn snapshot(&mut self, shard: usize, conn: ConnId, stream: &str, out: &mut Decisions) {
@@ -522,7 +616,11 @@ impl<C: Clock> RealtimePlane<C> {
                 continue;
             }
             let what = (e.stream, e.event_type, Bytes::from(e.payload));
-            if let Err(why) = self.publish(what, now, out) {
+            let done = match self.cluster {
+                Some(_) => self.submit(None, what, now),
+                None => self.publish(what, now, out).map(|_| ()),
+            };
+            if let Err(why) = done {
                 Self::bump(&self.metrics.refused);
                 tracing::warn!(
                     stream = e.stream,
@@ -530,6 +628,187 @@ impl<C: Clock> RealtimePlane<C> {
                     "a built-in event was not published"
                 );
             }
+        }
+    }
+}
+
+/// The shared ledgers' side of the plane (`[cluster]`, see `cluster.rs`).
+impl<C: Clock> RealtimePlane<C> {
+    fn ledger_of(&mut self, n: u32) -> Option<&mut dtp_realtime::Ledger<Stored>> {
+        let id = &self.streams.get(n as usize)?.id;
+        self.registry.ledger_mut(id)
+    }
+
+    /// Hands an admitted publication to the publisher worker: it is
+    /// committed (and answered, and fanned out) when JetStream has
+    /// acknowledged it. Refused when the worker cannot take it.
+    fn submit(
+        &mut self,
+        to: Option<(usize, ConnId)>,
+        (stream, event_type, payload): (&str, &str, Bytes),
+        now: Instant,
+    ) -> Result<(), RtRefusal> {
+        let (n, _) = self.admit(stream, event_type, &payload)?;
+        let unix_ms = self.clock.unix_ms(now).0;
+        let Some(cluster) = &self.cluster else {
+            return Err(RtRefusal::Unavailable);
+        };
+        let job = PubJob {
+            stream: n,
+            to,
+            event: Followed {
+                unix_ms,
+                event_type: event_type.into(),
+                payload,
+            },
+        };
+        if cluster.submit(job).is_err() {
+            Self::bump(&self.metrics.cluster_unavailable);
+            return Err(RtRefusal::Unavailable);
+        }
+        Ok(())
+    }
+
+    /// Takes what the cluster's workers handed back: acknowledgements
+    /// (answered once the ledger holds their sequence), events read from
+    /// the log (appended in sequence order) and epoch changes.
+    fn cluster_inputs(&mut self, now: Instant, out: &mut Decisions) {
+        let mut inputs = std::mem::take(&mut self.inputs);
+        if let Some(c) = &self.cluster {
+            c.take(&mut inputs);
+        }
+        for input in inputs.drain(..) {
+            match input {
+                Input::Acked {
+                    job,
+                    result: Ok(seq),
+                } => {
+                    let n = job.stream;
+                    // Appended now if it is the next one; else the follower
+                    // brings it after the events before it (read from the
+                    // log: this gateway has not seen them yet).
+                    let last = self.ledger_of(n).map_or(0, |l| l.last_sequence());
+                    if seq == last + 1 {
+                        self.follow(n, seq, Some(job.event), now, out);
+                    }
+                    if let (Some((shard, conn)), Some(l)) = (job.to, self.ledger_of(n)) {
+                        let epoch: Arc<str> = l.epoch().as_str().into();
+                        if let Some(c) = &mut self.cluster {
+                            c.pending.push((shard, conn, n, epoch, seq));
+                        }
+                    }
+                }
+                Input::Acked {
+                    job,
+                    result: Err(e),
+                } => {
+                    Self::bump(&self.metrics.cluster_unavailable);
+                    tracing::warn!(error = %e, "a publication was refused: the cluster's log is unavailable");
+                    if let Some((shard, conn)) = job.to {
+                        out.push(self.refuse(shard, conn, 0, RtRefusal::Unavailable));
+                    }
+                }
+                Input::Event { stream, seq, event } => {
+                    let known = self.ledger_of(stream).map(|l| l.last_sequence());
+                    if known.is_some_and(|last| seq > last) && event.is_some() {
+                        Self::bump(&self.metrics.cluster_followed);
+                    }
+                    self.follow(stream, seq, event, now, out);
+                }
+                Input::Epoch {
+                    stream,
+                    epoch,
+                    base,
+                } => self.new_cluster_epoch(stream, epoch, base, out),
+            }
+        }
+        self.inputs = inputs;
+        self.answer_pending(out);
+    }
+
+    /// Appends the log's event `seq` of stream `n` if it is new here: a
+    /// sequence already held is a duplicate (this gateway's own
+    /// publication, read back), one past a hole first moves the ledger
+    /// over the hole (older cursors are reset), and a message that is not
+    /// a publication is a hole itself.
+    fn follow(
+        &mut self,
+        n: u32,
+        seq: u64,
+        event: Option<Followed>,
+        now: Instant,
+        out: &mut Decisions,
+    ) {
+        let Some(ledger) = self.ledger_of(n) else {
+            return;
+        };
+        let last = ledger.last_sequence();
+        if seq <= last {
+            return;
+        }
+        if seq > last + 1 {
+            ledger.skip_to(seq - 1);
+            Self::bump(&self.metrics.cluster_gaps);
+        }
+        let Some(e) = event else {
+            if let Some(l) = self.ledger_of(n) {
+                l.skip_to(seq);
+            }
+            return;
+        };
+        // Committed by the log already: a state it does not fit is left
+        // as it was, the event is delivered all the same.
+        let change = self.streams[n as usize]
+            .state
+            .check(&e.payload)
+            .unwrap_or(Change::Last);
+        let done = self.commit(n, (&e.event_type, e.payload), change, (now, e.unix_ms), out);
+        if let (Err(_), Some(l)) = (done, self.ledger_of(n)) {
+            l.skip_to(seq);
+        }
+    }
+
+    /// The log's stream was made again: its history is gone, so the ledger
+    /// starts the new epoch after `base` and the stream's subscribers are
+    /// ended (they resume, are reset, and take a snapshot).
+    fn new_cluster_epoch(&mut self, n: u32, epoch: u64, base: u64, out: &mut Decisions) {
+        let Some(l) = self.ledger_of(n) else {
+            return;
+        };
+        let _ = l.new_epoch(epoch);
+        l.skip_to(base);
+        let s = &mut self.streams[n as usize];
+        s.state = StreamState::new(crate::plane::built_in_table(&s.id));
+        for to in 0..self.shards {
+            out.push((to, rt_decision(RtDecision::Kick(n))));
+        }
+    }
+
+    /// Answers the publishers whose event the ledger now holds.
+    fn answer_pending(&mut self, out: &mut Decisions) {
+        let Some(c) = &mut self.cluster else {
+            return;
+        };
+        let mut pending = std::mem::take(&mut c.pending);
+        pending.retain(|(shard, conn, n, epoch, seq)| {
+            let s = &self.streams[*n as usize];
+            let Some(l) = self.registry.ledger(&s.id) else {
+                return false;
+            };
+            let same = l.epoch().as_str() == &**epoch;
+            if same && l.last_sequence() < *seq {
+                return true;
+            }
+            // Another epoch: committed in the old one, which has no
+            // cursors any more.
+            let cursor = if same { l.cursor_for(*seq) } else { None };
+            let body = published_body(&s.id, epoch, *seq, cursor.as_deref());
+            let d = RtDecision::Published { conn: *conn, body };
+            out.push((*shard, rt_decision(d)));
+            false
+        });
+        if let Some(c) = &mut self.cluster {
+            c.pending = pending;
         }
     }
 }
@@ -552,6 +831,9 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
         if let Some(push) = &mut self.push {
             push.poll(now, out);
         }
+        if self.cluster.is_some() {
+            self.cluster_inputs(now, out);
+        }
         if self.next_expiry.is_none_or(|at| now >= at) {
             self.registry.expire_all(now);
             self.next_expiry = Some(now + EXPIRY_PERIOD);
@@ -560,6 +842,9 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
     }
 
     fn attach(&mut self, waker: dtp_engine::ControlWaker) {
+        if let Some(c) = &self.cluster {
+            c.attach(waker.clone());
+        }
         if let Some(push) = &self.push {
             push.attach(waker);
         }

@@ -251,6 +251,25 @@ impl<T: LedgerItem> Ledger<T> {
         n
     }
 
+    /// Moves the newest position forward to `last` without events (a ledger
+    /// that mirrors a shared log, SPEC RT-6 scale-out: at start, the log's
+    /// position before the first event it still holds; later, a range of
+    /// the log that retention removed before this node read it). Every
+    /// retained event is dropped, as by [`Ledger::cut`], so a cursor before
+    /// `last` is refused `Expired` (never resumed across the hole); `last`
+    /// itself stays resumable. Returns how many events were dropped; a
+    /// `last` at or before the newest position changes nothing.
+    pub fn skip_to(&mut self, last: u64) -> usize {
+        if last <= self.last_sequence {
+            return 0;
+        }
+        let n = self.drop_all();
+        self.stats.evicted_by_cut += n as u64;
+        self.last_sequence = last;
+        self.revision = self.revision.wrapping_add(1);
+        n
+    }
+
     /// Starts a new epoch from caller randomness (SPEC RT-6): used whenever
     /// the ledger cannot prove continuity. Sequences restart at 1, retained
     /// events are dropped and every earlier cursor is refused `EpochChanged`.

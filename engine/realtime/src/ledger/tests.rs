@@ -373,3 +373,23 @@ fn checkpoint_and_start_describe_the_current_position() {
             .is_empty()
     );
 }
+
+#[test]
+fn skip_to_moves_forward_and_expires_cursors_across_the_hole() {
+    let t = Instant::now();
+    let mut l = cursor_ledger();
+    let first = l.append(vec![1], t).unwrap();
+    assert_eq!(l.skip_to(0), 0, "backwards changes nothing");
+    assert_eq!(l.skip_to(9), 1);
+    assert_eq!((l.last_sequence(), l.first_retained_sequence()), (9, None));
+    let old = first.cursor.unwrap();
+    assert_eq!(
+        l.resume(&old, "tenant-1", t).err(),
+        Some(ResumeRefusal::Expired)
+    );
+    // The new position is resumable, and the next event is 10.
+    let at9 = l.cursor_for(9).unwrap();
+    assert!(l.resume(&at9, "tenant-1", t).unwrap().is_empty());
+    assert_eq!(l.append(vec![2], t).unwrap().sequence, 10);
+    assert_eq!(seqs(&l.resume(&at9, "tenant-1", t).unwrap()), vec![10]);
+}

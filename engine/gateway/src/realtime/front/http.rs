@@ -554,6 +554,7 @@ impl RealtimeFront {
                 let status = match why {
                     RtRefusal::UnknownStream => 404,
                     RtRefusal::TooLarge | RtRefusal::TableFull => 413,
+                    RtRefusal::Unavailable => 503,
                     _ => 400,
                 };
                 let event_type = match &w {
@@ -597,6 +598,9 @@ fn refusal_message(why: RtRefusal, stream: &str, event_type: Option<&str>) -> St
             format!("stream {stream} keeps a table: the payload must name its row")
         }
         RtRefusal::TableFull => format!("the table of stream {stream} is full"),
+        RtRefusal::Unavailable => {
+            format!("the log of stream {stream} cannot be reached; nothing was published")
+        }
     }
 }
 
