@@ -148,7 +148,31 @@ impl ClusterSection {
     }
 }
 
+/// The key prefix of this deployment's state in etcd.
+const ETCD_PREFIX: &str = "dtp";
+
 impl Cluster {
+    /// How the terminal plane joins the occupancy table and the session
+    /// store, when `etcd` is set.
+    pub(crate) fn ownership(&self) -> Option<dtp_gateway::plane::ClusterSettings> {
+        (!self.etcd.is_empty()).then(|| dtp_gateway::plane::ClusterSettings {
+            node_id: self.node_id.clone(),
+            etcd: self.etcd.clone(),
+            prefix: ETCD_PREFIX.to_owned(),
+            lease_ttl: self.lease_ttl,
+            http: self.http(),
+        })
+    }
+
+    /// The etcd clients' timeouts.
+    pub(crate) fn http(&self) -> dtp_cluster::HttpConfig {
+        dtp_cluster::HttpConfig {
+            connect_timeout: self.timeout,
+            io_timeout: self.timeout,
+            ..dtp_cluster::HttpConfig::default()
+        }
+    }
+
     /// How the realtime plane joins the shared ledgers, when `nats` is set.
     pub(crate) fn realtime(&self) -> Option<dtp_gateway::realtime::ClusterSettings> {
         let (nats, key) = (self.nats.as_ref()?, self.cursor_key?);

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use dtp_engine::{Engine, EngineConfig, EngineHandle, Framed, Listener, Routed, Service};
 use dtp_gateway::app::{GatewayDown, GatewayPlane, GatewayUp, WithRealtime};
-use dtp_gateway::dtp::DtpGateway;
+use dtp_gateway::dtp::{DtpGateway, EtcdSessionStore};
+use dtp_gateway::plane::ClusterNode;
 use dtp_gateway::realtime::{FrontMetrics, RealtimeFront, RealtimePlane, RtConfig};
 use dtp_gateway::{PlaneHandle, TerminalPlane};
 use dtp_transports::Endpoint;
@@ -22,8 +23,9 @@ use signal_hook::iterator::Signals;
 use crate::cli_error::CliError;
 use crate::config::Config;
 use crate::gateway::{Gateway, MinimalControl};
-use crate::terminal_cfg::plane_parts;
+use crate::terminal_cfg::{Access, plane_parts};
 use dtp_gateway::admin::{self, AdminServer, Api, Exporter, Health};
+use dtp_terminal::NoopAccess;
 
 pub(crate) struct ServeArgs<'a> {
     pub(crate) config: Option<&'a Path>,
@@ -50,13 +52,15 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         Some(c) => Some(c.check().map_err(bad_config)?),
         None => None,
     };
-    if let Some(c) = cluster.as_ref().filter(|c| !c.etcd.is_empty()) {
-        tracing::info!(
-            etcd = ?c.etcd,
-            lease_ttl_s = c.lease_ttl.as_secs(),
-            "cluster.etcd checked; terminal ownership stays in this process for now"
-        );
-    }
+    // SPEC HO-4, SES-3 across gateways: with `[cluster] etcd`, this node's
+    // lease (kept alive while it runs, revoked when it stops).
+    let ownership = cluster
+        .as_ref()
+        .and_then(crate::cluster_cfg::Cluster::ownership);
+    let node = match ownership.clone() {
+        Some(settings) => Some(ClusterNode::start(settings).map_err(CliError::Io)?),
+        None => None,
+    };
     let limits = engine_config.limits;
     // Catch SIGINT/SIGTERM before anything is announced, so a supervisor
     // that signals as soon as it sees the address still gets a drain.
@@ -65,17 +69,33 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // SPEC SES-2: with DTP, where its suspended sessions are kept.
     let terminal = match config.dtp.terminal(limits).map_err(bad_config)? {
         Some(t) => {
-            let sessions = config
-                .dtp
-                .suspended_sessions(t.endpoint)
-                .map_err(bad_config)?;
+            let sessions = match &ownership {
+                // Parked in etcd: a Fay resumes on any gateway.
+                Some(o) => {
+                    let limits = dtp_gateway::dtp::StoreLimits {
+                        max_sessions: config.dtp.max_suspended,
+                        ..dtp_gateway::dtp::StoreLimits::for_endpoint(t.endpoint)
+                    };
+                    let store = EtcdSessionStore::open(&o.etcd, &o.prefix, limits, o.http.clone())
+                        .map_err(CliError::Io)?;
+                    Arc::new(store) as Arc<dyn dtp_gateway::dtp::SuspendedSessions>
+                }
+                None => config
+                    .dtp
+                    .suspended_sessions(t.endpoint)
+                    .map_err(bad_config)?,
+            };
             Some((t, sessions))
         }
         None => None,
     };
     // Read and checked whenever it is set, with or without [terminal].
     let token = config.admin.token().map_err(bad_config)?;
-    let parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
+    let mut parts = plane_parts(&config, token.as_deref()).map_err(bad_config)?;
+    if let (Some(p), Some(node)) = (parts.as_mut(), node.as_ref()) {
+        let inner = std::mem::replace(&mut p.access, Access::Noop(NoopAccess));
+        p.access = Access::Cluster(Box::new(node.access(inner)));
+    }
     let mut realtime = realtime_parts(&config, engine_config.shard_count(), cluster.as_ref())?;
     // Every port checked before anything starts (the audit log opens,
     // threads spawn).

@@ -182,6 +182,9 @@ pub(crate) enum OsAccessSection {
 pub(crate) enum Access {
     Noop(NoopAccess),
     Command(CommandAccess),
+    /// Either of the others, taking part in a cluster's occupancy table
+    /// (`[cluster] etcd`).
+    Cluster(Box<dtp_gateway::plane::ClusterAccess<Access>>),
 }
 
 impl OsAccess for Access {
@@ -189,6 +192,7 @@ impl OsAccess for Access {
         match self {
             Access::Noop(a) => a.grant(grant),
             Access::Command(a) => a.grant(grant),
+            Access::Cluster(a) => a.grant(grant),
         }
     }
 
@@ -196,6 +200,7 @@ impl OsAccess for Access {
         match self {
             Access::Noop(a) => a.revoke(grant),
             Access::Command(a) => a.revoke(grant),
+            Access::Cluster(a) => a.revoke(grant),
         }
     }
 
@@ -205,6 +210,27 @@ impl OsAccess for Access {
         match self {
             Access::Noop(a) => a.deferred(),
             Access::Command(a) => a.deferred(),
+            Access::Cluster(a) => a.deferred(),
+        }
+    }
+
+    fn fencing(&self) -> Option<u64> {
+        match self {
+            Access::Cluster(a) => a.fencing(),
+            Access::Noop(_) | Access::Command(_) => None,
+        }
+    }
+
+    fn may_hold(&self) -> bool {
+        match self {
+            Access::Cluster(a) => a.may_hold(),
+            Access::Noop(_) | Access::Command(_) => true,
+        }
+    }
+
+    fn attach_wake(&mut self, wake: std::sync::Arc<dyn Fn() + Send + Sync>) {
+        if let Access::Cluster(a) = self {
+            a.attach_wake(wake);
         }
     }
 }
