@@ -1,0 +1,551 @@
+// The window runtime (seed §3.1, §5): the client a page creates. It owns
+// the physical connections (one SSE stream per subscription, or one
+// WebSocket for all, or a poll lease per subscription), takes the
+// authoritative snapshots, runs the reconnect owner (SPEC RT-7), follows
+// page visibility, pagehide / pageshow and online / offline (seed §5.4),
+// and reports closed status events and counters (SPEC RT-15).
+//
+// What it keeps: stream ids, sequences, counters, and in memory only the
+// current cursor and scope token the protocol needs. Status events and
+// metrics never carry a token, cursor, epoch, scope, event id or payload
+// (seed §12.3); credentials are asked for per request and never stored.
+
+import { decodeJson, SNAPSHOT_CEILINGS } from "./json.js";
+import { snapshot as snapshotSchema } from "./schema.js";
+import { Backoff, reconnectPolicy, retryAfterMs, statusFailure } from "./backoff.js";
+import { PollLease, pollPolicy } from "./poll.js";
+import { Feed } from "./feed.js";
+import { runSse, runWs } from "./live.js";
+
+/** Failures after which the next connection starts from a new snapshot. */
+const NEEDS_SNAPSHOT = new Set(["CURSOR_EXPIRED", "EVENT_CONFLICT", "SCOPE_PROTOCOL_VIOLATION", "QUEUE_OVERFLOW",
+  "SEQUENCE_GAP", "APPLY_FAILED"]);
+/** Resyncs in a row without an applied event before the connection is given up to the reconnect owner. */
+const MAX_RESYNC_STREAK = 3;
+
+const COUNTERS = ["connectAttempts", "opens", "reconnects", "accepted", "rejected", "duplicate", "stale", "gaps",
+  "conflicts", "resyncs", "snapshots", "polls", "pollNotModified", "overflows", "degraded"];
+
+/** The browser's globals, or the stand-ins a test passes (`options.env`). */
+function environment(e = {}) {
+  const g = globalThis;
+  return {
+    fetch: e.fetch ?? ((...a) => g.fetch(...a)),
+    WebSocket: e.WebSocket ?? g.WebSocket,
+    now: e.now ?? (() => Date.now()),
+    random: e.random ?? Math.random,
+    setTimeout: e.setTimeout ?? ((f, ms) => g.setTimeout(f, ms)),
+    clearTimeout: e.clearTimeout ?? ((t) => g.clearTimeout(t)),
+    document: "document" in e ? e.document : g.document,
+    window: "window" in e ? e.window : g.window,
+    navigator: "navigator" in e ? e.navigator : g.navigator,
+    location: "location" in e ? e.location : g.location,
+  };
+}
+
+/** Reads at most `max` bytes of a response body; null past that. */
+async function readCapped(r, max) {
+  const declared = Number(r.headers.get("Content-Length"));
+  if (declared > max) {
+    r.body?.cancel().catch(() => {});
+    return null;
+  }
+  const reader = r.body.getReader();
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    n += value.byteLength;
+    if (n > max) {
+      reader.cancel().catch(() => {});
+      return null;
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+/** See `createClient` in client.js. */
+export class RealtimeClient {
+  constructor(options = {}) {
+    const transport = options.transport ?? "sse";
+    if (!["sse", "ws", "poll"].includes(transport)) throw new RangeError("transport must be sse, ws or poll");
+    this.transport = transport;
+    this.options = options;
+    this.env = environment(options.env);
+    this.backoffPolicy = reconnectPolicy(options.reconnect);
+    this.pollPolicy = pollPolicy(options.poll);
+    this.hiddenGraceMs = Math.min(options.hiddenGraceMs ?? 60_000, 300_000);
+    this.idleTimeoutMs = Math.min(options.idleTimeoutMs ?? 45_000, 300_000);
+    this.counters = Object.fromEntries(COUNTERS.map((k) => [k, 0]));
+    this.listeners = { status: new Set(), control: new Set() };
+    this.subs = new Set();
+    this.sessions = new Set();
+    this.ws = null; // the WebSocket channel, shared by every subscription
+    this.closed = false;
+    this.lifecycle = this.listen();
+  }
+
+  // ---- public API (documented in client.js / client.d.ts) ----
+
+  subscribe(stream, handlers = {}) {
+    if (this.closed) throw new Error("the client is closed");
+    if (typeof stream !== "string" || !/^[A-Za-z0-9._-]{1,64}$/.test(stream)) throw new RangeError("not a stream id");
+    if (this.transport === "ws" && this.ws && this.ws.subs.length >= 32) throw new RangeError("32 subscriptions per connection");
+    const feed = new Feed({ streamId: stream, eventTypes: handlers.eventTypes ?? null, map: handlers.map,
+      effect: (event, ctx) => handlers.onEvent?.(event, ctx), dedupe: this.options.dedupe });
+    const sub = { stream, handlers, feed, needSnapshot: true, retryHintMs: null, closed: false, resyncStreak: 0,
+      authTried: false, channel: null, lease: null, leaseTimer: null, status: null, wsId: null, wsGen: 0 };
+    this.subs.add(sub);
+    if (this.transport === "poll") {
+      this.startPoll(sub);
+    } else if (this.transport === "sse") {
+      sub.channel = this.channel([sub]);
+      this.connect(sub.channel);
+    } else if (this.ws === null) {
+      this.ws = this.channel([sub]);
+      sub.channel = this.ws;
+      this.connect(this.ws);
+    } else {
+      sub.channel = this.ws;
+      this.ws.subs.push(sub);
+      this.joinLive(sub);
+    }
+    return () => this.unsubscribe(sub);
+  }
+
+  on(type, fn) {
+    this.listeners[type].add(fn);
+    return () => this.listeners[type].delete(fn);
+  }
+
+  metrics() {
+    let high = 0;
+    for (const s of this.sessions) high = Math.max(high, s.queue.highWater);
+    return { ...this.counters, subscriptions: this.subs.size, queueHighWater: high };
+  }
+
+  close() {
+    for (const sub of [...this.subs]) this.unsubscribe(sub);
+    this.closed = true;
+    this.lifecycle();
+  }
+
+  // ---- channels and the reconnect owner (SPEC RT-7) ----
+
+  channel(subs) {
+    return { subs, backoff: new Backoff(this.backoffPolicy), abort: null, timer: null, stableTimer: null,
+      running: false, paused: null, hiddenTimer: null };
+  }
+
+  /** One attempt: snapshots where needed, then the connection, then what its end means. */
+  async connect(ch) {
+    const env = this.env;
+    env.clearTimeout(ch.timer);
+    ch.timer = null;
+    if (ch.running || ch.subs.length === 0 || this.closed) return;
+    if (env.navigator && env.navigator.onLine === false) return this.state(ch, "offline");
+    ch.running = true;
+    ch.paused = null;
+    const abort = (ch.abort = new AbortController());
+    for (const sub of ch.subs) sub.feed.fence();
+    this.state(ch, ch.backoff.attempt === 0 ? "connecting" : "reconnecting", { attempt: ch.backoff.attempt });
+    let end = null;
+    for (const sub of ch.subs) {
+      if (!sub.needSnapshot) continue;
+      const failure = await this.takeSnapshot(sub, abort.signal);
+      if (failure) {
+        end = { failure, hintMs: null };
+        break;
+      }
+    }
+    end ??= this.transport === "sse" ? await runSse(this, ch.subs[0], abort.signal) : await runWs(this, [...ch.subs], abort.signal);
+    ch.running = false;
+    ch.abort = null;
+    env.clearTimeout(ch.stableTimer);
+    if (abort.signal.aborted || this.closed) return undefined; // a lifecycle step or unsubscribe: it set the state
+    return this.failed(ch, end.failure, end.hintMs ?? (this.transport === "sse" ? ch.subs[0]?.retryHintMs : null));
+  }
+
+  async failed(ch, failure, hintMs) {
+    const env = this.env;
+    for (const sub of ch.subs) {
+      if (NEEDS_SNAPSHOT.has(failure) || sub.feed.table.cursor === null) sub.needSnapshot = true;
+    }
+    if (failure === "AUTH_REQUIRED") {
+      // The session owner recovers credentials once (single flight); then one more attempt.
+      const sub = ch.subs.find((s) => s.handlers.onAuthRequired && !s.authTried);
+      if (sub) {
+        sub.authTried = true;
+        try {
+          await sub.handlers.onAuthRequired();
+          return this.connect(ch);
+        } catch {
+          // recovery failed: AUTH_REQUIRED below
+        }
+      }
+    }
+    if (env.navigator && env.navigator.onLine === false) return this.state(ch, "offline", { failure: "OFFLINE" });
+    const r = ch.backoff.failed(failure, env.now(), hintMs ?? null, env.random());
+    if (r.retry) {
+      this.count("reconnects");
+      this.state(ch, "reconnecting", { failure, attempt: ch.backoff.attempt, delayMs: r.delayMs });
+      ch.timer = env.setTimeout(() => this.connect(ch), r.delayMs);
+      return undefined;
+    }
+    if (r.degraded) {
+      this.count("degraded");
+      return this.state(ch, "degraded", { failure, degraded: r.degraded });
+    }
+    return this.state(ch, failure === "CLOSED" ? "closed" : "stopped", { failure });
+  }
+
+  /** A connection (or a WebSocket subscription's WELCOME) opened. */
+  opened(sub) {
+    const ch = sub.channel;
+    const env = this.env;
+    this.count("opens");
+    ch.backoff.opened(env.now());
+    env.clearTimeout(ch.stableTimer);
+    ch.stableTimer = env.setTimeout(() => {
+      if (ch.backoff.stableAt(env.now())) for (const s of ch.subs) s.authTried = false;
+    }, this.backoffPolicy.stableAfterMs);
+    this.emit(sub, "open", {});
+  }
+
+  markStable(sub) {
+    sub?.channel?.backoff.markStable();
+  }
+
+  /** A subscription joins a WebSocket already open: snapshot, then SUBSCRIBE. */
+  async joinLive(sub) {
+    const session = [...this.sessions][0];
+    if (!session || !session.welcome) return; // the next connect subscribes it
+    const failure = await this.takeSnapshot(sub, this.ws.abort?.signal);
+    if (failure) return this.stopSub(sub, failure);
+    if (!sub.closed) session.subscribe(sub);
+    return undefined;
+  }
+
+  unsubscribe(sub) {
+    if (sub.closed) return;
+    sub.closed = true;
+    this.subs.delete(sub);
+    sub.lease?.stop("ABORTED");
+    this.env.clearTimeout(sub.leaseTimer);
+    const ch = sub.channel;
+    if (ch) {
+      ch.subs = ch.subs.filter((s) => s !== sub);
+      for (const s of this.sessions) s.unsubscribe(sub);
+      if (ch.subs.length === 0) {
+        this.env.clearTimeout(ch.timer);
+        ch.abort?.abort();
+        if (ch === this.ws) this.ws = null;
+      }
+    }
+    this.emit(sub, "closed", {});
+  }
+
+  /** A subscription the server refused for good (RESET_REQUIRED FORBIDDEN, ...). */
+  stopSub(sub, failure) {
+    const ch = sub.channel;
+    if (ch) ch.subs = ch.subs.filter((s) => s !== sub);
+    this.subs.delete(sub);
+    sub.closed = true;
+    this.emit(sub, "stopped", { failure });
+  }
+
+  // ---- the apply pipeline's outcomes and authoritative recovery ----
+
+  /** Counts an outcome; returns null, `{resync: failure}` or `{close: failure}`. */
+  outcome(sub, o) {
+    switch (o.kind) {
+      case "APPLIED":
+        this.count("accepted");
+        sub.resyncStreak = 0;
+        this.markStable(sub);
+        return null;
+      case "IGNORED":
+        if (o.failure === "DUPLICATE_EVENT") this.count("duplicate");
+        else if (o.failure === "STALE_EVENT") this.count("stale");
+        return null;
+      case "RESYNC":
+        if (o.failure === "SEQUENCE_GAP") this.count("gaps");
+        if (o.failure === "EVENT_CONFLICT") this.count("conflicts");
+        if (o.failure === "EVENT_CONFLICT" || o.failure === "SCOPE_PROTOCOL_VIOLATION") {
+          sub.needSnapshot = true;
+          return { close: o.failure };
+        }
+        return { resync: o.failure };
+      default:
+        this.count("rejected");
+        return { close: o.failure };
+    }
+  }
+
+  /**
+   * Gap, reset or failed effect: pause, take a snapshot, adopt its
+   * checkpoint (seed §4.4). Returns null, or the failure that ends the
+   * connection (the snapshot failed, or too many resyncs in a row).
+   */
+  async resync(sub, why) {
+    this.count("resyncs");
+    if (++sub.resyncStreak > MAX_RESYNC_STREAK) return why;
+    this.emit(sub, "resyncing", { failure: why });
+    const failure = await this.takeSnapshot(sub, sub.channel?.abort?.signal);
+    if (failure) return failure;
+    this.emit(sub, "open", {});
+    return null;
+  }
+
+  /** GET the snapshot, run the subscriber's snapshot effect, then adopt its checkpoint. */
+  async takeSnapshot(sub, signal, etag = null) {
+    this.count("snapshots");
+    const headers = { Accept: "application/json", ...this.credentials() };
+    if (etag !== null) headers["If-None-Match"] = etag;
+    let r;
+    try {
+      r = await this.env.fetch(this.url(`/v1/streams/${encodeURIComponent(sub.stream)}/snapshot`), {
+        headers, signal, credentials: "same-origin", redirect: "error", cache: "no-store", referrerPolicy: "no-referrer",
+      });
+    } catch {
+      return signal?.aborted ? "ABORTED" : "OFFLINE";
+    }
+    sub.lastAnswer = { status: r.status, etag: r.headers.get("ETag"), hint: retryAfterMs(r.headers.get("Retry-After")) };
+    if (r.status === 304 && etag !== null) return null;
+    if (r.status !== 200) {
+      r.body?.cancel().catch(() => {});
+      return statusFailure(r.status, sub.lastAnswer.hint !== null);
+    }
+    let bytes;
+    try {
+      bytes = await readCapped(r, SNAPSHOT_CEILINGS.maxBytes);
+    } catch {
+      return signal?.aborted ? "ABORTED" : "OFFLINE";
+    }
+    if (bytes === null) return "EVENT_TOO_LARGE";
+    const j = decodeJson(bytes, SNAPSHOT_CEILINGS);
+    const s = j.ok ? snapshotSchema(j.value, sub.stream) : j;
+    if (!s.ok) return s.failure;
+    if (sub.closed) return "ABORTED";
+    const sequence = s.value.checkpoint === null ? "0" : s.value.checkpoint.lastAppliedSequence;
+    try {
+      await sub.handlers.onSnapshot?.(s.value.state, { streamId: sub.stream, sequence });
+    } catch {
+      return "APPLY_FAILED";
+    }
+    sub.feed.adopt(s.value.scopeBinding, s.value.checkpoint);
+    sub.needSnapshot = false;
+    return null;
+  }
+
+  // ---- bounded polling (SPEC RT-11) ----
+
+  startPoll(sub) {
+    sub.lease = new PollLease(this.pollPolicy, this.env.now());
+    sub.paused = null;
+    this.emit(sub, "open", {});
+    this.pollStep(sub);
+  }
+
+  pollStep(sub) {
+    if (sub.closed || sub.paused) return;
+    const n = sub.lease.next(this.env.now());
+    if (n.stopped) {
+      if (n.stopped === "ABORTED") return;
+      if (n.stopped === "POLL_BUDGET_EXHAUSTED") this.count("degraded");
+      this.emit(sub, n.stopped === "POLL_BUDGET_EXHAUSTED" ? "degraded" : "stopped", { failure: n.stopped });
+      return;
+    }
+    if (n.wait !== undefined) {
+      sub.leaseTimer = this.env.setTimeout(() => this.pollStep(sub), n.wait);
+      return;
+    }
+    if (n.inFlight) return;
+    this.poll(sub);
+  }
+
+  async poll(sub) {
+    const lease = sub.lease;
+    this.count("polls");
+    const failure = await this.takeSnapshot(sub, undefined, lease.etag);
+    if (lease !== sub.lease || sub.closed) return;
+    const a = sub.lastAnswer ?? { status: 0, etag: null, hint: null };
+    const verdict = lease.answered(this.env.now(), failure === "OFFLINE" && !sub.lastAnswer ? 503 : a.status, a.etag, a.hint);
+    sub.lastAnswer = null;
+    if (verdict === "UNCHANGED") this.count("pollNotModified");
+    if (verdict === "CHANGED" && failure) {
+      lease.etag = null; // the effect did not run: fetch it whole next time
+      if (failure !== "APPLY_FAILED") {
+        lease.stop(failure);
+        return this.emit(sub, "stopped", { failure });
+      }
+    }
+    this.pollStep(sub);
+    return undefined;
+  }
+
+  // ---- page lifecycle and network (seed §5.4) ----
+
+  listen() {
+    const { document: doc, window: win } = this.env;
+    const on = [];
+    const add = (target, type, fn) => {
+      if (!target?.addEventListener) return;
+      target.addEventListener(type, fn);
+      on.push(() => target.removeEventListener(type, fn));
+    };
+    add(doc, "visibilitychange", () => (this.hidden() ? this.onHidden() : this.resume("hidden")));
+    add(win, "offline", () => this.pause("offline", "offline"));
+    add(win, "online", () => this.online());
+    add(win, "pagehide", () => this.pause("pagehide", "paused"));
+    add(win, "pageshow", (e) => e.persisted && this.resume("pagehide"));
+    return () => on.forEach((f) => f());
+  }
+
+  hidden() {
+    return this.env.document?.visibilityState === "hidden";
+  }
+
+  channels() {
+    const out = new Set();
+    for (const sub of this.subs) if (sub.channel) out.add(sub.channel);
+    return [...out];
+  }
+
+  onHidden() {
+    for (const sub of this.subs) {
+      if (sub.lease && !sub.paused) {
+        sub.paused = "hidden";
+        sub.lease.stop("ABORTED");
+        this.env.clearTimeout(sub.leaseTimer);
+        this.emit(sub, "paused", {});
+      }
+    }
+    for (const ch of this.channels()) {
+      this.env.clearTimeout(ch.hiddenTimer);
+      ch.hiddenTimer = this.env.setTimeout(() => this.hidden() && this.pauseChannel(ch, "hidden", "paused"), this.hiddenGraceMs);
+    }
+  }
+
+  /** Closes every connection and timer for `why` (offline, pagehide). */
+  pause(why, state) {
+    for (const sub of this.subs) {
+      if (sub.lease) {
+        sub.paused = why;
+        sub.lease.stop("ABORTED");
+        this.env.clearTimeout(sub.leaseTimer);
+        this.emit(sub, state, {});
+      }
+    }
+    for (const ch of this.channels()) this.pauseChannel(ch, why, state);
+  }
+
+  pauseChannel(ch, why, state) {
+    const env = this.env;
+    env.clearTimeout(ch.timer);
+    env.clearTimeout(ch.hiddenTimer);
+    ch.timer = null;
+    ch.paused = why;
+    ch.abort?.abort();
+    // A document that comes back does not trust what it held (seed §5.4).
+    if (why !== "offline") for (const sub of ch.subs) sub.needSnapshot = true;
+    this.state(ch, state, {});
+  }
+
+  /** Visible again, or restored from the back/forward cache: a new generation from a snapshot. */
+  resume(why) {
+    for (const ch of this.channels()) {
+      this.env.clearTimeout(ch.hiddenTimer);
+      if (ch.paused === why || (why === "pagehide" && ch.paused)) {
+        for (const sub of ch.subs) sub.needSnapshot = true;
+        this.connect(ch);
+      }
+    }
+    for (const sub of this.subs) if (sub.lease && sub.paused && !this.hidden()) this.startPoll(sub);
+  }
+
+  /** Online hint: after a jitter, one bounded check (not a flood). */
+  online() {
+    const env = this.env;
+    for (const ch of this.channels()) {
+      if (ch.running) continue;
+      ch.backoff.reset();
+      env.clearTimeout(ch.timer);
+      ch.timer = env.setTimeout(() => this.connect(ch), Math.floor(env.random() * 1000));
+    }
+    for (const sub of this.subs) if (sub.lease && sub.paused === "offline") this.startPoll(sub);
+  }
+
+  // ---- small helpers ----
+
+  credentials() {
+    const h = this.options.headers?.();
+    return h ? { ...h } : {};
+  }
+
+  url(path) {
+    return (this.options.baseUrl ?? this.env.location?.origin ?? "") + path;
+  }
+
+  wsUrl(path) {
+    if (this.options.wsUrl) return this.options.wsUrl;
+    return this.url(path).replace(/^http/, "ws");
+  }
+
+  count(key, n = 1) {
+    this.counters[key] += n;
+  }
+
+  /** An SSE idle watchdog: `onFire` when no byte came for idleTimeoutMs (not while hidden). */
+  watchdog(onFire) {
+    const env = this.env;
+    const w = { fired: false, timer: null };
+    const arm = () => {
+      env.clearTimeout(w.timer);
+      w.timer = env.setTimeout(() => {
+        if (this.hidden()) return arm();
+        w.fired = true;
+        onFire();
+        return undefined;
+      }, this.idleTimeoutMs);
+    };
+    w.touch = arm;
+    w.stop = () => env.clearTimeout(w.timer);
+    arm();
+    return w;
+  }
+
+  control(sub, c) {
+    sub.handlers.onControl?.(c);
+    for (const fn of this.listeners.control) fn({ stream: sub.stream, ...c });
+  }
+
+  state(ch, state, extra) {
+    for (const sub of ch.subs) this.emit(sub, state, extra);
+  }
+
+  emit(sub, state, extra) {
+    const status = Object.freeze({ stream: sub.stream, transport: this.transport, state, ...extra });
+    sub.status = status;
+    try {
+      sub.handlers.onStatus?.(status);
+    } catch {
+      // a subscriber's status handler cannot break the runtime
+    }
+    for (const fn of this.listeners.status) {
+      try {
+        fn(status);
+      } catch {
+        // likewise
+      }
+    }
+  }
+}
