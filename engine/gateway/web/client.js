@@ -38,7 +38,7 @@ export {
 export { SequenceTable, Verdict, DEDUPE_CEILING, digest } from "./client/order.js";
 export { Backoff, RECONNECT_CEILING, RECONNECT_DEFAULTS, Retry, retryClass, reconnectPolicy, closeCategory, statusFailure, retryAfterMs, CATEGORY_FAILURE } from "./client/backoff.js";
 export { PollLease, POLL_CEILING, pollPolicy } from "./client/poll.js";
-export { SseParser, SSE_MAX_BUFFER } from "./client/sse.js";
+export { SseParser, SSE_MAX_BUFFER } from "./client/event-stream.js";
 export { Feed, SerialQueue, QUEUE_CEILING, defaultMap } from "./client/feed.js";
 export { sseEnvelope, isEventStream } from "./client/live.js";
 

@@ -9,7 +9,7 @@
 
 import { decodeJson, jsonLimits } from "./json.js";
 import { envelope, serverMessage, sseControl, SUBPROTOCOL } from "./schema.js";
-import { SseParser, SseFailure } from "./sse.js";
+import { SseParser, SseFailure } from "./event-stream.js";
 import { CATEGORY_FAILURE, closeCategory, retryAfterMs, statusFailure } from "./backoff.js";
 import { SerialQueue } from "./feed.js";
 
@@ -202,6 +202,7 @@ class WsSession {
     this.ending = null;
     this.subs = new Map(); // subscriptionId -> sub
     this.tombstones = new Set();
+    this.forgotten = new Set(); // ids the server dropped with RESET_REQUIRED
     this.want = subs;
     this.serial = 0;
     this.nonce = null;
@@ -272,7 +273,8 @@ class WsSession {
       default:
         break;
     }
-    if (this.tombstones.has(msg.subscriptionId)) return undefined; // late, after UNSUBSCRIBE: no effect
+    // Late, after UNSUBSCRIBE or a reset: no effect.
+    if (this.tombstones.has(msg.subscriptionId) || this.forgotten.has(msg.subscriptionId)) return undefined;
     const sub = this.subs.get(msg.subscriptionId);
     if (!sub) return this.finish("PROTOCOL_MISMATCH");
     if (msg.type === "SUBSCRIBED") return this.subscribed(sub, msg);
@@ -326,6 +328,7 @@ class WsSession {
     this.rt.control(sub, { type: "RESET_REQUIRED", reason });
     if (TERMINAL_RESET.has(reason)) {
       this.subs.delete(id);
+      this.forgotten.add(id);
       this.rt.stopSub(sub, reason);
       return;
     }
@@ -334,8 +337,12 @@ class WsSession {
 
   /** Snapshot, then SUBSCRIBE again from its checkpoint (the server forgot `id` after a reset). */
   async recover(sub, id, why, forgotten = false) {
-    if (!forgotten) this.unsubscribe(sub);
-    else this.subs.delete(id);
+    if (!forgotten) {
+      this.unsubscribe(sub);
+    } else {
+      this.subs.delete(id);
+      this.forgotten.add(id);
+    }
     const failure = await this.rt.resync(sub, why);
     if (failure) return this.finish(failure);
     if (this.ending === null) this.subscribe(sub);

@@ -10,12 +10,11 @@
 // metrics never carry a token, cursor, epoch, scope, event id or payload
 // (seed §12.3); credentials are asked for per request and never stored.
 
-import { decodeJson, SNAPSHOT_CEILINGS } from "./json.js";
-import { snapshot as snapshotSchema } from "./schema.js";
-import { Backoff, reconnectPolicy, retryAfterMs, statusFailure } from "./backoff.js";
+import { Backoff, reconnectPolicy } from "./backoff.js";
 import { PollLease, pollPolicy } from "./poll.js";
 import { Feed } from "./feed.js";
 import { runSse, runWs } from "./live.js";
+import { takeSnapshot } from "./snapshot.js";
 
 /** Failures after which the next connection starts from a new snapshot. */
 const NEEDS_SNAPSHOT = new Set(["CURSOR_EXPIRED", "EVENT_CONFLICT", "SCOPE_PROTOCOL_VIOLATION", "QUEUE_OVERFLOW",
@@ -41,35 +40,6 @@ function environment(e = {}) {
     navigator: "navigator" in e ? e.navigator : g.navigator,
     location: "location" in e ? e.location : g.location,
   };
-}
-
-/** Reads at most `max` bytes of a response body; null past that. */
-async function readCapped(r, max) {
-  const declared = Number(r.headers.get("Content-Length"));
-  if (declared > max) {
-    r.body?.cancel().catch(() => {});
-    return null;
-  }
-  const reader = r.body.getReader();
-  const parts = [];
-  let n = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    n += value.byteLength;
-    if (n > max) {
-      reader.cancel().catch(() => {});
-      return null;
-    }
-    parts.push(value);
-  }
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }
 
 /** See `createClient` in client.js. */
@@ -256,9 +226,12 @@ export class RealtimeClient {
   /** A subscription the server refused for good (RESET_REQUIRED FORBIDDEN, ...). */
   stopSub(sub, failure) {
     const ch = sub.channel;
-    if (ch) ch.subs = ch.subs.filter((s) => s !== sub);
     this.subs.delete(sub);
     sub.closed = true;
+    if (ch) {
+      ch.subs = ch.subs.filter((s) => s !== sub);
+      if (ch.subs.length === 0) ch.abort?.abort(); // nothing left on the connection
+    }
     this.emit(sub, "stopped", { failure });
   }
 
@@ -305,45 +278,9 @@ export class RealtimeClient {
     return null;
   }
 
-  /** GET the snapshot, run the subscriber's snapshot effect, then adopt its checkpoint. */
-  async takeSnapshot(sub, signal, etag = null) {
-    this.count("snapshots");
-    const headers = { Accept: "application/json", ...this.credentials() };
-    if (etag !== null) headers["If-None-Match"] = etag;
-    let r;
-    try {
-      r = await this.env.fetch(this.url(`/v1/streams/${encodeURIComponent(sub.stream)}/snapshot`), {
-        headers, signal, credentials: "same-origin", redirect: "error", cache: "no-store", referrerPolicy: "no-referrer",
-      });
-    } catch {
-      return signal?.aborted ? "ABORTED" : "OFFLINE";
-    }
-    sub.lastAnswer = { status: r.status, etag: r.headers.get("ETag"), hint: retryAfterMs(r.headers.get("Retry-After")) };
-    if (r.status === 304 && etag !== null) return null;
-    if (r.status !== 200) {
-      r.body?.cancel().catch(() => {});
-      return statusFailure(r.status, sub.lastAnswer.hint !== null);
-    }
-    let bytes;
-    try {
-      bytes = await readCapped(r, SNAPSHOT_CEILINGS.maxBytes);
-    } catch {
-      return signal?.aborted ? "ABORTED" : "OFFLINE";
-    }
-    if (bytes === null) return "EVENT_TOO_LARGE";
-    const j = decodeJson(bytes, SNAPSHOT_CEILINGS);
-    const s = j.ok ? snapshotSchema(j.value, sub.stream) : j;
-    if (!s.ok) return s.failure;
-    if (sub.closed) return "ABORTED";
-    const sequence = s.value.checkpoint === null ? "0" : s.value.checkpoint.lastAppliedSequence;
-    try {
-      await sub.handlers.onSnapshot?.(s.value.state, { streamId: sub.stream, sequence });
-    } catch {
-      return "APPLY_FAILED";
-    }
-    sub.feed.adopt(s.value.scopeBinding, s.value.checkpoint);
-    sub.needSnapshot = false;
-    return null;
+  /** See snapshot.js. */
+  takeSnapshot(sub, signal, etag = null) {
+    return takeSnapshot(this, sub, signal, etag);
   }
 
   // ---- bounded polling (SPEC RT-11) ----

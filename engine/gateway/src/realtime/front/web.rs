@@ -45,9 +45,10 @@ const ASSETS: &[Asset] = &[
     asset!("client/order.js", JS),
     asset!("client/backoff.js", JS),
     asset!("client/poll.js", JS),
-    asset!("client/sse.js", JS),
+    asset!("client/event-stream.js", JS),
     asset!("client/feed.js", JS),
     asset!("client/live.js", JS),
+    asset!("client/snapshot.js", JS),
     asset!("client/runtime.js", JS),
 ];
 

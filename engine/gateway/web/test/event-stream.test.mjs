@@ -1,7 +1,7 @@
 // The bounded SSE parser (SPEC RT-8, RT-13).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { SseParser, SSE_MAX_BUFFER } from "../client/sse.js";
+import { SseParser, SSE_MAX_BUFFER } from "../client/event-stream.js";
 import { sseEnvelope } from "../client/live.js";
 import { env, bytes } from "./helpers.mjs";
 
