@@ -130,6 +130,8 @@ export interface ClientOptions {
   limits?: { maxBytes?: number; maxDepth?: number; maxElements?: number };
   hiddenGraceMs?: number;
   idleTimeoutMs?: number;
+  /** At most 30 000. */
+  connectTimeoutMs?: number;
   env?: Environment;
 }
 

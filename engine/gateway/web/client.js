@@ -62,6 +62,8 @@ export { sseEnvelope, isEventStream } from "./client/live.js";
  * @param {{maxBytes?:number,maxDepth?:number,maxElements?:number}} [options.limits] JSON ceilings (64 KiB, 16, 4,096 at most)
  * @param {number} [options.hiddenGraceMs=60000] how long a hidden page keeps its live connection
  * @param {number} [options.idleTimeoutMs=45000] SSE: no byte for this long is IDLE_TIMEOUT
+ * @param {number} [options.connectTimeoutMs=20000] an SSE answer's head, or WELCOME, must come within
+ *   this (at most 30 s), else CONNECT_TIMEOUT
  * @param {object} [options.env] stand-ins for fetch, WebSocket, now, random, setTimeout, clearTimeout,
  *   document, window, navigator, location (tests)
  * @returns {RealtimeClient}

@@ -7,7 +7,7 @@
 // a closed failure kind; the reconnect owner (runtime.js) decides what
 // follows. Neither logs or keeps a payload, cursor, token or raw reason.
 
-import { decodeJson, jsonLimits } from "./json.js";
+import { decodeJson, jsonLimits, utf8Length } from "./json.js";
 import { envelope, serverMessage, sseControl, SUBPROTOCOL } from "./schema.js";
 import { SseParser, SseFailure } from "./event-stream.js";
 import { CATEGORY_FAILURE, closeCategory, retryAfterMs, statusFailure } from "./backoff.js";
@@ -46,13 +46,23 @@ export async function runSse(rt, sub, signal) {
   const headers = { Accept: "text/event-stream", ...rt.credentials() };
   if (sub.feed.table.cursor !== null) headers["Last-Event-ID"] = sub.feed.table.cursor;
   rt.count("connectAttempts");
+  // The open deadline: the answer's head must come within connectTimeoutMs.
+  const open = new AbortController();
+  signal.addEventListener("abort", () => open.abort());
+  let late = false;
+  const deadline = env.setTimeout(() => {
+    late = true;
+    open.abort();
+  }, rt.connectTimeoutMs);
   let r;
   try {
     r = await env.fetch(rt.url(`/v1/streams/${encodeURIComponent(sub.stream)}/sse`), {
-      headers, signal, credentials: "same-origin", redirect: "error", cache: "no-store", referrerPolicy: "no-referrer",
+      headers, signal: open.signal, credentials: "same-origin", redirect: "error", cache: "no-store", referrerPolicy: "no-referrer",
     });
   } catch {
-    return { failure: signal.aborted ? "ABORTED" : "OFFLINE", hintMs: null };
+    return { failure: signal.aborted ? "ABORTED" : late ? "CONNECT_TIMEOUT" : "OFFLINE", hintMs: null };
+  } finally {
+    env.clearTimeout(deadline);
   }
   const hint = retryAfterMs(r.headers.get("Retry-After"));
   if (r.status !== 200) {
@@ -156,6 +166,8 @@ export function runWs(rt, subs, signal) {
       return;
     }
     const s = new WsSession(rt, ws, subs);
+    // The open deadline: WELCOME must come within connectTimeoutMs.
+    s.deadline = env.setTimeout(() => s.welcome === null && s.finish("CONNECT_TIMEOUT"), rt.connectTimeoutMs);
     let settled = false;
     const finish = (failure) => {
       if (settled) return;
@@ -178,7 +190,7 @@ export function runWs(rt, subs, signal) {
     };
     ws.onmessage = (m) => {
       if (typeof m.data !== "string") return s.finish("PROTOCOL_MISMATCH"); // binary frames refused
-      if (!s.queue.push(m.data, m.data.length)) {
+      if (!s.queue.push(m.data, utf8Length(m.data))) {
         rt.count("overflows");
         for (const sub of s.subs.values()) sub.needSnapshot = true;
         s.finish("QUEUE_OVERFLOW");
@@ -212,11 +224,18 @@ class WsSession {
   }
 
   stop() {
+    this.rt.env.clearTimeout(this.deadline);
     this.rt.env.clearTimeout(this.timer);
     this.queue.clear();
     this.rt.sessions.delete(this);
   }
 
+  /**
+   * Sends at once: the client queues nothing of its own, so the browser's
+   * send buffer is the only outbound queue, checked against WELCOME's
+   * queued-bytes limit (and each message against its size limit); past
+   * either, QUEUE_OVERFLOW closes the connection (seed §7.5).
+   */
   send(msg) {
     const text = JSON.stringify(msg);
     const l = this.welcome.limits;

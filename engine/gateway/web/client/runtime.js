@@ -54,6 +54,7 @@ export class RealtimeClient {
     this.pollPolicy = pollPolicy(options.poll);
     this.hiddenGraceMs = Math.min(options.hiddenGraceMs ?? 60_000, 300_000);
     this.idleTimeoutMs = Math.min(options.idleTimeoutMs ?? 45_000, 300_000);
+    this.connectTimeoutMs = Math.min(options.connectTimeoutMs ?? 20_000, 30_000);
     this.counters = Object.fromEntries(COUNTERS.map((k) => [k, 0]));
     this.listeners = { status: new Set(), control: new Set() };
     this.subs = new Set();
