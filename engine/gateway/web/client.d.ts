@@ -161,6 +161,8 @@ export interface RealtimeClient {
   on(type: "status", fn: (status: Status) => void): () => void;
   on(type: "control", fn: (control: Control & { readonly stream: string }) => void): () => void;
   metrics(): Metrics;
+  /** The user's manual retry: subscriptions that gave up (degraded, a stopped poll) start over with a fresh budget. */
+  retry(): void;
   /** Stops every subscription and lifecycle listener. */
   close(): void;
 }

@@ -9,6 +9,7 @@
 //     onStatus(status) { ... },        // connecting | open | resyncing | reconnecting |
 //   });                                // offline | paused | degraded | stopped | closed
 //   client.metrics();                  // counters, never ids, cursors or payloads
+//   client.retry();                    // the user's manual retry after "degraded"
 //   stop();
 //
 // What it does (SPEC RT-4, RT-5, RT-7, RT-11, RT-13): every event goes

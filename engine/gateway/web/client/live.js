@@ -73,7 +73,7 @@ export async function runSse(rt, sub, signal) {
     cancel(r);
     return { failure: "PROTOCOL_MISMATCH", hintMs: null };
   }
-  rt.opened(sub);
+  rt.opened(sub.channel);
   const parser = new SseParser();
   const reader = r.body.getReader();
   const limits = jsonLimits(rt.options.limits);
@@ -151,10 +151,10 @@ async function sseItem(rt, sub, gen, item, limits) {
 }
 
 /**
- * One `realtime.v1` WebSocket for the client's subscriptions (SPEC RT-9).
- * Resolves when it closed, to `{ failure, hintMs }`.
+ * One `realtime.v1` WebSocket for the subscriptions of channel `ch` (SPEC
+ * RT-9). Resolves when it closed, to `{ failure, hintMs }`.
  */
-export function runWs(rt, subs, signal) {
+export function runWs(rt, ch, signal) {
   const env = rt.env;
   return new Promise((resolve) => {
     rt.count("connectAttempts");
@@ -165,7 +165,7 @@ export function runWs(rt, subs, signal) {
       resolve({ failure: "PROTOCOL_MISMATCH", hintMs: null });
       return;
     }
-    const s = new WsSession(rt, ws, subs);
+    const s = new WsSession(rt, ws, ch);
     // The open deadline: WELCOME must come within connectTimeoutMs.
     s.deadline = env.setTimeout(() => s.welcome === null && s.finish("CONNECT_TIMEOUT"), rt.connectTimeoutMs);
     let settled = false;
@@ -206,7 +206,7 @@ export function runWs(rt, subs, signal) {
 
 /** The state of one WebSocket session: pending, live and tombstoned subscriptions. */
 class WsSession {
-  constructor(rt, ws, subs) {
+  constructor(rt, ws, ch) {
     this.rt = rt;
     this.ws = ws;
     this.welcome = null;
@@ -215,7 +215,7 @@ class WsSession {
     this.subs = new Map(); // subscriptionId -> sub
     this.tombstones = new Set();
     this.forgotten = new Set(); // ids the server dropped with RESET_REQUIRED
-    this.want = subs;
+    this.ch = ch; // its subscriptions: those there at WELCOME, and those that join later
     this.serial = 0;
     this.nonce = null;
     this.timer = null;
@@ -244,6 +244,11 @@ class WsSession {
       return this.finish("QUEUE_OVERFLOW");
     }
     this.ws.send(text);
+  }
+
+  /** Whether `sub` is subscribed (or subscribing) on this connection. */
+  has(sub) {
+    return this.subs.get(sub.wsId) === sub;
   }
 
   /** Sends SUBSCRIBE for `sub` under a fresh id. */
@@ -279,12 +284,12 @@ class WsSession {
         return this.welcomed(msg);
       case "CLOSE":
         this.category = msg.category;
-        for (const sub of this.want) rt.control(sub, { type: "CLOSE", category: msg.category });
+        for (const sub of this.ch.subs) rt.control(sub, { type: "CLOSE", category: msg.category });
         return undefined;
       case "HEARTBEAT_ACK":
         if (msg.nonce !== this.nonce) return this.finish("PROTOCOL_MISMATCH");
         this.nonce = null;
-        rt.markStable(this.want[0]);
+        this.ch.backoff.markStable();
         return undefined;
       case "UNSUBSCRIBED":
         if (!this.tombstones.delete(msg.subscriptionId)) return this.finish("PROTOCOL_MISMATCH");
@@ -314,8 +319,11 @@ class WsSession {
         maxQueuedBytes: cap(msg.limits.maxQueuedBytes, 256 * 1024),
       },
     };
-    for (const sub of this.want) this.rt.opened(sub);
-    for (const sub of this.want.slice(0, this.welcome.limits.maxSubscriptions)) this.subscribe(sub);
+    this.rt.opened(this.ch);
+    for (const sub of this.ch.subs.slice(0, this.welcome.limits.maxSubscriptions)) {
+      if (sub.needSnapshot) this.rt.joinLive(sub); // joined after the attempt's snapshots
+      else this.subscribe(sub);
+    }
     this.beat();
   }
 

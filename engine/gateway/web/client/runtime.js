@@ -87,7 +87,9 @@ export class RealtimeClient {
     } else {
       sub.channel = this.ws;
       this.ws.subs.push(sub);
-      this.joinLive(sub);
+      // Open: snapshot and SUBSCRIBE now; else the next WELCOME does it.
+      if (this.ws.running) this.joinLive(sub);
+      else this.connect(this.ws);
     }
     return () => this.unsubscribe(sub);
   }
@@ -107,6 +109,20 @@ export class RealtimeClient {
     for (const sub of [...this.subs]) this.unsubscribe(sub);
     this.closed = true;
     this.lifecycle();
+  }
+
+  /**
+   * The user's manual retry: every subscription that gave up (DEGRADED,
+   * a stopped poll lease, a failed snapshot) starts over with a fresh
+   * budget. Refusals stay refused: a FORBIDDEN subscription was removed.
+   */
+  retry() {
+    for (const ch of this.channels()) {
+      if (ch.running || ch.timer !== null || ch.paused) continue;
+      ch.backoff.reset();
+      this.connect(ch);
+    }
+    for (const sub of this.subs) if (sub.lease && sub.lease.stopped !== null && !sub.paused) this.startPoll(sub);
   }
 
   // ---- channels and the reconnect owner (SPEC RT-7) ----
@@ -137,7 +153,7 @@ export class RealtimeClient {
         break;
       }
     }
-    end ??= this.transport === "sse" ? await runSse(this, ch.subs[0], abort.signal) : await runWs(this, [...ch.subs], abort.signal);
+    end ??= this.transport === "sse" ? await runSse(this, ch.subs[0], abort.signal) : await runWs(this, ch, abort.signal);
     ch.running = false;
     ch.abort = null;
     env.clearTimeout(ch.stableTimer);
@@ -178,9 +194,8 @@ export class RealtimeClient {
     return this.state(ch, failure === "CLOSED" ? "closed" : "stopped", { failure });
   }
 
-  /** A connection (or a WebSocket subscription's WELCOME) opened. */
-  opened(sub) {
-    const ch = sub.channel;
+  /** Channel `ch`'s connection opened (SSE: its 200 head; WebSocket: WELCOME). */
+  opened(ch) {
     const env = this.env;
     this.count("opens");
     ch.backoff.opened(env.now());
@@ -188,7 +203,7 @@ export class RealtimeClient {
     ch.stableTimer = env.setTimeout(() => {
       if (ch.backoff.stableAt(env.now())) for (const s of ch.subs) s.authTried = false;
     }, this.backoffPolicy.stableAfterMs);
-    this.emit(sub, "open", {});
+    this.state(ch, "open", {});
   }
 
   markStable(sub) {
@@ -198,7 +213,7 @@ export class RealtimeClient {
   /** A subscription joins a WebSocket already open: snapshot, then SUBSCRIBE. */
   async joinLive(sub) {
     const session = [...this.sessions][0];
-    if (!session || !session.welcome) return; // the next connect subscribes it
+    if (!session || !session.welcome || session.has(sub)) return; // the next WELCOME subscribes it
     const failure = await this.takeSnapshot(sub, this.ws.abort?.signal);
     if (failure) return this.stopSub(sub, failure);
     if (!sub.closed) session.subscribe(sub);

@@ -77,6 +77,10 @@ test("a server that stays away: the attempt budget, then DEGRADED and silence", 
   await t.advance(600_000);
   assert.equal(f.seen.length, asked, "no request after DEGRADED");
   assert.equal(c.metrics().degraded, 1);
+  c.retry(); // the user's manual retry: a fresh budget
+  await t.advance(600_000);
+  assert.equal(f.seen.length > asked, true);
+  assert.equal(statuses.at(-1).state, "degraded");
 });
 
 test("events apply in order from the snapshot; RESET_REQUIRED resyncs; nothing secret is reported", async () => {

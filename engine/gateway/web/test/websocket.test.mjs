@@ -48,7 +48,10 @@ function setup(snapshots = ["5"]) {
   const t = virtualTime();
   const { FakeWs, made } = fakeSockets();
   let n = 0;
-  const fetch = async () => answer(200, { body: JSON.stringify(snap(snapshots[Math.min(n++, snapshots.length - 1)])) });
+  const fetch = async (url) => {
+    const streamId = url.split("/").at(-2);
+    return answer(200, { body: JSON.stringify(snap(snapshots[Math.min(n++, snapshots.length - 1)], { streamId })) });
+  };
   const statuses = [];
   const c = createClient({
     transport: "ws", baseUrl: "https://h",
@@ -58,7 +61,7 @@ function setup(snapshots = ["5"]) {
   c.on("status", (s) => statuses.push(s));
   const applied = [];
   c.subscribe("demo", { onEvent: (e, ctx) => applied.push(ctx.sequence) });
-  return { t, made, c, statuses, applied, snaps: () => n };
+  return { t, made, c, statuses, applied, snaps: () => n, FakeWs };
 }
 
 const event = (id, s, over = {}) => ({ type: "EVENT", subscriptionId: id, envelope: env({ sequence: String(s), ...over }) });
@@ -148,4 +151,33 @@ test("one outstanding heartbeat; a missing ack closes and reconnects", async () 
   assert.equal(statuses.some((s) => s.state === "reconnecting" && s.failure === "IDLE_TIMEOUT"), true);
   await t.advance(1_000);
   assert.equal(made.length, 2, "reconnected");
+});
+
+test("one connection carries several subscriptions; one that joins later gets its snapshot first", async () => {
+  const { t, made, c, snaps } = setup(["5"]);
+  await t.advance(0);
+  made[0].deliver(WELCOME);
+  await t.advance(0);
+  const other = [];
+  const stop = c.subscribe("other", { onEvent: (e, ctx) => other.push(ctx.sequence) });
+  await t.advance(0);
+  assert.equal(made.length, 1, "the same connection");
+  assert.equal(snaps(), 2);
+  const sub = made[0].sent.at(-1);
+  assert.deepEqual([sub.type, sub.streamId, sub.cursor], ["SUBSCRIBE", "other", "c1.5"]);
+  made[0].deliver({ type: "SUBSCRIBED", subscriptionId: sub.subscriptionId, streamEpoch: "e1", acceptedCursor: null, nextExpectedSequence: "6" });
+  made[0].deliver(event(sub.subscriptionId, 6, { streamId: "other" }));
+  await t.advance(0);
+  assert.deepEqual(other, ["6"]);
+  stop();
+  await t.advance(0);
+  assert.deepEqual(made[0].sent.at(-1), { type: "UNSUBSCRIBE", subscriptionId: sub.subscriptionId });
+  // A reconnect subscribes what is left, from its cursor.
+  made[0].deliver({ type: "CLOSE", category: "RESTART" });
+  made[0].drop(1012);
+  await t.advance(1_000);
+  assert.equal(made.length, 2);
+  made[1].deliver(WELCOME);
+  await t.advance(0);
+  assert.deepEqual(made[1].sent.map((m) => [m.type, m.streamId, m.cursor]), [["SUBSCRIBE", "demo", "c1.5"]]);
 });
