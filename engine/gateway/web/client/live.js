@@ -136,7 +136,9 @@ async function sseItem(rt, sub, gen, item, limits) {
     const failure = await rt.resync(sub, why);
     return failure ? { failure, hintMs: null } : null;
   }
-  if (item.event !== "") return { failure: "PROTOCOL_MISMATCH", hintMs: null };
+  // An application event has no `event:` line (or the default name); any
+  // other name is not in the protocol: fail closed.
+  if (item.event !== "" && item.event !== "message") return { failure: "PROTOCOL_MISMATCH", hintMs: null };
   const e = sseEnvelope(item, limits);
   if (!e.ok) {
     rt.count("rejected");

@@ -172,3 +172,26 @@ test("polling: conditional, single flight, at least five seconds apart; a 403 en
   await t.advance(600_000);
   assert.equal(times.length, asked);
 });
+
+for (const [name, block, failure] of [
+  ["an unknown event name", "event: weird\ndata: {}\n\n", "PROTOCOL_MISMATCH"],
+  ["a CURSOR event without its own id", `data: ${JSON.stringify(env({ sequence: "1" }))}\n\n`, "PROTOCOL_MISMATCH"],
+  ["a malformed event", "id: c1.1\ndata: {\"protocol\":\n\n", "MALFORMED_EVENT"],
+  ["an event of another stream", `id: c1.1\ndata: ${JSON.stringify(env({ streamId: "other" }))}\n\n`, "MALFORMED_EVENT"],
+]) {
+  test(`${name} fails closed: no effect, no retry`, async () => {
+    const t = virtualTime();
+    const body = sseBody();
+    const f = fakeFetch((url) => (url.endsWith("/snapshot") ? snapshotAnswer("0")
+      : answer(200, { body: body.stream, headers: { "Content-Type": "text/event-stream" } })));
+    const { c, statuses } = client(t, f.fetch);
+    const applied = [];
+    c.subscribe("demo", { onEvent: (e, ctx) => applied.push(ctx.sequence) });
+    await t.advance(0);
+    body.write(block + `id: c1.1\ndata: ${JSON.stringify(env())}\n\n`);
+    await t.advance(600_000);
+    assert.deepEqual(applied, []);
+    assert.equal(f.count("/sse"), 1);
+    assert.deepEqual(statuses.at(-1), { stream: "demo", transport: "sse", state: "stopped", failure });
+  });
+}
