@@ -174,6 +174,7 @@ export function runWs(rt, ch, signal) {
     const finish = (failure) => {
       if (settled) return;
       settled = true;
+      s.done = true;
       s.stop();
       resolve({ failure, hintMs: null });
     };
@@ -194,7 +195,7 @@ export function runWs(rt, ch, signal) {
       if (typeof m.data !== "string") return s.finish("PROTOCOL_MISMATCH"); // binary frames refused
       if (!s.queue.push(m.data, utf8Length(m.data))) {
         rt.count("overflows");
-        for (const sub of s.subs.values()) sub.needSnapshot = true;
+        for (const sub of s.ch.subs) sub.needSnapshot = true;
         s.finish("QUEUE_OVERFLOW");
       }
     };
@@ -214,6 +215,7 @@ class WsSession {
     this.welcome = null;
     this.category = null;
     this.ending = null;
+    this.done = false; // closed: nothing more is sent or applied
     this.subs = new Map(); // subscriptionId -> sub
     this.tombstones = new Set();
     this.forgotten = new Set(); // ids the server dropped with RESET_REQUIRED
@@ -239,6 +241,7 @@ class WsSession {
    * either, QUEUE_OVERFLOW closes the connection (seed §7.5).
    */
   send(msg) {
+    if (this.done) return undefined;
     const text = JSON.stringify(msg);
     const l = this.welcome.limits;
     if (text.length * 3 > l.maxMessageBytes || this.ws.bufferedAmount + text.length * 3 > l.maxQueuedBytes) {
@@ -246,6 +249,7 @@ class WsSession {
       return this.finish("QUEUE_OVERFLOW");
     }
     this.ws.send(text);
+    return undefined;
   }
 
   /** Whether `sub` is subscribed (or subscribing) on this connection. */
@@ -271,6 +275,7 @@ class WsSession {
   }
 
   async message(text) {
+    if (this.done) return undefined;
     const rt = this.rt;
     const limits = jsonLimits({ ...rt.options.limits, maxBytes: this.welcome?.limits.maxMessageBytes });
     const j = decodeJson(text, limits);
@@ -374,7 +379,7 @@ class WsSession {
     }
     const failure = await this.rt.resync(sub, why);
     if (failure) return this.finish(failure);
-    if (this.ending === null) this.subscribe(sub);
+    if (!this.done) this.subscribe(sub);
     return undefined;
   }
 }

@@ -181,3 +181,39 @@ test("one connection carries several subscriptions; one that joins later gets it
   await t.advance(0);
   assert.deepEqual(made[1].sent.map((m) => [m.type, m.streamId, m.cursor]), [["SUBSCRIBE", "demo", "c1.5"]]);
 });
+
+test("an apply queue past its ceiling closes the connection and recovers from a snapshot, never dropping events silently", async () => {
+  const t = virtualTime();
+  const { FakeWs, made } = fakeSockets();
+  let snaps = 0;
+  const fetch = async () => {
+    snaps++;
+    return answer(200, { body: JSON.stringify(snap("5")) });
+  };
+  let release;
+  const slow = new Promise((r) => { release = r; });
+  const statuses = [];
+  const c = createClient({
+    transport: "ws", baseUrl: "https://h", queue: { maxEvents: 4 },
+    env: { fetch, WebSocket: FakeWs, now: t.now, random: () => 0.5, setTimeout: t.setTimeout, clearTimeout: t.clearTimeout,
+      document: null, window: null, navigator: null, location: null },
+  });
+  c.on("status", (s) => statuses.push(s));
+  const applied = [];
+  c.subscribe("demo", { onEvent: async (e, ctx) => { applied.push(ctx.sequence); await slow; } });
+  await t.advance(0);
+  made[0].deliver(WELCOME);
+  await t.advance(0);
+  made[0].deliver({ type: "SUBSCRIBED", subscriptionId: "s1", streamEpoch: "e1", acceptedCursor: null, nextExpectedSequence: "6" });
+  await t.advance(0);
+  for (let s = 6; s <= 12; s++) made[0].deliver(event("s1", s));
+  await t.advance(0);
+  assert.equal(made[0].closed, 1000);
+  assert.equal(c.metrics().overflows, 1);
+  assert.equal(statuses.some((s) => s.failure === "QUEUE_OVERFLOW" && s.state === "reconnecting"), true);
+  release();
+  await t.advance(1_000);
+  assert.deepEqual(applied, ["6"], "nothing after the overflow was applied");
+  assert.equal(made.length, 2, "reconnected");
+  assert.equal(snaps, 2, "from a new snapshot");
+});
