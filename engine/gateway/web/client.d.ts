@@ -245,3 +245,43 @@ export class SseParser {
     | { type: "comment" }>;
   end(): void;
 }
+
+export const FAILURE_KINDS: readonly FailureKind[];
+export const CLOSE_CATEGORIES: readonly CloseCategory[];
+export const ENVELOPE_PROTOCOL: "REALTIME_EVENT_V1";
+export const SUBPROTOCOL: "realtime.v1";
+export const RECONNECT_DEFAULTS: Readonly<Required<ReconnectPolicy>>;
+export const Retry: Readonly<{ NETWORK: "NETWORK"; THROTTLED: "THROTTLED"; NO_RETRY: "NO_RETRY" }>;
+export const CATEGORY_FAILURE: Readonly<Record<CloseCategory, FailureKind>>;
+/** Whether a Content-Type is exactly text/event-stream (parameters aside). */
+export function isEventStream(type: string | null): boolean;
+/** An SSE application block as an envelope: a CURSOR event carries its own id equal to its resumeCursor. */
+export function sseEnvelope(block: { data: string; id: string | null }, limits?: JsonLimits): Decoded<Envelope & { seq: bigint }>;
+
+export type Outcome =
+  | { kind: "APPLIED"; failure: null }
+  | { kind: "IGNORED" | "RESYNC" | "FATAL"; failure: FailureKind };
+export const QUEUE_CEILING: { readonly maxEvents: number; readonly maxBytes: number };
+export function defaultMap(envelope: Envelope): FeatureEvent;
+/** One subscription's apply pipeline: registry, fences, the RT-5 table, mapper, effect, commit. */
+export class Feed<E = FeatureEvent> {
+  constructor(o: {
+    streamId: string;
+    eventTypes?: Iterable<string> | null;
+    map?: (envelope: Envelope) => E;
+    effect: (event: E, ctx: EventContext) => void | Promise<void>;
+    dedupe?: { maxIds?: number; maxAgeMs?: number };
+  });
+  readonly generation: number;
+  readonly table: SequenceTable;
+  fence(): number;
+  adopt(scope: string, checkpoint: { streamEpoch: string; last: bigint; resumeCursor: string | null } | null): void;
+  process(envelope: Envelope & { seq: bigint }, generation: number, now: number): Promise<Outcome>;
+}
+/** A bounded sequential queue (256 events or 4 MiB at most, the one in flight included). */
+export class SerialQueue<T> {
+  constructor(work: (item: T) => unknown, limits?: { maxEvents?: number; maxBytes?: number });
+  readonly highWater: number;
+  push(item: T, bytes: number): boolean;
+  clear(): void;
+}
