@@ -15,6 +15,7 @@ import { PollLease, pollPolicy } from "./poll.js";
 import { Feed } from "./feed.js";
 import { runSse, runWs } from "./live.js";
 import { takeSnapshot } from "./snapshot.js";
+import { listen } from "./lifecycle.js";
 
 /** Failures after which the next connection starts from a new snapshot. */
 const NEEDS_SNAPSHOT = new Set(["CURSOR_EXPIRED", "EVENT_CONFLICT", "SCOPE_PROTOCOL_VIOLATION", "QUEUE_OVERFLOW",
@@ -118,7 +119,7 @@ export class RealtimeClient {
    */
   retry() {
     for (const ch of this.channels()) {
-      if (ch.running || ch.timer !== null || ch.paused) continue;
+      if (ch.running || ch.timer !== null || ch.paused || ch.stopped) continue;
       ch.backoff.reset();
       this.connect(ch);
     }
@@ -129,7 +130,7 @@ export class RealtimeClient {
 
   channel(subs) {
     return { subs, backoff: new Backoff(this.backoffPolicy), abort: null, timer: null, stableTimer: null,
-      running: false, paused: null, hiddenTimer: null };
+      running: false, paused: null, hiddenTimer: null, stopped: null };
   }
 
   /** One attempt: snapshots where needed, then the connection, then what its end means. */
@@ -191,6 +192,7 @@ export class RealtimeClient {
       this.count("degraded");
       return this.state(ch, "degraded", { failure, degraded: r.degraded });
     }
+    ch.stopped = failure; // never retried; only a new subscription starts again
     return this.state(ch, failure === "CLOSED" ? "closed" : "stopped", { failure });
   }
 
@@ -345,22 +347,10 @@ export class RealtimeClient {
     return undefined;
   }
 
-  // ---- page lifecycle and network (seed §5.4) ----
+  // ---- page lifecycle and network (seed §5.4): lifecycle.js ----
 
   listen() {
-    const { document: doc, window: win } = this.env;
-    const on = [];
-    const add = (target, type, fn) => {
-      if (!target?.addEventListener) return;
-      target.addEventListener(type, fn);
-      on.push(() => target.removeEventListener(type, fn));
-    };
-    add(doc, "visibilitychange", () => (this.hidden() ? this.onHidden() : this.resume("hidden")));
-    add(win, "offline", () => this.pause("offline", "offline"));
-    add(win, "online", () => this.online());
-    add(win, "pagehide", () => this.pause("pagehide", "paused"));
-    add(win, "pageshow", (e) => e.persisted && this.resume("pagehide"));
-    return () => on.forEach((f) => f());
+    return listen(this);
   }
 
   hidden() {
@@ -371,70 +361,6 @@ export class RealtimeClient {
     const out = new Set();
     for (const sub of this.subs) if (sub.channel) out.add(sub.channel);
     return [...out];
-  }
-
-  onHidden() {
-    for (const sub of this.subs) {
-      if (sub.lease && !sub.paused) {
-        sub.paused = "hidden";
-        sub.lease.stop("ABORTED");
-        this.env.clearTimeout(sub.leaseTimer);
-        this.emit(sub, "paused", {});
-      }
-    }
-    for (const ch of this.channels()) {
-      this.env.clearTimeout(ch.hiddenTimer);
-      ch.hiddenTimer = this.env.setTimeout(() => this.hidden() && this.pauseChannel(ch, "hidden", "paused"), this.hiddenGraceMs);
-    }
-  }
-
-  /** Closes every connection and timer for `why` (offline, pagehide). */
-  pause(why, state) {
-    for (const sub of this.subs) {
-      if (sub.lease) {
-        sub.paused = why;
-        sub.lease.stop("ABORTED");
-        this.env.clearTimeout(sub.leaseTimer);
-        this.emit(sub, state, {});
-      }
-    }
-    for (const ch of this.channels()) this.pauseChannel(ch, why, state);
-  }
-
-  pauseChannel(ch, why, state) {
-    const env = this.env;
-    env.clearTimeout(ch.timer);
-    env.clearTimeout(ch.hiddenTimer);
-    ch.timer = null;
-    ch.paused = why;
-    ch.abort?.abort();
-    // A document that comes back does not trust what it held (seed §5.4).
-    if (why !== "offline") for (const sub of ch.subs) sub.needSnapshot = true;
-    this.state(ch, state, {});
-  }
-
-  /** Visible again, or restored from the back/forward cache: a new generation from a snapshot. */
-  resume(why) {
-    for (const ch of this.channels()) {
-      this.env.clearTimeout(ch.hiddenTimer);
-      if (ch.paused === why || (why === "pagehide" && ch.paused)) {
-        for (const sub of ch.subs) sub.needSnapshot = true;
-        this.connect(ch);
-      }
-    }
-    for (const sub of this.subs) if (sub.lease && sub.paused && !this.hidden()) this.startPoll(sub);
-  }
-
-  /** Online hint: after a jitter, one bounded check (not a flood). */
-  online() {
-    const env = this.env;
-    for (const ch of this.channels()) {
-      if (ch.running) continue;
-      ch.backoff.reset();
-      env.clearTimeout(ch.timer);
-      ch.timer = env.setTimeout(() => this.connect(ch), Math.floor(env.random() * 1000));
-    }
-    for (const sub of this.subs) if (sub.lease && sub.paused === "offline") this.startPoll(sub);
   }
 
   // ---- small helpers ----

@@ -114,3 +114,15 @@ test("an answer that never comes is CONNECT_TIMEOUT, and retried", async () => {
   c.close();
   assert.equal(statuses.at(-1), "closed");
 });
+
+test("an online hint never retries a refused feed", async () => {
+  const { t, p, seen, statuses } = setup("sse", (url) => (url.endsWith("/snapshot") ? snapshot() : answer(403)));
+  await t.advance(0);
+  assert.equal(statuses.at(-1), "stopped");
+  const asked = seen.length;
+  p.offline();
+  p.online();
+  await t.advance(600_000);
+  assert.equal(seen.length, asked);
+  assert.equal(statuses.at(-1), "stopped", "still shown as refused");
+});

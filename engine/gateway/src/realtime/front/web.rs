@@ -49,6 +49,7 @@ const ASSETS: &[Asset] = &[
     asset!("client/feed.js", JS),
     asset!("client/live.js", JS),
     asset!("client/snapshot.js", JS),
+    asset!("client/lifecycle.js", JS),
     asset!("client/runtime.js", JS),
 ];
 
