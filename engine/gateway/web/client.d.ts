@@ -152,7 +152,13 @@ export interface Metrics {
   readonly overflows: number;
   readonly degraded: number;
   readonly subscriptions: number;
+  /** Connections open now. */
+  readonly activeConnections: number;
+  /** Time since the oldest open connection last showed life (a byte, a HEARTBEAT_ACK); null with none open. */
+  readonly heartbeatAgeMs: number | null;
   readonly queueHighWater: number;
+  /** The longest time from an event's arrival to its commit (its effect included). */
+  readonly applyLagMaxMs: number;
 }
 
 export interface RealtimeClient {

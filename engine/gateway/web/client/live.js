@@ -84,6 +84,7 @@ export async function runSse(rt, sub, signal) {
       const { value, done } = await reader.read();
       if (done) break;
       watchdog.touch();
+      sub.channel.alive = env.now();
       for (const item of parser.push(value)) {
         const stop = await sseItem(rt, sub, gen, item, limits);
         if (stop) {
@@ -144,7 +145,8 @@ async function sseItem(rt, sub, gen, item, limits) {
     rt.count("rejected");
     return { failure: e.failure, hintMs: null };
   }
-  const act = rt.outcome(sub, await sub.feed.process(e.value, gen, rt.env.now()));
+  const received = rt.env.now();
+  const act = rt.outcome(sub, await sub.feed.process(e.value, gen, received), received);
   if (act === null) return null;
   if (act.close) return { failure: act.close, hintMs: null };
   // A gap or a failed effect: recover on this connection.
@@ -193,7 +195,7 @@ export function runWs(rt, ch, signal) {
     };
     ws.onmessage = (m) => {
       if (typeof m.data !== "string") return s.finish("PROTOCOL_MISMATCH"); // binary frames refused
-      if (!s.queue.push(m.data, utf8Length(m.data))) {
+      if (!s.queue.push({ text: m.data, at: env.now() }, utf8Length(m.data))) {
         rt.count("overflows");
         for (const sub of s.ch.subs) sub.needSnapshot = true;
         s.finish("QUEUE_OVERFLOW");
@@ -223,7 +225,7 @@ class WsSession {
     this.serial = 0;
     this.nonce = null;
     this.timer = null;
-    this.queue = new SerialQueue((text) => this.message(text), rt.options.queue);
+    this.queue = new SerialQueue((m) => this.message(m.text, m.at), rt.options.queue);
     rt.sessions.add(this);
   }
 
@@ -274,7 +276,7 @@ class WsSession {
     this.send({ type: "UNSUBSCRIBE", subscriptionId: sub.wsId });
   }
 
-  async message(text) {
+  async message(text, received) {
     if (this.done) return undefined;
     const rt = this.rt;
     const limits = jsonLimits({ ...rt.options.limits, maxBytes: this.welcome?.limits.maxMessageBytes });
@@ -296,6 +298,7 @@ class WsSession {
       case "HEARTBEAT_ACK":
         if (msg.nonce !== this.nonce) return this.finish("PROTOCOL_MISMATCH");
         this.nonce = null;
+        this.ch.alive = rt.env.now();
         this.ch.backoff.markStable();
         return undefined;
       case "UNSUBSCRIBED":
@@ -310,7 +313,7 @@ class WsSession {
     if (!sub) return this.finish("PROTOCOL_MISMATCH");
     if (msg.type === "SUBSCRIBED") return this.subscribed(sub, msg);
     if (msg.type === "RESET_REQUIRED") return this.reset(sub, msg.subscriptionId, msg.reason);
-    const act = rt.outcome(sub, await sub.feed.process(msg.envelope, sub.wsGen, rt.env.now()));
+    const act = rt.outcome(sub, await sub.feed.process(msg.envelope, sub.wsGen, rt.env.now()), received);
     if (act?.close) return this.finish(act.close);
     if (act?.resync) await this.recover(sub, msg.subscriptionId, act.resync);
     return undefined;

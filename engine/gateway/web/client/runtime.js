@@ -57,6 +57,7 @@ export class RealtimeClient {
     this.idleTimeoutMs = Math.min(options.idleTimeoutMs ?? 45_000, 300_000);
     this.connectTimeoutMs = Math.min(options.connectTimeoutMs ?? 20_000, 30_000);
     this.counters = Object.fromEntries(COUNTERS.map((k) => [k, 0]));
+    this.applyLagMaxMs = 0; // the longest receive-to-commit time seen
     this.listeners = { status: new Set(), control: new Set() };
     this.subs = new Set();
     this.sessions = new Set();
@@ -103,7 +104,16 @@ export class RealtimeClient {
   metrics() {
     let high = 0;
     for (const s of this.sessions) high = Math.max(high, s.queue.highWater);
-    return { ...this.counters, subscriptions: this.subs.size, queueHighWater: high };
+    const now = this.env.now();
+    let active = 0;
+    let age = null;
+    for (const ch of this.channels()) {
+      if (ch.alive === null) continue;
+      active++;
+      age = Math.max(age ?? 0, now - ch.alive);
+    }
+    return { ...this.counters, subscriptions: this.subs.size, activeConnections: active, heartbeatAgeMs: age,
+      queueHighWater: high, applyLagMaxMs: this.applyLagMaxMs };
   }
 
   close() {
@@ -130,7 +140,7 @@ export class RealtimeClient {
 
   channel(subs) {
     return { subs, backoff: new Backoff(this.backoffPolicy), abort: null, timer: null, stableTimer: null,
-      running: false, paused: null, hiddenTimer: null, stopped: null };
+      running: false, paused: null, hiddenTimer: null, stopped: null, alive: null };
   }
 
   /** One attempt: snapshots where needed, then the connection, then what its end means. */
@@ -157,6 +167,7 @@ export class RealtimeClient {
     end ??= this.transport === "sse" ? await runSse(this, ch.subs[0], abort.signal) : await runWs(this, ch, abort.signal);
     ch.running = false;
     ch.abort = null;
+    ch.alive = null; // not open: no heartbeat age
     env.clearTimeout(ch.stableTimer);
     if (abort.signal.aborted || this.closed) return undefined; // a lifecycle step or unsubscribe: it set the state
     return this.failed(ch, end.failure, end.hintMs ?? (this.transport === "sse" ? ch.subs[0]?.retryHintMs : null));
@@ -201,6 +212,7 @@ export class RealtimeClient {
     const env = this.env;
     this.count("opens");
     ch.backoff.opened(env.now());
+    ch.alive = env.now();
     env.clearTimeout(ch.stableTimer);
     ch.stableTimer = env.setTimeout(() => {
       if (ch.backoff.stableAt(env.now())) for (const s of ch.subs) s.authTried = false;
@@ -255,11 +267,15 @@ export class RealtimeClient {
 
   // ---- the apply pipeline's outcomes and authoritative recovery ----
 
-  /** Counts an outcome; returns null, `{resync: failure}` or `{close: failure}`. */
-  outcome(sub, o) {
+  /**
+   * Counts an outcome of an event received at `received`; returns null,
+   * `{resync: failure}` or `{close: failure}`.
+   */
+  outcome(sub, o, received) {
     switch (o.kind) {
       case "APPLIED":
         this.count("accepted");
+        this.applyLagMaxMs = Math.max(this.applyLagMaxMs, this.env.now() - received);
         sub.resyncStreak = 0;
         this.markStable(sub);
         return null;

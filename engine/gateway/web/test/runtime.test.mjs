@@ -114,6 +114,12 @@ test("events apply in order from the snapshot; RESET_REQUIRED resyncs; nothing s
   await t.advance(0);
   assert.equal(c.metrics().gaps, 1);
   assert.equal(snaps, 3, "a gap takes a snapshot");
+  const m = c.metrics();
+  assert.equal(m.activeConnections, 1);
+  assert.equal(m.heartbeatAgeMs, 0);
+  assert.equal(m.applyLagMaxMs, 0, "virtual time stands still while events apply");
+  await t.advance(1_000);
+  assert.equal(c.metrics().heartbeatAgeMs, 1_000);
   const reported = JSON.stringify([statuses, c.metrics()]);
   for (const secret of ["secret-token", "c1.", "scope-1", "e1", "ev-"]) assert.equal(reported.includes(secret), false, secret);
   c.close();
