@@ -10,7 +10,7 @@
 // metrics never carry a token, cursor, epoch, scope, event id or payload
 // (seed §12.3); credentials are asked for per request and never stored.
 
-import { Backoff, reconnectPolicy } from "./backoff.js";
+import { Backoff, Retry, reconnectPolicy, retryClass } from "./backoff.js";
 import { PollLease, pollPolicy } from "./poll.js";
 import { Feed } from "./feed.js";
 import { runSse, runWs } from "./live.js";
@@ -192,6 +192,11 @@ export class RealtimeClient {
       }
     }
     if (env.navigator && env.navigator.onLine === false) return this.state(ch, "offline", { failure: "OFFLINE" });
+    if (hintMs == null && retryClass(failure) === Retry.THROTTLED) {
+      // A snapshot refused with 429 / 503 names its own Retry-After.
+      const hints = ch.subs.map((s) => s.lastAnswer?.hint).filter((h) => h != null);
+      if (hints.length > 0) hintMs = Math.max(...hints);
+    }
     const r = ch.backoff.failed(failure, env.now(), hintMs ?? null, env.random());
     if (r.retry) {
       this.count("reconnects");

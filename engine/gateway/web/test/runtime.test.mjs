@@ -201,3 +201,22 @@ for (const [name, block, failure] of [
     assert.deepEqual(statuses.at(-1), { stream: "demo", transport: "sse", state: "stopped", failure });
   });
 }
+
+test("a rate-limited snapshot is retried no sooner than its Retry-After", async () => {
+  const t = virtualTime();
+  const body = sseBody();
+  let n = 0;
+  const f = fakeFetch((url) => {
+    if (url.endsWith("/snapshot")) return ++n === 1 ? answer(429, { headers: { "Retry-After": "3" } }) : snapshotAnswer("0");
+    return answer(200, { body: body.stream, headers: { "Content-Type": "text/event-stream" } });
+  });
+  const { c, statuses } = client(t, f.fetch);
+  c.subscribe("demo", {});
+  await t.advance(0);
+  const r = statuses.find((s) => s.state === "reconnecting" && s.delayMs !== undefined);
+  assert.deepEqual([r.failure, r.delayMs >= 3000], ["RATE_LIMITED", true]);
+  await t.advance(3_000);
+  assert.equal(statuses.at(-1).state, "open");
+  c.close();
+  body.end();
+});
