@@ -59,7 +59,9 @@ try {
     await page.route("**/sse*", (r) => { seen.sse++; r.fulfill(sseAnswer); });
     await page.routeWebSocket("**/v1/ws", (ws) => {
       seen.ws++;
-      ws.send(JSON.stringify({ type: "WELCOME" }));
+      ws.send(JSON.stringify({ type: "WELCOME", protocol: "realtime.v1", connectionId: "stand-in",
+        heartbeat: { minIntervalMs: 10000, maxIntervalMs: 30000, ackTimeoutMs: 10000 },
+        limits: { maxMessageBytes: 65536, maxSubscriptions: 32, maxQueuedMessages: 128, maxQueuedBytes: 262144 } }));
       ws.onMessage(() => { ws.send(JSON.stringify({ type: "CLOSE", category })); ws.close({ code }); });
     });
     await page.goto(origin + "/");

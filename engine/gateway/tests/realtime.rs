@@ -6,7 +6,8 @@
 //! `ssec.rs` (SSE), `wsc.rs` (WebSocket). Tests, each on both IO backends
 //! unless it says otherwise: `t_sse` (SPEC RT-8, RT-6), `t_status` (status
 //! mapping, RT-14), `t_snapshot` (RT-6, RT-11), `t_ws` and `t_ws_frames`
-//! (RT-9, RT-13), `t_echo` (RFC 6455 echo), `t_backpressure` (RT-10 and
+//! (RT-9, RT-13), `t_echo` (RFC 6455 echo), `t_client` (the
+//! browser client's files), `t_backpressure` (RT-10 and
 //! fan-out over both shards), `t_restart` (CLOSE RESTART at shutdown).
 
 #![allow(
@@ -26,6 +27,8 @@ mod wsc;
 
 #[path = "realtime/t_backpressure.rs"]
 mod t_backpressure;
+#[path = "realtime/t_client.rs"]
+mod t_client;
 #[path = "realtime/t_echo.rs"]
 mod t_echo;
 #[path = "realtime/t_replay.rs"]

@@ -109,6 +109,14 @@ impl RealtimeFront {
             (_, "/" | "/favicon.ico") => return self.wrong_method(c, out, "GET", keep),
             _ => {}
         }
+        // The browser client: public code, served while stopping too.
+        if let Some(asset) = super::web::find(head.path()) {
+            return if matches!(method, Method::Get) {
+                super::web::serve(out, asset, head, keep);
+            } else {
+                self.wrong_method(c, out, "GET", keep);
+            };
+        }
         if self.stopping {
             // Going away: come back (to another instance) in a second.
             let extra = [("Retry-After", "1")];

@@ -33,6 +33,7 @@ mod push;
 mod replay;
 mod reply;
 mod sse;
+mod web;
 mod ws;
 
 use std::sync::Arc;

@@ -1,14 +1,12 @@
-//! The demo page served at `/`: a browser client of both feeds, written
-//! the way the seed's client runtime works (RT-4, RT-5, RT-7). It logs in
-//! (`POST /v1/login`: an HttpOnly cookie), takes a snapshot, then follows
-//! the stream over SSE (read with `fetch`, resuming with `Last-Event-ID`)
-//! and over WebSocket `realtime.v1` (resuming with its last cursor),
-//! applies events strictly in sequence, and on RESET_REQUIRED resyncs from
-//! a new snapshot. Both feeds reconnect as SPEC RT-7 says: full jitter
-//! with a budget of 10 attempts or 5 minutes, never sooner than the
-//! server's hint, then DEGRADED; never after FORBIDDEN or
-//! PROTOCOL_MISMATCH. Everything it saw is in `window.__dtp`, for people
-//! and for the browser tests.
+//! The demo page served at `/`: a browser application of the realtime
+//! client module (`/v1/client.js`, served from `web/`). It logs in
+//! (`POST /v1/login`: an HttpOnly cookie), then follows one stream twice,
+//! over SSE (read with `fetch`) and over WebSocket `realtime.v1`, each
+//! with its own client: snapshot, events strictly in sequence, resync on
+//! RESET_REQUIRED, full-jitter reconnects ending in DEGRADED (SPEC RT-4,
+//! RT-5, RT-7). The page holds no protocol code of its own; what each
+//! feed applied and its status are in `window.__dtp`, for people and for
+//! the browser tests.
 //!
 //! The page shows the values it uses, not placeholders: the demo token
 //! `dtp-demo-token` (the documented loopback-only demo credential; a
@@ -38,8 +36,11 @@ pre{font-size:12px;max-height:60vh;overflow:auto}code{white-space:pre-wrap}</sty
 <pre><code>curl -N -H 'Authorization: Bearer <span class="token">dtp-demo-token</span>' http://<span class="host">127.0.0.1:7780</span>/v1/streams/<span class="stream">demo</span>/sse</code></pre>
 <table><tr><td><h2>SSE <span id="sse-state">…</span></h2><pre id="sse-log"></pre></td>
 <td><h2>WebSocket <span id="ws-state">…</span></h2><pre id="ws-log"></pre></td></tr></table>
-<script>
-"use strict";
+<script type="module">
+// The page is an application of the client module: it logs in, then
+// follows the stream twice, over SSE and over WebSocket, and shows what
+// each applied. All protocol work is the module's.
+import { createClient } from "/v1/client.js";
 const q = new URLSearchParams(location.search);
 const token = q.get("token") || "dtp-demo-token";
 const stream = q.get("stream") || "demo";
@@ -47,183 +48,56 @@ const stream = q.get("stream") || "demo";
 for (const [cls, value] of [["stream", stream], ["token", token], ["host", location.host]]) {
   for (const el of document.getElementsByClassName(cls)) el.textContent = value;
 }
-const feed = (extra) => ({ seqs: [], opens: 0, resets: 0, gaps: 0, controls: [], last: 0, epoch: null,
-  cursor: null, status: "connecting", attempt: 0, delays: [], ...extra });
-const D = window.__dtp = { ready: false, scope: null, sse: feed({}), ws: feed({}) };
+// `?attempts=N` lowers the reconnect budget (1-10), never raises it.
+const attempts = Math.min(10, Math.max(1, Number(q.get("attempts")) || 10));
+const feed = () => ({ seqs: [], opens: 0, resets: 0, gaps: 0, controls: [], last: 0, status: "connecting", attempt: 0, delays: [] });
+const D = window.__dtp = { ready: false, sse: feed(), ws: feed() };
 function log(which, text) {
   const el = document.getElementById(which + "-log");
   el.textContent = text + "\n" + el.textContent.slice(0, 20000);
 }
-function state(which, text) { D[which].status = text; document.getElementById(which + "-state").textContent = text; }
-async function snapshot(f) {
-  const r = await fetch("/v1/streams/" + stream + "/snapshot", { cache: "no-store" });
-  if (!r.ok) throw new Error("snapshot " + r.status);
-  const s = await r.json();
-  D.scope = s.scopeBinding;
-  const cp = s.checkpoint || { streamEpoch: null, lastAppliedSequence: "0", resumeCursor: null };
-  f.epoch = cp.streamEpoch; f.last = Number(cp.lastAppliedSequence); f.cursor = cp.resumeCursor;
-  return cp;
-}
-// RT-5: apply only lastApplied + 1; older is stale; newer is a gap.
-function apply(which, f, env) {
-  const seq = Number(env.sequence);
-  if (f.epoch !== null && env.streamEpoch !== f.epoch) { f.gaps++; return "epoch"; }
-  if (seq <= f.last) return "stale";
-  if (seq !== f.last + 1) { f.gaps++; log(which, "gap: expected " + (f.last + 1) + ", got " + seq); return "gap"; }
-  f.last = seq; f.seqs.push(seq); f.cursor = env.resumeCursor; f.stable();
-  log(which, "#" + seq + " " + env.eventType + " " + JSON.stringify(env.payload));
-  return "applied";
-}
-// RT-7: full-jitter reconnect, delay = random(0, min(max, base * 2^attempt)),
-// never sooner than the server's hint; 10 attempts or 5 min from the first
-// failure of an outage, then DEGRADED (a delay that would overrun the budget
-// is not shortened). The counter restarts only once a connection proved
-// itself (an applied event, or 10 s open). FORBIDDEN, PROTOCOL_MISMATCH,
-// AUTH_REQUIRED and a terminal close are never retried.
-// `?attempts=N` lowers the attempt budget (1-10), never raises it.
-const RC = { base: 250, max: 60000, attempts: Math.min(10, Math.max(1, Number(q.get("attempts")) || 10)),
-  elapsed: 300000, stable: 10000 };
-const FINAL = ["FORBIDDEN", "PROTOCOL_MISMATCH", "AUTH_REQUIRED", "NORMAL"];
-function reconnecting(which, start) {
+// A status as the page shows it: the state, or the failure that ended it.
+const label = (s) => ({ degraded: "DEGRADED", stopped: s.failure })[s.state] ?? s.state;
+function follow(which, transport) {
   const f = D[which];
-  let since = null, timer = null;
-  f.stable = () => { f.attempt = 0; since = null; clearTimeout(timer); };
-  f.opened = () => { f.opens++; state(which, "open"); timer = setTimeout(f.stable, RC.stable); };
-  // `why`: a close category (or NETWORK_LOST); `hint`: the server's not-before, ms.
-  f.failed = (why, hint) => {
-    clearTimeout(timer);
-    if (FINAL.includes(why)) { state(which, why === "NORMAL" ? "closed" : why); return; }
-    const now = Date.now();
-    since ??= now;
-    const local = Math.random() * Math.min(RC.max, RC.base * 2 ** f.attempt);
-    const delay = Math.max(local, hint ?? 0);
-    // OVERLOADED is retried only with a hint (seed §5.3).
-    if (f.attempt >= RC.attempts || now - since + delay > RC.elapsed || (hint ?? 0) > RC.max ||
-        (why === "OVERLOADED" && hint == null)) {
-      state(which, "DEGRADED"); log(which, "gave up reconnecting: DEGRADED (reload to try again)"); return;
-    }
-    f.attempt++; f.delays.push(Math.round(delay));
-    state(which, "reconnecting");
-    setTimeout(start, delay);
-  };
-}
-// SSE over fetch (an EventSource cannot jitter its reconnects): the first
-// connect names the snapshot's cursor; a reconnect sends Last-Event-ID.
-const SSE_STATUS = { 204: "NORMAL", 401: "AUTH_REQUIRED", 403: "FORBIDDEN", 409: "CURSOR_RESET", 410: "CURSOR_RESET",
-  429: "OVERLOADED", 502: "NETWORK_LOST", 503: "NETWORK_LOST", 504: "NETWORK_LOST" };
-async function startSse() {
-  const f = D.sse;
-  const first = f.opens === 0;
-  const from = first && f.cursor ? "?cursor=" + encodeURIComponent(f.cursor) : "";
-  const headers = !first && f.cursor ? { "Last-Event-ID": f.cursor } : {};
-  let why = "NETWORK_LOST", hint = null;
-  try {
-    const r = await fetch("/v1/streams/" + stream + "/sse" + from, { headers, cache: "no-store" });
-    const after = Number(r.headers.get("Retry-After"));
-    if (after > 0) hint = after * 1000;
-    if (r.status !== 200) {
-      why = SSE_STATUS[r.status] ?? "PROTOCOL_MISMATCH";
-      if (r.status === 503 && hint !== null) why = "OVERLOADED";
-      return;
-    }
-    if (!(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) { why = "PROTOCOL_MISMATCH"; return; }
-    f.opened();
-    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = "", data = [], event = "message";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += value;
-      const lines = buf.split(/\r\n|\r(?!$)|\n/); // a CR last may pair with an LF to come
-      buf = lines.pop();
-      for (const line of lines) {
-        if (line === "") {
-          if (data.length) {
-            const w = await sseBlock(event, data.join("\n"));
-            if (w) why = w;
-            if (FINAL.includes(w)) { reader.cancel(); return; }
-          }
-          data = []; event = "message";
-          continue;
-        }
-        const c = line.indexOf(":");
-        if (c === 0) continue; // a heartbeat comment
-        const name = c < 0 ? line : line.slice(0, c);
-        const v = c < 0 ? "" : line.slice(c + 1).replace(/^ /, "");
-        if (name === "data") data.push(v);
-        else if (name === "event") event = v;
-        else if (name === "retry" && /^\d+$/.test(v)) hint = Number(v); // a not-before bound
+  const client = createClient({ transport, reconnect: { maxAttempts: attempts } });
+  client.subscribe(stream, {
+    onSnapshot(state, ctx) {
+      f.last = Number(ctx.sequence);
+      log(which, "snapshot at #" + ctx.sequence);
+    },
+    onEvent(event, ctx) {
+      f.last = Number(ctx.sequence);
+      f.seqs.push(f.last);
+      log(which, "#" + ctx.sequence + " " + event.eventType + " " + JSON.stringify(event.payload));
+    },
+    onControl(c) {
+      f.controls.push(c);
+      if (c.type === "RESET_REQUIRED") f.resets++;
+      log(which, "control " + JSON.stringify(c));
+    },
+    onStatus(s) {
+      f.opens = client.metrics().opens;
+      if (s.state === "resyncing" && s.failure === "SEQUENCE_GAP") f.gaps++;
+      if (s.state === "reconnecting" && s.delayMs !== undefined) {
+        f.attempt = s.attempt;
+        f.delays.push(s.delayMs);
       }
-    }
-  } catch (e) {
-    // a network error: retried
-  } finally {
-    f.failed(why, hint);
-  }
+      if (s.state === "degraded") log(which, "gave up reconnecting: DEGRADED (reload to try again)");
+      f.status = label(s);
+      document.getElementById(which + "-state").textContent = f.status;
+    },
+  });
 }
-// One SSE block; returns the category of a CLOSE, or of a reset that ends
-// the feed for good.
-async function sseBlock(event, data) {
-  const f = D.sse;
-  if (event === "message") {
-    if (apply("sse", f, JSON.parse(data)) === "gap") await snapshot(f);
-    return null;
-  }
-  if (event !== "control") return null;
-  const c = JSON.parse(data);
-  f.controls.push(c);
-  log("sse", "control " + data);
-  if (c.type === "CLOSE") return c.category;
-  if (c.type === "RESET_REQUIRED") {
-    if (FINAL.includes(c.reason)) return c.reason;
-    f.resets++; await snapshot(f);
-  }
-  return null;
-}
-function startWs() {
-  const f = D.ws;
-  const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws", "realtime.v1");
-  let why = null;
-  const subscribe = () => ws.send(JSON.stringify({ type: "SUBSCRIBE", subscriptionId: "s1", streamId: stream, cursor: f.cursor, scopeBinding: D.scope }));
-  ws.onopen = () => { if (ws.protocol !== "realtime.v1") { why = "PROTOCOL_MISMATCH"; ws.close(); } };
-  ws.onmessage = async (m) => {
-    const msg = JSON.parse(m.data);
-    if (msg.type === "WELCOME") {
-      f.opened();
-      subscribe();
-    } else if (msg.type === "SUBSCRIBED") {
-      f.epoch = msg.streamEpoch;
-      if (Number(msg.nextExpectedSequence) !== f.last + 1) { f.gaps++; }
-    } else if (msg.type === "EVENT") {
-      apply("ws", f, msg.envelope);
-    } else if (msg.type === "RESET_REQUIRED") {
-      f.controls.push(msg); log("ws", "reset " + msg.reason);
-      if (FINAL.includes(msg.reason)) { why = msg.reason; ws.close(); return; }
-      f.resets++;
-      await snapshot(f);
-      subscribe();
-    } else if (msg.type === "CLOSE") {
-      f.controls.push(msg); log("ws", "close " + msg.category);
-      why = msg.category;
-    }
-  };
-  // Close codes of seed §7.4 when no CLOSE message said why.
-  const CODES = { 1000: "NORMAL", 1002: "PROTOCOL_MISMATCH", 1003: "PROTOCOL_MISMATCH", 1007: "PROTOCOL_MISMATCH",
-    1008: "FORBIDDEN", 1009: "PROTOCOL_MISMATCH", 1010: "PROTOCOL_MISMATCH", 1013: "OVERLOADED", 4401: "AUTH_REQUIRED",
-    4403: "FORBIDDEN", 4409: "CURSOR_RESET" };
-  ws.onclose = (e) => f.failed(why ?? CODES[e.code] ?? "NETWORK_LOST", null);
-}
-reconnecting("sse", startSse);
-reconnecting("ws", startWs);
-(async () => {
-  const r = await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } });
-  if (r.status !== 204) { state("sse", "login failed " + r.status); return; }
-  const cp = await snapshot(D.sse);
-  D.ws.epoch = D.sse.epoch; D.ws.last = D.sse.last; D.ws.cursor = cp.resumeCursor;
+const r = await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } });
+if (r.status !== 204) {
+  D.sse.status = "login failed " + r.status;
+  document.getElementById("sse-state").textContent = D.sse.status;
+} else {
   D.ready = true;
-  startSse();
-  startWs();
-})();
+  follow("sse", "sse");
+  follow("ws", "ws");
+}
 </script></body></html>
 "##;
 
@@ -249,5 +123,30 @@ mod tests {
             "<link rel=\"icon\" type=\"image/svg+xml\" href=\"data:image/svg+xml,{encoded}\">"
         );
         assert!(DEMO_PAGE.contains(&link), "{link}");
+    }
+
+    /// The page uses the client module and holds no protocol code of its
+    /// own: no sockets, streams, cursors, jitter or envelope fields.
+    #[test]
+    fn the_page_uses_the_client_module_and_no_inline_protocol_code() {
+        assert!(DEMO_PAGE.contains("<script type=\"module\">"));
+        assert!(DEMO_PAGE.contains("import { createClient } from \"/v1/client.js\";"));
+        assert!(super::super::web::find("/v1/client.js").is_some());
+        for protocol in [
+            "new WebSocket",
+            "Last-Event-ID",
+            "Math.random",
+            "TextDecoder",
+            "SUBSCRIBE",
+            "\"/v1/streams/",
+            "resumeCursor",
+            "streamEpoch",
+            "JSON.parse",
+        ] {
+            assert!(
+                !DEMO_PAGE.contains(protocol),
+                "inline protocol code: {protocol}"
+            );
+        }
     }
 }

@@ -18,7 +18,6 @@ pub(super) fn reply(
     keep_alive: bool,
     extra: &[(&str, &str)],
 ) {
-    let mut head = ResponseHead::new(status);
     let mut headers: Vec<(&str, &str)> = Vec::with_capacity(extra.len() + 3);
     if let Some(t) = content_type {
         headers.push(("Content-Type", t));
@@ -28,7 +27,19 @@ pub(super) fn reply(
     if !keep_alive {
         headers.push(("Connection", "close"));
     }
-    for (name, value) in headers {
+    with_headers(ResponseHead::new(status), &headers)
+        .content_length(body.len() as u64)
+        .write(out.wire());
+    out.wire().extend_from_slice(body);
+    if !keep_alive {
+        out.close();
+    }
+}
+
+/// `head` with `headers` added; one the head refuses is left out and
+/// logged, never sent broken.
+pub(super) fn with_headers(mut head: ResponseHead, headers: &[(&str, &str)]) -> ResponseHead {
+    for &(name, value) in headers {
         head = match head.clone().header(name, value) {
             Ok(h) => h,
             Err(_) => {
@@ -37,11 +48,7 @@ pub(super) fn reply(
             }
         };
     }
-    head.content_length(body.len() as u64).write(out.wire());
-    out.wire().extend_from_slice(body);
-    if !keep_alive {
-        out.close();
-    }
+    head
 }
 
 /// The longest `message` of a refusal, in bytes: messages are short and
