@@ -219,3 +219,19 @@ fn bad_usage_exits_2() {
         assert!(text.contains(word), "--help lacks {word}:\n{text}");
     }
 }
+
+/// `dtp sim --cluster`: several gateways over a model of etcd, seeded, no
+/// violation, the same output for the same seeds.
+#[test]
+fn the_cluster_simulation_is_clean_and_replays() {
+    let args = ["sim", "--cluster", "--seed", "3", "--seeds", "4", "--steps", "1000"];
+    let first = dtp(&args);
+    assert!(first.status.success(), "{}", stdout(&first));
+    let text = stdout(&first);
+    assert!(
+        text.starts_with("cluster: 4 seeds × 1000 steps: ")
+            && text.trim_end().ends_with("0 seeds with a violation"),
+        "{text}"
+    );
+    assert_eq!(stdout(&dtp(&args)), text, "the same seeds, the same run");
+}

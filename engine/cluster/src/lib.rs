@@ -33,6 +33,7 @@ mod http;
 pub mod nats;
 pub mod occupancy;
 pub mod ownership;
+pub mod sim;
 
 pub use error::{
     Error, JS_NO_MESSAGE_FOUND, JS_STREAM_NAME_IN_USE, JS_STREAM_NOT_FOUND, JS_WRONG_LAST_SEQUENCE,

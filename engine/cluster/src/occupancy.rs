@@ -57,16 +57,36 @@ pub struct Busy {
     pub occupants: Vec<(String, Occupant)>,
 }
 
+/// What the table needs of a store: etcd's transactions and deletes. An
+/// [`Etcd`] client, or a model of one (the simulation's
+/// [`crate::sim::MemKv`]).
+pub trait Kv {
+    /// As [`Etcd::txn`].
+    fn txn(&mut self, txn: &Txn) -> Result<crate::etcd::TxnResponse>;
+    /// As [`Etcd::delete`]: (keys deleted, the store's revision after).
+    fn delete(&mut self, key: &[u8]) -> Result<(i64, i64)>;
+}
+
+impl Kv for Etcd {
+    fn txn(&mut self, txn: &Txn) -> Result<crate::etcd::TxnResponse> {
+        Etcd::txn(self, txn)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(i64, i64)> {
+        Etcd::delete(self, key)
+    }
+}
+
 /// The cross-node occupancy table over an etcd client (see the module doc).
 #[derive(Debug)]
-pub struct Occupancy<'a> {
-    etcd: &'a mut Etcd,
+pub struct Occupancy<'a, K: Kv + ?Sized = Etcd> {
+    etcd: &'a mut K,
     prefix: &'a str,
 }
 
-impl<'a> Occupancy<'a> {
+impl<'a, K: Kv + ?Sized> Occupancy<'a, K> {
     /// The table under `prefix` (a deployment's namespace, e.g. `dtp/prod`).
-    pub fn new(etcd: &'a mut Etcd, prefix: &'a str) -> Self {
+    pub fn new(etcd: &'a mut K, prefix: &'a str) -> Self {
         Self { etcd, prefix }
     }
 
@@ -160,12 +180,12 @@ impl<'a> Occupancy<'a> {
         })
     }
 
-    /// Removes `session` from `resource` (idempotent): the deletion's
-    /// revision.
+    /// Removes `session` from `resource` (idempotent): the store's
+    /// revision after it.
     pub fn leave(&mut self, resource: &str, session: &str) -> Result<i64> {
         let mut key = self.sessions(resource);
         key.extend_from_slice(escape(session).as_bytes());
-        Ok(self.etcd.delete(&key)?.0)
+        Ok(self.etcd.delete(&key)?.1)
     }
 }
 
