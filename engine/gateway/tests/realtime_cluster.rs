@@ -35,13 +35,23 @@ use servers::NatsServer;
 const WITHIN: Duration = Duration::from_secs(20);
 
 fn specs() -> Vec<StreamSpec> {
-    vec![StreamSpec {
-        id: "orders".into(),
+    let stream = |id: &str, max_bytes| StreamSpec {
+        id: id.into(),
         recovery: RecoveryMode::Cursor,
         event_types: vec!["order.created".into()],
-        retention: Retention::default(),
+        retention: Retention {
+            max_bytes,
+            ..Retention::default()
+        },
         scope: "tenant-1".into(),
-    }]
+    };
+    // `small`: the window (encoded events, some 400 bytes each) keeps far
+    // fewer events than the log (stored ones, some 150 bytes) under the
+    // same byte bound.
+    vec![
+        stream("orders", Retention::default().max_bytes),
+        stream("small", 4096),
+    ]
 }
 
 fn settings(nats: &NatsServer, node: &str) -> ClusterSettings {
@@ -56,7 +66,10 @@ fn settings(nats: &NatsServer, node: &str) -> ClusterSettings {
 /// A plane of the cluster, and every event it broadcast so far.
 struct Node {
     plane: RealtimePlane,
-    events: Vec<(u64, Value, String)>,
+    /// The stream published to, subscribed to and snapshot.
+    stream: &'static str,
+    /// (sequence, payload, cursor, envelope bytes) of each event.
+    events: Vec<(u64, Value, String, Vec<u8>)>,
     answers: Vec<RtDecision>,
 }
 
@@ -67,6 +80,7 @@ impl Node {
                 .unwrap();
         Self {
             plane,
+            stream: "orders",
             events: Vec::new(),
             answers: Vec::new(),
         }
@@ -78,8 +92,9 @@ impl Node {
                 Decision::Service(GatewayDown::RtEvent(ev)) => {
                     let env = Envelope::decode(ev.envelope(), &JsonLimits::default()).unwrap();
                     let cursor = env.resume_cursor.clone().unwrap_or_default();
+                    let raw = ev.envelope().to_vec();
                     self.events
-                        .push((env.sequence, Value::Object(env.payload), cursor));
+                        .push((env.sequence, Value::Object(env.payload), cursor, raw));
                 }
                 Decision::Service(GatewayDown::Realtime(d)) => self.answers.push(*d),
                 _ => {}
@@ -115,7 +130,7 @@ impl Node {
     fn publish(&mut self, conn: u64, n: u64) {
         self.request(RtRequest::Publish {
             conn: ConnId::from_u64(conn),
-            stream: "orders".into(),
+            stream: self.stream.into(),
             event_type: "order.created".into(),
             payload: Bytes::from(format!("{{\"n\":{n}}}")),
         });
@@ -139,7 +154,7 @@ impl Node {
         let c = ConnId::from_u64(conn);
         self.request(RtRequest::Snapshot {
             conn: c,
-            stream: "orders".into(),
+            stream: self.stream.into(),
         });
         self.until("the snapshot", |s| {
             s.answers.iter().any(|a| answer_of(a, c))
@@ -156,7 +171,7 @@ impl Node {
         self.request(RtRequest::Subscribe {
             conn: ConnId::from_u64(9),
             key: 0,
-            stream: "orders".into(),
+            stream: self.stream.into(),
             cursor: Some(cursor.into()),
             page: PageSize {
                 bytes: 1 << 20,
@@ -171,6 +186,82 @@ impl Node {
     fn has_seq(&self, seq: u64) -> bool {
         self.events.iter().any(|e| e.0 == seq)
     }
+}
+
+#[test]
+fn a_cursor_the_window_no_longer_covers_is_replayed_from_the_log_in_pages() {
+    let nats = NatsServer::start();
+    let mut a = Node::start(&nats, "a");
+    let mut b = Node::start(&nats, "b");
+    a.stream = "small";
+    b.stream = "small";
+    let first = a.publish_acked(1, 1);
+    for i in 2..=20 {
+        a.publish_acked(1, i);
+    }
+    b.until("every event on B", |b| b.has_seq(20));
+    let cursor = first["resumeCursor"].as_str().unwrap().to_owned();
+    let RtDecision::Subscribed {
+        next,
+        replay,
+        reset,
+        epoch,
+        stream,
+        ..
+    } = b.resume(&cursor)
+    else {
+        panic!("not subscribed");
+    };
+    assert_eq!((next, reset), (2, None));
+    assert!(replay.more, "the replay follows in pages");
+    let mut got: Vec<u64> = replay.events.iter().map(|e| e.sequence).collect();
+    let mut from_log = 0;
+    // Pages of at most 4 events, asked for one after the other as a
+    // shard does: the first from the log, the last from the window.
+    loop {
+        let after = got.last().copied().unwrap_or(1);
+        b.request(RtRequest::Replay {
+            conn: ConnId::from_u64(9),
+            key: 0,
+            stream,
+            epoch: epoch.clone(),
+            after,
+            page: PageSize {
+                bytes: 1 << 20,
+                events: 4,
+            },
+        });
+        if b.answers.is_empty() {
+            from_log += 1;
+            b.until("a page read from the log", |b| !b.answers.is_empty());
+        }
+        let Some(RtDecision::Replay { page, .. }) = b.answers.pop() else {
+            panic!("not a replay page");
+        };
+        let page = page.expect("the log holds every event after the cursor");
+        assert!(page.events.len() <= 4);
+        for e in &page.events {
+            got.push(e.sequence);
+            // Byte for byte the envelope the live path made.
+            let live = b.events.iter().find(|l| l.0 == e.sequence).unwrap();
+            assert_eq!(e.envelope(), &live.3[..], "event {}", e.sequence);
+        }
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(got, (2..=20).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert!(from_log >= 1, "some pages came from the log");
+    // The cursors of the pages are the ones A issued.
+    let resumed_cursor = a.events[9].2.clone();
+    assert!(matches!(
+        b.resume(&resumed_cursor),
+        RtDecision::Subscribed {
+            next: 11,
+            reset: None,
+            ..
+        }
+    ));
 }
 
 fn answer_of(a: &RtDecision, c: ConnId) -> bool {

@@ -376,6 +376,21 @@ impl<T: LedgerItem> Ledger<T> {
         Ok(self.resume_at(after))
     }
 
+    /// The position `cursor` proves in the current epoch whether or not
+    /// the events after it are still retained here: for a ledger that
+    /// mirrors a shared log (SPEC RT-6 scale-out), which may still hold
+    /// what this ledger no longer does. Refused as [`Ledger::resume`]
+    /// refuses, except for `Expired`; not counted as a resume.
+    pub fn position_of(&self, cursor: &str, scope: &str) -> Result<u64, ResumeRefusal> {
+        match self.check_cursor(cursor, scope) {
+            Err(ResumeRefusal::Expired) => {
+                let parsed = cursor::parse(cursor).ok_or(ResumeRefusal::Malformed)?;
+                Ok(parsed.sequence)
+            }
+            other => other,
+        }
+    }
+
     /// The replay after `after`, a position [`Ledger::check_position`]
     /// accepted.
     fn resume_at(&self, after: u64) -> Resume<'_, T> {
