@@ -264,6 +264,58 @@ fn a_cursor_the_window_no_longer_covers_is_replayed_from_the_log_in_pages() {
     ));
 }
 
+#[test]
+fn a_stream_made_again_is_a_new_epoch_on_every_gateway() {
+    let nats = NatsServer::start();
+    let mut a = Node::start(&nats, "a");
+    let mut b = Node::start(&nats, "b");
+    let first = a.publish_acked(1, 1);
+    a.publish_acked(1, 2);
+    b.until("A's events on B", |b| b.has_seq(2));
+    let old = a.snapshot(3)["checkpoint"]["streamEpoch"].clone();
+
+    // Its history lost: every gateway sees a new epoch (and ends the
+    // stream's subscriptions), the same one.
+    let name = dtp_gateway::realtime::jetstream_name("orders");
+    nats.jetstream().delete_stream(&name).unwrap();
+    let epoch_of = |n: &mut Node| n.snapshot(4)["checkpoint"].clone();
+    let deadline = Instant::now() + WITHIN;
+    let (ca, cb) = loop {
+        let (ca, cb) = (epoch_of(&mut a), epoch_of(&mut b));
+        if ca["streamEpoch"] != old && cb["streamEpoch"] != old {
+            break (ca, cb);
+        }
+        assert!(Instant::now() < deadline, "no new epoch");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(ca["streamEpoch"], cb["streamEpoch"]);
+    assert_eq!(ca["lastAppliedSequence"], "0");
+    for n in [&mut a, &mut b] {
+        assert_eq!(
+            n.answers.drain(..).collect::<Vec<_>>(),
+            [RtDecision::Kick(0)],
+            "the stream's subscriptions are ended, once"
+        );
+    }
+
+    // A cursor of the old epoch is reset; the new epoch counts from 1.
+    let cursor = first["resumeCursor"].as_str().unwrap().to_owned();
+    match b.resume(&cursor) {
+        RtDecision::Subscribed { reset, .. } => {
+            assert_eq!(reset, Some(RtRefusal::CursorExpired));
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = b.publish_acked(2, 3);
+    assert_eq!(seq_of(&r), 1);
+    assert_eq!(r["streamEpoch"], ca["streamEpoch"]);
+    a.until("the new epoch's first event on A", |a| {
+        a.events
+            .last()
+            .is_some_and(|e| e.1 == serde_json::json!({"n": 3}))
+    });
+}
+
 fn answer_of(a: &RtDecision, c: ConnId) -> bool {
     matches!(a,
         RtDecision::Published { conn, .. }

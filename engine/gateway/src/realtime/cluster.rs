@@ -553,15 +553,16 @@ impl Worker {
                 idle = Duration::from_millis(1);
                 continue;
             }
-            if failed {
-                std::thread::sleep(RETRY_AFTER);
-                continue;
-            }
+            // Also after a failed read: a deleted stream fails every read.
             if checked.elapsed() >= IDENTITY_PERIOD {
                 checked = Instant::now();
                 if !self.check_identity(&mut js, &mut streams) {
                     return;
                 }
+            }
+            if failed {
+                std::thread::sleep(RETRY_AFTER);
+                continue;
             }
             std::thread::sleep(idle);
             idle = (idle * 2).min(FOLLOW_IDLE_MAX);

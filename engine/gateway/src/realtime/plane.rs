@@ -505,7 +505,14 @@ impl<C: Clock> RealtimePlane<C> {
         };
         // The checkpoint and the state are read in this one step: the
         // same commit point (SPEC RT-6).
-        let c = ledger.checkpoint();
+        let mut c = ledger.checkpoint();
+        // Shared by a cluster, the state changes only with the log's
+        // events: its sequence is the revision every gateway gives the
+        // same state (a local count would make one gateway's entity tag
+        // match another's different state, SPEC RT-11).
+        if self.cluster.is_some() {
+            c.revision = c.last_sequence;
+        }
         let checkpoint = SnapshotCheckpoint {
             stream_epoch: c.epoch.as_str().to_owned(),
             last_applied_sequence: c.last_sequence,

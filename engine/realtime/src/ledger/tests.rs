@@ -423,6 +423,13 @@ fn position_of_proves_an_expired_cursor_but_nothing_else() {
     );
     let last = l.cursor_for(4).unwrap();
     assert_eq!(l.position_of(&last, "tenant-1"), Ok(4));
+    // An operator's cut is not undone: nothing before it is proven.
+    l.cut();
+    assert_eq!(
+        l.position_of(&first, "tenant-1"),
+        Err(ResumeRefusal::Expired)
+    );
+    assert_eq!(l.position_of(&last, "tenant-1"), Ok(4));
     l.new_epoch(99).unwrap();
     assert_eq!(
         l.position_of(&first, "tenant-1"),
