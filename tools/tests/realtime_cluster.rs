@@ -111,6 +111,33 @@ impl Sse {
     }
 }
 
+/// Fail closed from the start: a gateway whose NATS server cannot be
+/// reached does not start (its ledgers would be its own).
+#[test]
+fn a_gateway_without_its_nats_server_does_not_start() {
+    let dir = TempDir::new("rt-cluster-down");
+    std::fs::write(dir.path().join("cluster.secret"), "0123456789abcdef").unwrap();
+    let config = dir.path().join("down.toml");
+    let port = servers::free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "[cluster]\nnode_id = \"down\"\nnats = \"nats://127.0.0.1:{port}\"\nsecret_file = \"cluster.secret\"\ntimeout_ms = 500\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dtp"))
+        .args(["serve", "--no-admin", "--listen", "127.0.0.1:0"])
+        .args(["--realtime-listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("cluster.nats: connect:"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
 #[test]
 fn two_gateways_share_the_ledgers_of_one_nats_server() {
     let dir = TempDir::new("rt-cluster");

@@ -273,7 +273,7 @@ impl ClusterLedgers {
         s: &ClusterSettings,
         specs: &[StreamSpec],
     ) -> Result<(Self, Vec<Start>), ClusterError> {
-        let fail = |what: &str, e: dtp_cluster::Error| ClusterError(format!("nats: {what}: {e}"));
+        let fail = |what: &str, e: dtp_cluster::Error| ClusterError(format!("{what}: {e}"));
         let mut js = connect(s, "setup").map_err(|e| fail("connect", e))?;
         let mut starts = Vec::new();
         let mut follow = Vec::new();
@@ -284,7 +284,7 @@ impl ClusterLedgers {
                 .map_err(|e| fail(&format!("stream {}", spec.id), e))?;
             if info.created.is_empty() {
                 return Err(ClusterError(format!(
-                    "nats: stream {} has no creation time to derive its epoch from",
+                    "stream {} has no creation time to derive its epoch from",
                     spec.id
                 )));
             }

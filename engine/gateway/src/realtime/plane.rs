@@ -111,12 +111,22 @@ pub struct RealtimePlane<C: Clock = SystemClock> {
     inputs: Vec<Input>,
 }
 
-/// A stream of the configuration could not be registered.
+/// A stream of the configuration could not be registered, or (with no
+/// stream named) the cluster's log could not be joined.
 #[derive(Debug, thiserror::Error)]
-#[error("stream {stream:?}: {why}")]
+#[error("{}{why}", named(stream))]
 pub struct StreamSetupError {
     stream: String,
     why: String,
+}
+
+/// `stream "id": `, or nothing for an error of no one stream.
+fn named(stream: &str) -> String {
+    if stream.is_empty() {
+        String::new()
+    } else {
+        format!("stream {stream:?}: ")
+    }
 }
 
 impl RealtimePlane<SystemClock> {
@@ -193,7 +203,7 @@ impl<C: Clock> RealtimePlane<C> {
     ) -> Result<Self, StreamSetupError> {
         let (cluster, starts) =
             ClusterLedgers::start(settings, &specs).map_err(|e| StreamSetupError {
-                stream: "*".into(),
+                stream: String::new(),
                 why: e.to_string(),
             })?;
         let mut epochs = starts.iter().map(|s| s.epoch);
