@@ -316,6 +316,34 @@ fn a_stream_made_again_is_a_new_epoch_on_every_gateway() {
     });
 }
 
+/// A gateway that does not keep up: its follower waits for room (the
+/// queue to the control thread is bounded) and nothing is lost or
+/// reordered.
+#[test]
+fn a_gateway_that_falls_behind_is_held_back_not_flooded() {
+    const N: u64 = 5_000;
+    let nats = NatsServer::start();
+    let mut a = Node::start(&nats, "a");
+    let mut b = Node::start(&nats, "b");
+    // In batches the publisher's queue (1,024) takes.
+    for batch in 0..N / 1_000 {
+        for i in 1..=1_000 {
+            a.publish(1, batch * 1_000 + i);
+        }
+        let done = (batch + 1) * 1_000;
+        a.until("the batch answered", |a| a.answers.len() as u64 == done);
+    }
+    assert!(
+        a.answers
+            .iter()
+            .all(|d| matches!(d, RtDecision::Published { .. }))
+    );
+    // B has not ticked all along: its follower filled the queue and waits.
+    b.until("every event on B", |b| b.has_seq(N));
+    assert_eq!(delivered(&b), (1..=N).collect::<Vec<_>>());
+    assert_eq!(delivered(&a), (1..=N).collect::<Vec<_>>());
+}
+
 fn answer_of(a: &RtDecision, c: ConnId) -> bool {
     matches!(a,
         RtDecision::Published { conn, .. }

@@ -29,7 +29,7 @@
 //! from memory from the first request on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,10 @@ const MAX_QUEUED: usize = 1024;
 /// Messages the follower reads from one stream before it looks at the
 /// next (so one busy stream does not starve the others).
 const FOLLOW_BATCH: usize = 256;
+
+/// Inputs the workers hand the control thread, queued at most (and taken
+/// at most per tick): every byte has an owner, none grows unbounded.
+const MAX_INPUTS: usize = 4096;
 
 /// Replay pages queued for the reader worker at most; past it a resumer
 /// whose events only the log holds is reset.
@@ -311,7 +315,7 @@ impl ClusterLedgers {
             });
         }
         let (jobs, job_rx) = mpsc::sync_channel(MAX_QUEUED);
-        let (tx, inputs) = mpsc::channel();
+        let (tx, inputs) = mpsc::sync_channel(MAX_INPUTS);
         let waker: Arc<OnceLock<ControlWaker>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let names = names_of(specs);
@@ -386,14 +390,17 @@ impl ClusterLedgers {
         })
     }
 
-    /// What the workers handed back since the last call.
-    pub(super) fn take(&self, into: &mut Vec<Input>) {
-        loop {
+    /// What the workers handed back since the last call, at most
+    /// [`MAX_INPUTS`] (one tick's work stays bounded); true when there may
+    /// be more.
+    pub(super) fn take(&self, into: &mut Vec<Input>) -> bool {
+        for _ in 0..MAX_INPUTS {
             match self.inputs.try_recv() {
                 Ok(i) => into.push(i),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return false,
             }
         }
+        true
     }
 
     /// Lets the workers wake the control thread.
@@ -441,13 +448,24 @@ struct Followee {
 
 /// A worker's way back to the control thread.
 struct Worker {
-    tx: Sender<Input>,
+    tx: SyncSender<Input>,
     waker: Arc<OnceLock<ControlWaker>>,
 }
 
 impl Worker {
+    /// Hands `i` over; with the queue full, wakes the control thread
+    /// first (it may be parked, waiting for this worker's wake) and waits
+    /// for room: the follower reads no faster than the control thread
+    /// applies. False when the control thread is gone.
     fn send(&self, i: Input) -> bool {
-        self.tx.send(i).is_ok()
+        match self.tx.try_send(i) {
+            Ok(()) => true,
+            Err(TrySendError::Full(i)) => {
+                self.wake();
+                self.tx.send(i).is_ok()
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
     }
 
     fn wake(&self) {

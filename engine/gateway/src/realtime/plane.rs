@@ -765,11 +765,9 @@ impl<C: Clock> RealtimePlane<C> {
     /// Takes what the cluster's workers handed back: acknowledgements
     /// (answered once the ledger holds their sequence), events read from
     /// the log (appended in sequence order) and epoch changes.
-    fn cluster_inputs(&mut self, now: Instant, out: &mut Decisions) {
+    fn cluster_inputs(&mut self, now: Instant, out: &mut Decisions) -> bool {
         let mut inputs = std::mem::take(&mut self.inputs);
-        if let Some(c) = &self.cluster {
-            c.take(&mut inputs);
-        }
+        let more = self.cluster.as_ref().is_some_and(|c| c.take(&mut inputs));
         for input in inputs.drain(..) {
             match input {
                 Input::Acked {
@@ -828,6 +826,7 @@ impl<C: Clock> RealtimePlane<C> {
         }
         self.inputs = inputs;
         self.answer_pending(out);
+        more
     }
 
     /// Appends the log's event `seq` of stream `n` if it is new here: a
@@ -935,14 +934,13 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
         if let Some(push) = &mut self.push {
             push.poll(now, out);
         }
-        if self.cluster.is_some() {
-            self.cluster_inputs(now, out);
-        }
+        // More inputs than one tick takes: tick again at once.
+        let more = self.cluster.is_some() && self.cluster_inputs(now, out);
         if self.next_expiry.is_none_or(|at| now >= at) {
             self.registry.expire_all(now);
             self.next_expiry = Some(now + EXPIRY_PERIOD);
         }
-        self.next_expiry
+        if more { Some(now) } else { self.next_expiry }
     }
 
     fn attach(&mut self, waker: dtp_engine::ControlWaker) {
