@@ -27,6 +27,11 @@ use servers::{NatsServer, TempDir};
 
 const TOKEN: &str = "dtp-demo-token";
 
+/// The demo stream with a small byte bound: the window (encoded events,
+/// some 450 bytes each) holds far fewer than the log (stored ones, some
+/// 170 bytes), so an old cursor is replayed from the log.
+const DEMO: &str = "[[realtime.streams]]\nid = \"demo\"\nrecovery = \"CURSOR\"\nevent_types = [\"demo.tick\"]\nscope = \"demo-scope\"\nretain_bytes = 6000\n";
+
 /// A gateway of the cluster named `node`, with the shared secret in `dir`.
 fn gateway(dir: &TempDir, nats: &NatsServer, node: &str) -> Server {
     let secret = dir.path().join("cluster.secret");
@@ -35,7 +40,7 @@ fn gateway(dir: &TempDir, nats: &NatsServer, node: &str) -> Server {
     std::fs::write(
         &config,
         format!(
-            "[cluster]\nnode_id = \"{node}\"\nnats = \"nats://{}\"\nsecret_file = \"cluster.secret\"\ntimeout_ms = 1000\n",
+            "[cluster]\nnode_id = \"{node}\"\nnats = \"nats://{}\"\nsecret_file = \"cluster.secret\"\ntimeout_ms = 1000\n{DEMO}",
             nats.addr
         ),
     )
@@ -181,4 +186,14 @@ fn two_gateways_share_the_ledgers_of_one_nats_server() {
     assert_eq!(body["sequence"], "5", "{body}");
     live.until("\"n\":6}");
     assert_eq!(live.ns(), [1, 2, 3, 4, 6]);
+
+    // Twenty more: A's first cursor still resumes on B, the older part
+    // of the replay read from the log page by page, without a gap.
+    for n in 7..=26 {
+        assert_eq!(publish(&a, n).0, 201);
+    }
+    let mut late = Sse::open(&b, Some(&cursor));
+    late.until("\"n\":26}");
+    let want: Vec<u64> = [2, 3, 4].into_iter().chain(6..=26).collect();
+    assert_eq!(late.ns(), want, "{}", late.seen);
 }

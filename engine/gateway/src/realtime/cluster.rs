@@ -529,7 +529,12 @@ impl Worker {
         while let Ok(job) = jobs.recv() {
             let result = match names.get(job.stream as usize) {
                 _ if job.queued.elapsed() > timeout => Err(ReadFail::Unavailable),
-                Some((name, _)) => read_page(&mut js, name, &job),
+                // Reads change nothing: one failed on a connection the
+                // server dropped (a restart) is tried once more on a new one.
+                Some((name, _)) => match read_page(&mut js, name, &job) {
+                    Err(ReadFail::Unavailable) => read_page(&mut js, name, &job),
+                    other => other,
+                },
                 None => Err(ReadFail::Gone),
             };
             if !self.send(Input::Read { job, result }) {
