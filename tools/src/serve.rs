@@ -123,6 +123,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
         .as_ref()
         .and_then(|q| q.identity.fingerprint());
     let push_metrics = realtime.as_ref().and_then(|r| r.plane.push_metrics());
+    let ledger_metrics = realtime.as_ref().and_then(|r| r.plane.cluster_metrics());
     let push_announce = realtime.as_mut().and_then(|r| r.push_announce.take());
     let realtime_metrics = realtime.as_ref().map(|r| r.metrics.clone());
     let realtime_config = realtime.as_ref().map(|r| r.config.clone());
@@ -220,6 +221,7 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
                 plane: plane.clone(),
                 realtime: realtime_metrics,
                 push: push_metrics,
+                ledgers: ledger_metrics,
             },
             api: plane.clone().zip(human_id).map(|(plane, human_id)| Api {
                 plane,

@@ -27,6 +27,11 @@ use servers::{NatsServer, TempDir};
 
 const TOKEN: &str = "dtp-demo-token";
 
+/// The demo stream with a small byte bound: the window (encoded events,
+/// some 450 bytes each) holds far fewer than the log (stored ones, some
+/// 170 bytes), so an old cursor is replayed from the log.
+const DEMO: &str = "[[realtime.streams]]\nid = \"demo\"\nrecovery = \"CURSOR\"\nevent_types = [\"demo.tick\"]\nscope = \"demo-scope\"\nretain_bytes = 6000\n";
+
 /// A gateway of the cluster named `node`, with the shared secret in `dir`.
 fn gateway(dir: &TempDir, nats: &NatsServer, node: &str) -> Server {
     let secret = dir.path().join("cluster.secret");
@@ -35,7 +40,7 @@ fn gateway(dir: &TempDir, nats: &NatsServer, node: &str) -> Server {
     std::fs::write(
         &config,
         format!(
-            "[cluster]\nnode_id = \"{node}\"\nnats = \"nats://{}\"\nsecret_file = \"cluster.secret\"\ntimeout_ms = 1000\n",
+            "[cluster]\nnode_id = \"{node}\"\nnats = \"nats://{}\"\nsecret_file = \"cluster.secret\"\ntimeout_ms = 1000\n{DEMO}",
             nats.addr
         ),
     )
@@ -111,6 +116,33 @@ impl Sse {
     }
 }
 
+/// Fail closed from the start: a gateway whose NATS server cannot be
+/// reached does not start (its ledgers would be its own).
+#[test]
+fn a_gateway_without_its_nats_server_does_not_start() {
+    let dir = TempDir::new("rt-cluster-down");
+    std::fs::write(dir.path().join("cluster.secret"), "0123456789abcdef").unwrap();
+    let config = dir.path().join("down.toml");
+    let port = servers::free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "[cluster]\nnode_id = \"down\"\nnats = \"nats://127.0.0.1:{port}\"\nsecret_file = \"cluster.secret\"\ntimeout_ms = 500\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dtp"))
+        .args(["serve", "--no-admin", "--listen", "127.0.0.1:0"])
+        .args(["--realtime-listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("cluster.nats: connect:"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
 #[test]
 fn two_gateways_share_the_ledgers_of_one_nats_server() {
     let dir = TempDir::new("rt-cluster");
@@ -154,4 +186,14 @@ fn two_gateways_share_the_ledgers_of_one_nats_server() {
     assert_eq!(body["sequence"], "5", "{body}");
     live.until("\"n\":6}");
     assert_eq!(live.ns(), [1, 2, 3, 4, 6]);
+
+    // Twenty more: A's first cursor still resumes on B, the older part
+    // of the replay read from the log page by page, without a gap.
+    for n in 7..=26 {
+        assert_eq!(publish(&a, n).0, 201);
+    }
+    let mut late = Sse::open(&b, Some(&cursor));
+    late.until("\"n\":26}");
+    let want: Vec<u64> = [2, 3, 4].into_iter().chain(6..=26).collect();
+    assert_eq!(late.ns(), want, "{}", late.seen);
 }

@@ -35,13 +35,23 @@ use servers::NatsServer;
 const WITHIN: Duration = Duration::from_secs(20);
 
 fn specs() -> Vec<StreamSpec> {
-    vec![StreamSpec {
-        id: "orders".into(),
+    let stream = |id: &str, max_bytes| StreamSpec {
+        id: id.into(),
         recovery: RecoveryMode::Cursor,
         event_types: vec!["order.created".into()],
-        retention: Retention::default(),
+        retention: Retention {
+            max_bytes,
+            ..Retention::default()
+        },
         scope: "tenant-1".into(),
-    }]
+    };
+    // `small`: the window (encoded events, some 400 bytes each) keeps far
+    // fewer events than the log (stored ones, some 150 bytes) under the
+    // same byte bound.
+    vec![
+        stream("orders", Retention::default().max_bytes),
+        stream("small", 4096),
+    ]
 }
 
 fn settings(nats: &NatsServer, node: &str) -> ClusterSettings {
@@ -56,7 +66,10 @@ fn settings(nats: &NatsServer, node: &str) -> ClusterSettings {
 /// A plane of the cluster, and every event it broadcast so far.
 struct Node {
     plane: RealtimePlane,
-    events: Vec<(u64, Value, String)>,
+    /// The stream published to, subscribed to and snapshot.
+    stream: &'static str,
+    /// (sequence, payload, cursor, envelope bytes) of each event.
+    events: Vec<(u64, Value, String, Vec<u8>)>,
     answers: Vec<RtDecision>,
 }
 
@@ -67,6 +80,7 @@ impl Node {
                 .unwrap();
         Self {
             plane,
+            stream: "orders",
             events: Vec::new(),
             answers: Vec::new(),
         }
@@ -78,8 +92,9 @@ impl Node {
                 Decision::Service(GatewayDown::RtEvent(ev)) => {
                     let env = Envelope::decode(ev.envelope(), &JsonLimits::default()).unwrap();
                     let cursor = env.resume_cursor.clone().unwrap_or_default();
+                    let raw = ev.envelope().to_vec();
                     self.events
-                        .push((env.sequence, Value::Object(env.payload), cursor));
+                        .push((env.sequence, Value::Object(env.payload), cursor, raw));
                 }
                 Decision::Service(GatewayDown::Realtime(d)) => self.answers.push(*d),
                 _ => {}
@@ -115,7 +130,7 @@ impl Node {
     fn publish(&mut self, conn: u64, n: u64) {
         self.request(RtRequest::Publish {
             conn: ConnId::from_u64(conn),
-            stream: "orders".into(),
+            stream: self.stream.into(),
             event_type: "order.created".into(),
             payload: Bytes::from(format!("{{\"n\":{n}}}")),
         });
@@ -139,7 +154,7 @@ impl Node {
         let c = ConnId::from_u64(conn);
         self.request(RtRequest::Snapshot {
             conn: c,
-            stream: "orders".into(),
+            stream: self.stream.into(),
         });
         self.until("the snapshot", |s| {
             s.answers.iter().any(|a| answer_of(a, c))
@@ -156,7 +171,7 @@ impl Node {
         self.request(RtRequest::Subscribe {
             conn: ConnId::from_u64(9),
             key: 0,
-            stream: "orders".into(),
+            stream: self.stream.into(),
             cursor: Some(cursor.into()),
             page: PageSize {
                 bytes: 1 << 20,
@@ -171,6 +186,162 @@ impl Node {
     fn has_seq(&self, seq: u64) -> bool {
         self.events.iter().any(|e| e.0 == seq)
     }
+}
+
+#[test]
+fn a_cursor_the_window_no_longer_covers_is_replayed_from_the_log_in_pages() {
+    let nats = NatsServer::start();
+    let mut a = Node::start(&nats, "a");
+    let mut b = Node::start(&nats, "b");
+    a.stream = "small";
+    b.stream = "small";
+    let first = a.publish_acked(1, 1);
+    for i in 2..=20 {
+        a.publish_acked(1, i);
+    }
+    b.until("every event on B", |b| b.has_seq(20));
+    let cursor = first["resumeCursor"].as_str().unwrap().to_owned();
+    let RtDecision::Subscribed {
+        next,
+        replay,
+        reset,
+        epoch,
+        stream,
+        ..
+    } = b.resume(&cursor)
+    else {
+        panic!("not subscribed");
+    };
+    assert_eq!((next, reset), (2, None));
+    assert!(replay.more, "the replay follows in pages");
+    let mut got: Vec<u64> = replay.events.iter().map(|e| e.sequence).collect();
+    let mut from_log = 0;
+    // Pages of at most 4 events, asked for one after the other as a
+    // shard does: the first from the log, the last from the window.
+    loop {
+        let after = got.last().copied().unwrap_or(1);
+        b.request(RtRequest::Replay {
+            conn: ConnId::from_u64(9),
+            key: 0,
+            stream,
+            epoch: epoch.clone(),
+            after,
+            page: PageSize {
+                bytes: 1 << 20,
+                events: 4,
+            },
+        });
+        if b.answers.is_empty() {
+            from_log += 1;
+            b.until("a page read from the log", |b| !b.answers.is_empty());
+        }
+        let Some(RtDecision::Replay { page, .. }) = b.answers.pop() else {
+            panic!("not a replay page");
+        };
+        let page = page.expect("the log holds every event after the cursor");
+        assert!(page.events.len() <= 4);
+        for e in &page.events {
+            got.push(e.sequence);
+            // Byte for byte the envelope the live path made.
+            let live = b.events.iter().find(|l| l.0 == e.sequence).unwrap();
+            assert_eq!(e.envelope(), &live.3[..], "event {}", e.sequence);
+        }
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(got, (2..=20).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert!(from_log >= 1, "some pages came from the log");
+    // The cursors of the pages are the ones A issued.
+    let resumed_cursor = a.events[9].2.clone();
+    assert!(matches!(
+        b.resume(&resumed_cursor),
+        RtDecision::Subscribed {
+            next: 11,
+            reset: None,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_stream_made_again_is_a_new_epoch_on_every_gateway() {
+    let nats = NatsServer::start();
+    let mut a = Node::start(&nats, "a");
+    let mut b = Node::start(&nats, "b");
+    let first = a.publish_acked(1, 1);
+    a.publish_acked(1, 2);
+    b.until("A's events on B", |b| b.has_seq(2));
+    let old = a.snapshot(3)["checkpoint"]["streamEpoch"].clone();
+
+    // Its history lost: every gateway sees a new epoch (and ends the
+    // stream's subscriptions), the same one.
+    let name = dtp_gateway::realtime::jetstream_name("orders");
+    nats.jetstream().delete_stream(&name).unwrap();
+    let epoch_of = |n: &mut Node| n.snapshot(4)["checkpoint"].clone();
+    let deadline = Instant::now() + WITHIN;
+    let (ca, cb) = loop {
+        let (ca, cb) = (epoch_of(&mut a), epoch_of(&mut b));
+        if ca["streamEpoch"] != old && cb["streamEpoch"] != old {
+            break (ca, cb);
+        }
+        assert!(Instant::now() < deadline, "no new epoch");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(ca["streamEpoch"], cb["streamEpoch"]);
+    assert_eq!(ca["lastAppliedSequence"], "0");
+    for n in [&mut a, &mut b] {
+        assert_eq!(
+            n.answers.drain(..).collect::<Vec<_>>(),
+            [RtDecision::Kick(0)],
+            "the stream's subscriptions are ended, once"
+        );
+    }
+
+    // A cursor of the old epoch is reset; the new epoch counts from 1.
+    let cursor = first["resumeCursor"].as_str().unwrap().to_owned();
+    match b.resume(&cursor) {
+        RtDecision::Subscribed { reset, .. } => {
+            assert_eq!(reset, Some(RtRefusal::CursorExpired));
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = b.publish_acked(2, 3);
+    assert_eq!(seq_of(&r), 1);
+    assert_eq!(r["streamEpoch"], ca["streamEpoch"]);
+    a.until("the new epoch's first event on A", |a| {
+        a.events
+            .last()
+            .is_some_and(|e| e.1 == serde_json::json!({"n": 3}))
+    });
+}
+
+/// A gateway that does not keep up: its follower waits for room (the
+/// queue to the control thread is bounded) and nothing is lost or
+/// reordered.
+#[test]
+fn a_gateway_that_falls_behind_is_held_back_not_flooded() {
+    const N: u64 = 5_000;
+    let nats = NatsServer::start();
+    let mut a = Node::start(&nats, "a");
+    let mut b = Node::start(&nats, "b");
+    // In batches the publisher's queue (1,024) takes.
+    for batch in 0..N / 1_000 {
+        for i in 1..=1_000 {
+            a.publish(1, batch * 1_000 + i);
+        }
+        let done = (batch + 1) * 1_000;
+        a.until("the batch answered", |a| a.answers.len() as u64 == done);
+    }
+    assert!(
+        a.answers
+            .iter()
+            .all(|d| matches!(d, RtDecision::Published { .. }))
+    );
+    // B has not ticked all along: its follower filled the queue and waits.
+    b.until("every event on B", |b| b.has_seq(N));
+    assert_eq!(delivered(&b), (1..=N).collect::<Vec<_>>());
+    assert_eq!(delivered(&a), (1..=N).collect::<Vec<_>>());
 }
 
 fn answer_of(a: &RtDecision, c: ConnId) -> bool {

@@ -29,6 +29,9 @@ pub struct Exporter {
     pub realtime: Option<Arc<crate::realtime::FrontMetrics>>,
     /// The Web Push counters, when `[realtime.push]` runs (SPEC RT-12).
     pub push: Option<Arc<crate::realtime::PushMetrics>>,
+    /// The realtime ledgers' counters, when their log is shared by a
+    /// cluster (`[cluster] nats`, SPEC RT-6).
+    pub ledgers: Option<Arc<crate::realtime::RealtimeMetrics>>,
 }
 
 impl Exporter {
@@ -174,6 +177,9 @@ impl Exporter {
         }
         if let Some(push) = &self.push {
             render_push(&mut out, push);
+        }
+        if let Some(m) = &self.ledgers {
+            render_ledgers(&mut out, m);
         }
         if let Some(plane) = &self.plane {
             render_plane(&mut out, &plane.metrics());
@@ -388,6 +394,32 @@ fn render_realtime(out: &mut String, m: &crate::realtime::FrontMetrics) {
     ] {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
+        ));
+    }
+}
+
+/// The shared ledgers' series (SPEC RT-6 scale-out).
+fn render_ledgers(out: &mut String, m: &crate::realtime::RealtimeMetrics) {
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    for (name, help, v) in [
+        (
+            "unavailable",
+            "Publications refused because the cluster's log (NATS JetStream) was unreachable.",
+            r(&m.cluster_unavailable),
+        ),
+        (
+            "followed",
+            "Events another gateway published, read from the cluster's log.",
+            r(&m.cluster_followed),
+        ),
+        (
+            "gaps",
+            "Ranges of the cluster's log removed by retention before this gateway read them.",
+            r(&m.cluster_gaps),
+        ),
+    ] {
+        out.push_str(&format!(
+            "# HELP dtp_realtime_cluster_{name}_total {help}\n# TYPE dtp_realtime_cluster_{name}_total counter\ndtp_realtime_cluster_{name}_total {v}\n"
         ));
     }
 }

@@ -29,7 +29,7 @@
 //! from memory from the first request on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,8 @@ use dtp_engine::ControlWaker;
 use dtp_realtime::StreamSpec;
 use dtp_transports::ConnId;
 
+use super::msg::{PageSize, SubKey};
+
 /// Publications queued for the publisher worker at most; past it a
 /// publication is refused (unavailable), never queued without bound.
 const MAX_QUEUED: usize = 1024;
@@ -48,6 +50,14 @@ const MAX_QUEUED: usize = 1024;
 /// Messages the follower reads from one stream before it looks at the
 /// next (so one busy stream does not starve the others).
 const FOLLOW_BATCH: usize = 256;
+
+/// Inputs the workers hand the control thread, queued at most (and taken
+/// at most per tick): every byte has an owner, none grows unbounded.
+const MAX_INPUTS: usize = 4096;
+
+/// Replay pages queued for the reader worker at most; past it a resumer
+/// whose events only the log holds is reset.
+const MAX_READS: usize = 256;
 
 /// The follower's longest sleep when no stream has anything new: the
 /// bound of the delay before another gateway's event is seen here.
@@ -160,11 +170,49 @@ pub(super) struct PubJob {
     /// Who to answer (none for a built-in event of another plane).
     pub(super) to: Option<(usize, ConnId)>,
     pub(super) event: Followed,
+    /// When it was handed over: a job that waited longer than the
+    /// timeout behind a slow server is refused, not sent late.
+    pub(super) queued: Instant,
+}
+
+/// A replay page to read from the log: events this gateway's window no
+/// longer holds (its memory retention counts encoded bytes, the log's the
+/// stored ones, so the log may keep more).
+#[derive(Debug)]
+pub(super) struct ReadJob {
+    /// The shard, connection and subscription that asked.
+    pub(super) to: (usize, ConnId, SubKey),
+    /// The stream's index.
+    pub(super) stream: u32,
+    /// The epoch the replay is in.
+    pub(super) epoch: Arc<str>,
+    /// The last sequence the subscriber has.
+    pub(super) after: u64,
+    /// The last sequence to read (the one before the window's first).
+    pub(super) until: u64,
+    /// The page's ceilings.
+    pub(super) page: PageSize,
+    /// When it was handed over (see [`PubJob::queued`]).
+    pub(super) queued: Instant,
+}
+
+/// Why a replay page could not be read from the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ReadFail {
+    /// The log no longer holds an event the subscriber needs.
+    Gone,
+    /// The log could not be reached.
+    Unavailable,
 }
 
 /// What the workers hand the control thread.
 #[derive(Debug)]
 pub(super) enum Input {
+    /// A replay page read from the log, oldest first.
+    Read {
+        job: ReadJob,
+        result: Result<Vec<(u64, Followed)>, ReadFail>,
+    },
     /// JetStream stored the publication at this sequence, or could not be
     /// reached (the publication is refused: fail closed).
     Acked {
@@ -193,6 +241,7 @@ pub(super) struct Start {
 /// The control thread's end of the workers.
 pub(super) struct ClusterLedgers {
     jobs: SyncSender<PubJob>,
+    reads: SyncSender<ReadJob>,
     inputs: Receiver<Input>,
     waker: Arc<OnceLock<ControlWaker>>,
     stop: Arc<AtomicBool>,
@@ -228,7 +277,7 @@ impl ClusterLedgers {
         s: &ClusterSettings,
         specs: &[StreamSpec],
     ) -> Result<(Self, Vec<Start>), ClusterError> {
-        let fail = |what: &str, e: dtp_cluster::Error| ClusterError(format!("nats: {what}: {e}"));
+        let fail = |what: &str, e: dtp_cluster::Error| ClusterError(format!("{what}: {e}"));
         let mut js = connect(s, "setup").map_err(|e| fail("connect", e))?;
         let mut starts = Vec::new();
         let mut follow = Vec::new();
@@ -239,7 +288,7 @@ impl ClusterLedgers {
                 .map_err(|e| fail(&format!("stream {}", spec.id), e))?;
             if info.created.is_empty() {
                 return Err(ClusterError(format!(
-                    "nats: stream {} has no creation time to derive its epoch from",
+                    "stream {} has no creation time to derive its epoch from",
                     spec.id
                 )));
             }
@@ -266,18 +315,16 @@ impl ClusterLedgers {
             });
         }
         let (jobs, job_rx) = mpsc::sync_channel(MAX_QUEUED);
-        let (tx, inputs) = mpsc::channel();
+        let (tx, inputs) = mpsc::sync_channel(MAX_INPUTS);
         let waker: Arc<OnceLock<ControlWaker>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let names: Vec<(String, String)> = specs
-            .iter()
-            .map(|sp| (jetstream_name(&sp.id), subject(&sp.id)))
-            .collect();
+        let names = names_of(specs);
         let boot = format!(
             "{}-{:016x}",
             s.node_id,
             derived_epoch(&s.node_id, &now_text())
         );
+        let timeout = s.timeout;
         let publisher = Worker {
             tx: tx.clone(),
             waker: waker.clone(),
@@ -291,7 +338,18 @@ impl ClusterLedgers {
         };
         spawn(
             "dtp-rt-publish",
-            Box::new(move || publisher.publish(js, &job_rx, &names, &boot)),
+            Box::new(move || publisher.publish(js, &job_rx, &names, (&boot, timeout))),
+        )?;
+        let (reads, read_rx) = mpsc::sync_channel(MAX_READS);
+        let reader = Worker {
+            tx: tx.clone(),
+            waker: waker.clone(),
+        };
+        let read_js = connect(s, "read").map_err(|e| fail("connect", e))?;
+        let read_names = names_of(specs);
+        spawn(
+            "dtp-rt-read",
+            Box::new(move || reader.read(read_js, &read_rx, &read_names, timeout)),
         )?;
         let follower = Worker {
             tx,
@@ -306,6 +364,7 @@ impl ClusterLedgers {
         Ok((
             Self {
                 jobs,
+                reads,
                 inputs,
                 waker,
                 stop,
@@ -323,14 +382,25 @@ impl ClusterLedgers {
         })
     }
 
-    /// What the workers handed back since the last call.
-    pub(super) fn take(&self, into: &mut Vec<Input>) {
-        loop {
+    /// Hands a replay page to the reader worker; gives it back when the
+    /// worker's queue is full.
+    pub(super) fn read(&self, job: ReadJob) -> Result<(), ReadJob> {
+        self.reads.try_send(job).map_err(|e| match e {
+            TrySendError::Full(j) | TrySendError::Disconnected(j) => j,
+        })
+    }
+
+    /// What the workers handed back since the last call, at most
+    /// [`MAX_INPUTS`] (one tick's work stays bounded); true when there may
+    /// be more.
+    pub(super) fn take(&self, into: &mut Vec<Input>) -> bool {
+        for _ in 0..MAX_INPUTS {
             match self.inputs.try_recv() {
                 Ok(i) => into.push(i),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return false,
             }
         }
+        true
     }
 
     /// Lets the workers wake the control thread.
@@ -345,6 +415,14 @@ impl Drop for ClusterLedgers {
         // follower at its next look at the flag.
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// Each stream's JetStream name and subject, in index order.
+fn names_of(specs: &[StreamSpec]) -> Vec<(String, String)> {
+    specs
+        .iter()
+        .map(|sp| (jetstream_name(&sp.id), subject(&sp.id)))
+        .collect()
 }
 
 /// Something unique to this start of the process (with the node id: the
@@ -370,13 +448,24 @@ struct Followee {
 
 /// A worker's way back to the control thread.
 struct Worker {
-    tx: Sender<Input>,
+    tx: SyncSender<Input>,
     waker: Arc<OnceLock<ControlWaker>>,
 }
 
 impl Worker {
+    /// Hands `i` over; with the queue full, wakes the control thread
+    /// first (it may be parked, waiting for this worker's wake) and waits
+    /// for room: the follower reads no faster than the control thread
+    /// applies. False when the control thread is gone.
     fn send(&self, i: Input) -> bool {
-        self.tx.send(i).is_ok()
+        match self.tx.try_send(i) {
+            Ok(()) => true,
+            Err(TrySendError::Full(i)) => {
+                self.wake();
+                self.tx.send(i).is_ok()
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
     }
 
     fn wake(&self) {
@@ -391,11 +480,19 @@ impl Worker {
         mut js: JetStream,
         jobs: &Receiver<PubJob>,
         names: &[(String, String)],
-        boot: &str,
+        (boot, timeout): (&str, Duration),
     ) {
         let mut n = 0u64;
         while let Ok(job) = jobs.recv() {
             n += 1;
+            if job.queued.elapsed() > timeout {
+                let result = Err("waited longer than the timeout for the server".to_owned());
+                if !self.send(Input::Acked { job, result }) {
+                    return;
+                }
+                self.wake();
+                continue;
+            }
             let id = format!("{boot}-{n}");
             let Some((name, subject)) = names.get(job.stream as usize) else {
                 continue;
@@ -415,6 +512,32 @@ impl Worker {
             }
             let result = result.map(|ack| ack.seq).map_err(|e| e.to_string());
             if !self.send(Input::Acked { job, result }) {
+                return;
+            }
+            self.wake();
+        }
+    }
+
+    /// The reader: replay pages the window no longer holds.
+    fn read(
+        self,
+        mut js: JetStream,
+        jobs: &Receiver<ReadJob>,
+        names: &[(String, String)],
+        timeout: Duration,
+    ) {
+        while let Ok(job) = jobs.recv() {
+            let result = match names.get(job.stream as usize) {
+                _ if job.queued.elapsed() > timeout => Err(ReadFail::Unavailable),
+                // Reads change nothing: one failed on a connection the
+                // server dropped (a restart) is tried once more on a new one.
+                Some((name, _)) => match read_page(&mut js, name, &job) {
+                    Err(ReadFail::Unavailable) => read_page(&mut js, name, &job),
+                    other => other,
+                },
+                None => Err(ReadFail::Gone),
+            };
+            if !self.send(Input::Read { job, result }) {
                 return;
             }
             self.wake();
@@ -453,15 +576,16 @@ impl Worker {
                 idle = Duration::from_millis(1);
                 continue;
             }
-            if failed {
-                std::thread::sleep(RETRY_AFTER);
-                continue;
-            }
+            // Also after a failed read: a deleted stream fails every read.
             if checked.elapsed() >= IDENTITY_PERIOD {
                 checked = Instant::now();
                 if !self.check_identity(&mut js, &mut streams) {
                     return;
                 }
+            }
+            if failed {
+                std::thread::sleep(RETRY_AFTER);
+                continue;
             }
             std::thread::sleep(idle);
             idle = (idle * 2).min(FOLLOW_IDLE_MAX);
@@ -503,6 +627,39 @@ impl Worker {
         }
         true
     }
+}
+
+/// The events after `job.after` up to `job.until` that fit its page (at
+/// least one): contiguous, or [`ReadFail::Gone`].
+fn read_page(
+    js: &mut JetStream,
+    name: &str,
+    job: &ReadJob,
+) -> Result<Vec<(u64, Followed)>, ReadFail> {
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    let most = usize::from(job.page.events.max(1));
+    for r in js.replay(name, job.after + 1) {
+        let m = match r {
+            Ok(Replayed::Message(m)) => m,
+            Ok(Replayed::Gap { .. }) => return Err(ReadFail::Gone),
+            Err(_) => return Err(ReadFail::Unavailable),
+        };
+        if m.seq > job.until {
+            break;
+        }
+        let f = unframe(&m.payload).ok_or(ReadFail::Gone)?;
+        bytes += f.payload.len();
+        out.push((m.seq, f));
+        if out.len() >= most || bytes >= job.page.bytes as usize {
+            break;
+        }
+    }
+    // The window says these events exist: none read is a loss.
+    if out.is_empty() {
+        return Err(ReadFail::Gone);
+    }
+    Ok(out)
 }
 
 fn event(stream: u32, m: &StoredMessage) -> Input {

@@ -11,11 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dtp_codec::realtime::{EnvelopeHead, SnapshotCheckpoint, sse_chunk_with, write_envelope};
+use dtp_codec::realtime::{
+    EnvelopeHead, RecoveryMode, SnapshotCheckpoint, sse_chunk_with, write_envelope,
+};
 use dtp_realtime::{Epoch, LedgerItem, PublishError, ResumeRefusal, StreamRegistry, StreamSpec};
 use dtp_transports::ConnId;
 
-use super::cluster::{ClusterLedgers, ClusterSettings, Followed, Input, PubJob};
+use super::cluster::{ClusterLedgers, ClusterSettings, Followed, Input, PubJob, ReadJob};
 use super::json::published_body;
 use super::msg::{PageSize, ReplayPage, RtDecision, RtEvent, RtRefusal, RtRequest, SubKey};
 use super::state::{Change, StreamState};
@@ -109,12 +111,22 @@ pub struct RealtimePlane<C: Clock = SystemClock> {
     inputs: Vec<Input>,
 }
 
-/// A stream of the configuration could not be registered.
+/// A stream of the configuration could not be registered, or (with no
+/// stream named) the cluster's log could not be joined.
 #[derive(Debug, thiserror::Error)]
-#[error("stream {stream:?}: {why}")]
+#[error("{}{why}", named(stream))]
 pub struct StreamSetupError {
     stream: String,
     why: String,
+}
+
+/// `stream "id": `, or nothing for an error of no one stream.
+fn named(stream: &str) -> String {
+    if stream.is_empty() {
+        String::new()
+    } else {
+        format!("stream {stream:?}: ")
+    }
 }
 
 impl RealtimePlane<SystemClock> {
@@ -191,7 +203,7 @@ impl<C: Clock> RealtimePlane<C> {
     ) -> Result<Self, StreamSetupError> {
         let (cluster, starts) =
             ClusterLedgers::start(settings, &specs).map_err(|e| StreamSetupError {
-                stream: "*".into(),
+                stream: String::new(),
                 why: e.to_string(),
             })?;
         let mut epochs = starts.iter().map(|s| s.epoch);
@@ -237,6 +249,11 @@ impl<C: Clock> RealtimePlane<C> {
         self.metrics.clone()
     }
 
+    /// The plane's counters when its ledgers are shared by a cluster.
+    pub fn cluster_metrics(&self) -> Option<Arc<RealtimeMetrics>> {
+        self.cluster.as_ref().map(|_| self.metrics.clone())
+    }
+
     /// The configured streams' ids, in index order.
     pub fn stream_ids(&self) -> impl Iterator<Item = &str> {
         self.streams.iter().map(|s| &*s.id)
@@ -280,18 +297,31 @@ impl<C: Clock> RealtimePlane<C> {
         let fresh = ledger.resume_from_start().next_expected_sequence;
         let (next, accepted, replay, reset) = match cursor {
             None => (fresh, None, ReplayPage::default(), None),
-            Some(c) => match ledger.resume(c, &s.scope, now) {
-                Ok(r) => (
-                    r.next_expected_sequence(),
-                    Some(Arc::<str>::from(c)),
-                    take_page(&r, page),
-                    None,
-                ),
-                Err(why) => {
-                    Self::bump(&self.metrics.resets);
-                    (fresh, None, ReplayPage::default(), Some(refusal(why)))
+            Some(c) => {
+                let resumed = ledger
+                    .resume(c, &s.scope, now)
+                    .map(|r| (r.next_expected_sequence(), take_page(&r, page)));
+                let shared = self.cluster.is_some();
+                match resumed {
+                    Ok((next, replay)) => (next, Some(Arc::<str>::from(c)), replay, None),
+                    // A shared ledger's log may still hold what the window
+                    // dropped: the replay's pages are read from it (each
+                    // page asked for as the socket drains, see `replay`).
+                    Err(ResumeRefusal::Expired)
+                        if shared && let Ok(after) = ledger.position_of(c, &s.scope) =>
+                    {
+                        let more = ReplayPage {
+                            events: Vec::new(),
+                            more: true,
+                        };
+                        (after + 1, Some(Arc::<str>::from(c)), more, None)
+                    }
+                    Err(why) => {
+                        Self::bump(&self.metrics.resets);
+                        (fresh, None, ReplayPage::default(), Some(refusal(why)))
+                    }
                 }
-            },
+            }
         };
         Self::bump(&self.metrics.subscribed);
         let d = RtDecision::Subscribed {
@@ -322,6 +352,13 @@ impl<C: Clock> RealtimePlane<C> {
             .and_then(|s| self.registry.ledger_mut(&s.id));
         let page = match ledger.map(|l| l.continue_after(epoch, after, now)) {
             Some(Ok(r)) => Ok(take_page(&r, size)),
+            Some(Err(ResumeRefusal::Expired)) if self.cluster.is_some() => {
+                if self.read_from_log((shard, conn, key), (stream, epoch, after), size, now) {
+                    return;
+                }
+                Self::bump(&self.metrics.resets);
+                Err(RtRefusal::CursorExpired)
+            }
             Some(Err(why)) => Err(refusal(why)),
             None => Err(RtRefusal::UnknownStream),
         };
@@ -424,41 +461,17 @@ impl<C: Clock> RealtimePlane<C> {
         epoch.clear();
         epoch.push_str(ledger.epoch().as_str());
         let recovery = ledger.recovery();
-        let mut encoded = Err(RtRefusal::TooLarge);
+        let mut encoded = Ok(());
         let mut made = None;
         let event_id = &mut self.event_id;
         let published = self.registry.publish_with(&s.id, event_type, now, |at| {
-            // Written into the kept buffer, not `format!`ted: one
-            // allocation less per event on the control thread.
-            event_id.clear();
-            let _ = write!(event_id, "{epoch}-{}", at.sequence);
-            let head = EnvelopeHead {
-                stream_id: &s.id,
-                stream_epoch: epoch,
-                event_type,
-                event_id,
-                sequence: at.sequence,
-                occurred_at,
-                scope_binding: &s.scope,
-                recovery,
-                resume_cursor: at.cursor.as_deref(),
-            };
-            // One buffer: the SSE block framed as a chunk, the envelope
-            // written in place inside it and shared as a slice of it (a
-            // profile of the built-in streams showed three buffers and two
-            // copies per event). Sized once: growing it cost more than
-            // encoding.
-            let built = sse_chunk_with(at.cursor.as_deref(), bound, |b| {
-                write_envelope(b, &head, &payload)
-            });
-            let (sse, envelope) = match built {
-                Ok(built) => {
-                    encoded = Ok(());
-                    built
-                }
-                Err(_) => (Bytes::new(), 0..0),
-            };
-            let event = Arc::new(RtEvent::new(n, at.sequence, sse, envelope));
+            let head = (epoch.as_str(), recovery, event_type, occurred_at.as_str());
+            let event = encode(n, s, head, event_id, at, (&payload, bound));
+            if event.sse.is_empty() {
+                encoded = Err(RtRefusal::TooLarge);
+            } else {
+                encoded = Ok(());
+            }
             made = Some(event.clone());
             Stored(event)
         });
@@ -502,7 +515,14 @@ impl<C: Clock> RealtimePlane<C> {
         };
         // The checkpoint and the state are read in this one step: the
         // same commit point (SPEC RT-6).
-        let c = ledger.checkpoint();
+        let mut c = ledger.checkpoint();
+        // Shared by a cluster, the state changes only with the log's
+        // events: its sequence is the revision every gateway gives the
+        // same state (a local count would make one gateway's entity tag
+        // match another's different state, SPEC RT-11).
+        if self.cluster.is_some() {
+            c.revision = c.last_sequence;
+        }
         let checkpoint = SnapshotCheckpoint {
             stream_epoch: c.epoch.as_str().to_owned(),
             last_applied_sequence: c.last_sequence,
@@ -661,6 +681,7 @@ impl<C: Clock> RealtimePlane<C> {
                 event_type: event_type.into(),
                 payload,
             },
+            queued: now,
         };
         if cluster.submit(job).is_err() {
             Self::bump(&self.metrics.cluster_unavailable);
@@ -669,14 +690,84 @@ impl<C: Clock> RealtimePlane<C> {
         Ok(())
     }
 
+    /// Asks the reader worker for the replay page after `after` that only
+    /// the log holds (the page is answered when it comes back); false when
+    /// the worker cannot take it (the subscriber is reset).
+    fn read_from_log(
+        &mut self,
+        to: (usize, ConnId, SubKey),
+        (stream, epoch, after): (u32, &str, u64),
+        page: PageSize,
+        now: Instant,
+    ) -> bool {
+        let Some(l) = self.ledger_of(stream) else {
+            return false;
+        };
+        let until = l
+            .first_retained_sequence()
+            .map_or(l.last_sequence(), |f| f - 1);
+        let Some(c) = &self.cluster else {
+            return false;
+        };
+        let job = ReadJob {
+            to,
+            stream,
+            epoch: epoch.into(),
+            after,
+            until,
+            page,
+            queued: now,
+        };
+        c.read(job).is_ok()
+    }
+
+    /// A replay page read from the log, encoded as the live events are
+    /// (the cursors of the current epoch; refused if it changed meanwhile).
+    fn log_page(
+        &mut self,
+        job: &ReadJob,
+        events: Vec<(u64, Followed)>,
+    ) -> Result<ReplayPage, RtRefusal> {
+        let n = job.stream;
+        let s = self
+            .streams
+            .get(n as usize)
+            .ok_or(RtRefusal::UnknownStream)?;
+        let l = self
+            .registry
+            .ledger(&s.id)
+            .ok_or(RtRefusal::UnknownStream)?;
+        if l.epoch().as_str() != &*job.epoch {
+            return Err(RtRefusal::CursorExpired);
+        }
+        let mut page = Vec::with_capacity(events.len());
+        for (sequence, f) in events {
+            let at = dtp_realtime::Appended {
+                sequence,
+                cursor: l.cursor_for(sequence),
+            };
+            let occurred = format_rfc3339_ms(f.unix_ms).unwrap_or_default();
+            let bound =
+                ENVELOPE_HEAD + s.id.len() + s.scope.len() + f.event_type.len() + f.payload.len();
+            let head = (&*job.epoch, l.recovery(), &*f.event_type, occurred.as_str());
+            let event = encode(n, s, head, &mut self.event_id, &at, (&f.payload, bound));
+            if event.sse.is_empty() {
+                return Err(RtRefusal::CursorExpired);
+            }
+            page.push(event);
+        }
+        Ok(ReplayPage {
+            events: page,
+            more: true,
+        })
+    }
+
     /// Takes what the cluster's workers handed back: acknowledgements
     /// (answered once the ledger holds their sequence), events read from
     /// the log (appended in sequence order) and epoch changes.
-    fn cluster_inputs(&mut self, now: Instant, out: &mut Decisions) {
+    fn cluster_inputs(&mut self, now: Instant, out: &mut Decisions) -> bool {
         let mut inputs = std::mem::take(&mut self.inputs);
-        if let Some(c) = &self.cluster {
-            c.take(&mut inputs);
-        }
+        let more = self.cluster.as_ref().is_some_and(|c| c.take(&mut inputs));
         for input in inputs.drain(..) {
             match input {
                 Input::Acked {
@@ -720,10 +811,22 @@ impl<C: Clock> RealtimePlane<C> {
                     epoch,
                     base,
                 } => self.new_cluster_epoch(stream, epoch, base, out),
+                Input::Read { job, result } => {
+                    let page = match result {
+                        Ok(events) => self.log_page(&job, events),
+                        Err(_) => Err(RtRefusal::CursorExpired),
+                    };
+                    if page.is_err() {
+                        Self::bump(&self.metrics.resets);
+                    }
+                    let (shard, conn, key) = job.to;
+                    out.push((shard, rt_decision(RtDecision::Replay { conn, key, page })));
+                }
             }
         }
         self.inputs = inputs;
         self.answer_pending(out);
+        more
     }
 
     /// Appends the log's event `seq` of stream `n` if it is new here: a
@@ -831,14 +934,13 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
         if let Some(push) = &mut self.push {
             push.poll(now, out);
         }
-        if self.cluster.is_some() {
-            self.cluster_inputs(now, out);
-        }
+        // More inputs than one tick takes: tick again at once.
+        let more = self.cluster.is_some() && self.cluster_inputs(now, out);
         if self.next_expiry.is_none_or(|at| now >= at) {
             self.registry.expire_all(now);
             self.next_expiry = Some(now + EXPIRY_PERIOD);
         }
-        self.next_expiry
+        if more { Some(now) } else { self.next_expiry }
     }
 
     fn attach(&mut self, waker: dtp_engine::ControlWaker) {
@@ -849,6 +951,45 @@ impl<C: Clock> ControlPlane<GatewayUp, GatewayDown> for RealtimePlane<C> {
             push.attach(waker);
         }
     }
+}
+
+/// Event `at` of stream `n` (`s`) as one SSE chunk with the envelope
+/// inside, shared by every subscriber; an empty chunk if it could not be
+/// encoded (a bug: the head comes from validated config). `head` is the
+/// epoch, recovery mode, event type and `occurredAt`; `event_id` a buffer
+/// kept so that publishing allocates no id; `bound` the chunk's size.
+fn encode(
+    n: u32,
+    s: &Stream,
+    (epoch, recovery, event_type, occurred_at): (&str, RecoveryMode, &str, &str),
+    event_id: &mut String,
+    at: &dtp_realtime::Appended,
+    (payload, bound): (&[u8], usize),
+) -> Arc<RtEvent> {
+    // Written into the kept buffer, not `format!`ted: one allocation less
+    // per event on the control thread.
+    event_id.clear();
+    let _ = write!(event_id, "{epoch}-{}", at.sequence);
+    let head = EnvelopeHead {
+        stream_id: &s.id,
+        stream_epoch: epoch,
+        event_type,
+        event_id,
+        sequence: at.sequence,
+        occurred_at,
+        scope_binding: &s.scope,
+        recovery,
+        resume_cursor: at.cursor.as_deref(),
+    };
+    // One buffer: the SSE block framed as a chunk, the envelope written in
+    // place inside it and shared as a slice of it (a profile of the
+    // built-in streams showed three buffers and two copies per event).
+    // Sized once: growing it cost more than encoding.
+    let built = sse_chunk_with(at.cursor.as_deref(), bound, |b| {
+        write_envelope(b, &head, payload)
+    });
+    let (sse, envelope) = built.unwrap_or((Bytes::new(), 0..0));
+    Arc::new(RtEvent::new(n, at.sequence, sse, envelope))
 }
 
 /// The first events of `r` that fit in `size`: at least one, or none for

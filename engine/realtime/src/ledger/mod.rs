@@ -93,6 +93,9 @@ pub struct Ledger<T> {
     revision: u64,
     entries: VecDeque<Entry<T>>,
     retained_bytes: usize,
+    /// The newest position when an operator last cut (0: never, in this
+    /// epoch): [`Ledger::position_of`] proves nothing before it.
+    cut_at: u64,
     stats: LedgerStats,
 }
 
@@ -124,6 +127,7 @@ impl<T: LedgerItem> Ledger<T> {
             revision: 0,
             entries: VecDeque::new(),
             retained_bytes: 0,
+            cut_at: 0,
             stats: LedgerStats::default(),
         })
     }
@@ -245,6 +249,7 @@ impl<T: LedgerItem> Ledger<T> {
     /// success). The newest position stays resumable: nothing after it was
     /// lost. Returns how many events were dropped.
     pub fn cut(&mut self) -> usize {
+        self.cut_at = self.last_sequence;
         let n = self.drop_all();
         self.stats.evicted_by_cut += n as u64;
         self.revision = self.revision.wrapping_add(1);
@@ -283,6 +288,7 @@ impl<T: LedgerItem> Ledger<T> {
         self.key.bind(&self.stream_id, &self.scope, epoch.as_str());
         self.epoch = epoch;
         self.last_sequence = 0;
+        self.cut_at = 0;
         self.revision = self.revision.wrapping_add(1);
         Ok(&self.epoch)
     }
@@ -374,6 +380,26 @@ impl<T: LedgerItem> Ledger<T> {
         }
         let after = self.check_position(after)?;
         Ok(self.resume_at(after))
+    }
+
+    /// The position `cursor` proves in the current epoch whether or not
+    /// the events after it are still retained here: for a ledger that
+    /// mirrors a shared log (SPEC RT-6 scale-out), which may still hold
+    /// what this ledger no longer does. Refused as [`Ledger::resume`]
+    /// refuses, except for `Expired` by retention; a position before an
+    /// operator's [`Ledger::cut`] is still `Expired`. Not counted as a
+    /// resume.
+    pub fn position_of(&self, cursor: &str, scope: &str) -> Result<u64, ResumeRefusal> {
+        match self.check_cursor(cursor, scope) {
+            Err(ResumeRefusal::Expired) => {
+                let parsed = cursor::parse(cursor).ok_or(ResumeRefusal::Malformed)?;
+                if parsed.sequence < self.cut_at {
+                    return Err(ResumeRefusal::Expired);
+                }
+                Ok(parsed.sequence)
+            }
+            other => other,
+        }
     }
 
     /// The replay after `after`, a position [`Ledger::check_position`]

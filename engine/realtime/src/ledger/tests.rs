@@ -393,3 +393,46 @@ fn skip_to_moves_forward_and_expires_cursors_across_the_hole() {
     assert_eq!(l.append(vec![2], t).unwrap().sequence, 10);
     assert_eq!(seqs(&l.resume(&at9, "tenant-1", t).unwrap()), vec![10]);
 }
+
+#[test]
+fn position_of_proves_an_expired_cursor_but_nothing_else() {
+    let t = Instant::now();
+    let mut l = ledger(
+        RecoveryMode::Cursor,
+        Retention {
+            max_events: 2,
+            ..Retention::default()
+        },
+    );
+    let first = l.append(vec![1], t).unwrap().cursor.unwrap();
+    for n in 2..=4 {
+        l.append(vec![n], t).unwrap();
+    }
+    assert_eq!(
+        l.resume(&first, "tenant-1", t).err(),
+        Some(ResumeRefusal::Expired)
+    );
+    assert_eq!(l.position_of(&first, "tenant-1"), Ok(1));
+    assert_eq!(
+        l.position_of(&first, "tenant-2"),
+        Err(ResumeRefusal::Tampered)
+    );
+    assert_eq!(
+        l.position_of("c1.x", "tenant-1"),
+        Err(ResumeRefusal::Malformed)
+    );
+    let last = l.cursor_for(4).unwrap();
+    assert_eq!(l.position_of(&last, "tenant-1"), Ok(4));
+    // An operator's cut is not undone: nothing before it is proven.
+    l.cut();
+    assert_eq!(
+        l.position_of(&first, "tenant-1"),
+        Err(ResumeRefusal::Expired)
+    );
+    assert_eq!(l.position_of(&last, "tenant-1"), Ok(4));
+    l.new_epoch(99).unwrap();
+    assert_eq!(
+        l.position_of(&first, "tenant-1"),
+        Err(ResumeRefusal::EpochChanged)
+    );
+}
