@@ -12,29 +12,14 @@
 
 mod external;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use external::{root, run, serve};
-
-fn install_if_missing() {
-    let browser = root().join("tests/browser");
-    if Path::new("/usr/bin/chromium").exists()
-        && browser.join("node_modules/playwright-core").exists()
-    {
-        return;
-    }
-    let (ok, out) = run(
-        Command::new("bash").arg(browser.join("install.sh")),
-        Duration::from_secs(900),
-    );
-    assert!(ok, "tests/browser/install.sh failed:\n{out}");
-}
+use external::{install_browser, root, run, serve};
 
 #[test]
 fn demo_page_follows_both_feeds_in_chromium() {
-    install_if_missing();
+    install_browser();
     let server = serve(&[]);
     let started = Instant::now();
     let (ok, out) = run(

@@ -14,13 +14,10 @@
 
 mod external;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-use external::{root, run, serve};
+use external::{install_browser, root, serve, spawn_lines};
 
 /// The driver. First, with the server up, two pages whose feeds are
 /// answered by stand-ins (playwright routes): SSE 403 and a WebSocket
@@ -90,39 +87,16 @@ try {
 console.log(JSON.stringify(out));
 "#;
 
-fn install_if_missing() {
-    let browser = root().join("tests/browser");
-    if Path::new("/usr/bin/chromium").exists()
-        && browser.join("node_modules/playwright-core").exists()
-    {
-        return;
-    }
-    let (ok, out) = run(
-        Command::new("bash").arg(browser.join("install.sh")),
-        Duration::from_secs(900),
-    );
-    assert!(ok, "tests/browser/install.sh failed:\n{out}");
-}
-
 #[test]
 fn the_demo_page_never_retries_a_refusal_and_degrades_when_its_budget_is_spent() {
-    install_if_missing();
+    install_browser();
     let server = serve(&[]);
     let origin = server.base.trim_end_matches("/v1").to_owned();
-    let mut node = Command::new("node")
-        .args(["--input-type=module", "-e", DRIVER, &origin])
-        .current_dir(root().join("tests/browser"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("node starts");
-    let (tx, rx) = mpsc::channel();
-    let stdout = node.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (mut node, rx) = spawn_lines(
+        Command::new("node")
+            .args(["--input-type=module", "-e", DRIVER, &origin])
+            .current_dir(root().join("tests/browser")),
+    );
     let wait = Duration::from_secs(60);
     let line = rx.recv_timeout(wait).unwrap_or_default();
     if line != "READY" {

@@ -124,3 +124,39 @@ pub(crate) fn run(cmd: &mut Command, within: Duration) -> (bool, String) {
         None => (false, format!("{text}\n(killed after {within:?})")),
     }
 }
+
+/// Installs what the browser tests need (Debian's chromium, the pinned
+/// playwright-core) with `tests/browser/install.sh`, unless present.
+#[allow(dead_code, reason = "only the browser tests use it")]
+pub(crate) fn install_browser() {
+    let browser = root().join("tests/browser");
+    if Path::new("/usr/bin/chromium").exists()
+        && browser.join("node_modules/playwright-core").exists()
+    {
+        return;
+    }
+    let (ok, out) = run(
+        Command::new("bash").arg(browser.join("install.sh")),
+        Duration::from_secs(900),
+    );
+    assert!(ok, "tests/browser/install.sh failed:\n{out}");
+}
+
+/// Starts `cmd` (a browser driver) with its stdout piped: its lines
+/// arrive on the receiver as it prints them; stderr passes through.
+#[allow(dead_code, reason = "only the browser tests use it")]
+pub(crate) fn spawn_lines(cmd: &mut Command) -> (Child, mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}

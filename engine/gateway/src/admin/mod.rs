@@ -10,9 +10,12 @@
 //! token (`[admin] token_file`) every `/v1` request needs
 //! `Authorization: Bearer <token>`; without one the port must stay on
 //! loopback (`dtp serve` refuses otherwise when `[terminal]` is on).
-//! `/metrics`, `/healthz` and `/readyz` never need the token.
+//! `/metrics`, `/healthz` and `/readyz` never need the token. `/console`
+//! is the operator console ([`console`]): static files whose every `/v1`
+//! call needs the token.
 
 mod api;
+mod console;
 mod health;
 mod http;
 mod metrics;
@@ -148,7 +151,10 @@ fn route(server: &AdminServer, request: &http::Request) -> Response {
             Ok(()) => Response::text(200, "text/plain", "ready\n".to_owned()),
             Err(why) => Response::text(503, "text/plain", format!("not ready: {why}\n")),
         },
-        ["metrics" | "healthz" | "readyz"] => {
+        [name @ ("console" | "console.js" | "console.css")] if request.method == "GET" => {
+            console::file(name).unwrap_or_else(|| Response::error(404, "NOT_FOUND", "no such file"))
+        }
+        ["metrics" | "healthz" | "readyz" | "console" | "console.js" | "console.css"] => {
             Response::error(405, "METHOD_NOT_ALLOWED", "this endpoint takes GET")
                 .with_header("allow", "GET")
         }
@@ -175,7 +181,7 @@ fn route(server: &AdminServer, request: &http::Request) -> Response {
         _ => Response::error(
             404,
             "NOT_FOUND",
-            "no such endpoint: try /metrics, /healthz, /readyz or /v1/sessions",
+            "no such endpoint: try /console, /metrics, /healthz, /readyz or /v1/sessions",
         ),
     }
 }

@@ -1,0 +1,256 @@
+// Drives the browser client module (/v1/client.js) in Debian's headless
+// chromium against a real `dtp serve` (SPEC RT-4, RT-5, RT-7, RT-11): a
+// page of the realtime origin (routed by playwright; it only imports the
+// module) follows stream `demo` over SSE, WebSocket and polling while the
+// driver cuts the network, kicks, forces a gap (a WebSocket event dropped
+// on its way), cuts retention, publishes a 10,000-event burst, has the
+// test restart the gateway and, last, stop it. Every applied event must
+// follow the one before it or the snapshot before it (no gap, no
+// duplicate); budgets spent end DEGRADED; a token that may not read the
+// stream stops at FORBIDDEN after one attempt.
+//
+// Usage: node client.mjs ORIGIN [recovery|burst|all] (the parts run: the
+// recovery steps, or the burst with polling; all by default). Prints RESTART / STOP and waits for a
+// line on stdin each time (the test restarts / stops the gateway); prints
+// one JSON line at the end.
+
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const [origin, part = "all"] = process.argv.slice(2);
+const runs = (p) => part === "all" || part === p;
+const DEMO = "dtp-demo-token";
+const OUTSIDER = "outsider-token-0123456789";
+const BURST = 10000;
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const started = Date.now();
+const checks = [];
+const times = {};
+const check = (name, ok, detail) => {
+  checks.push({ name, ok: Boolean(ok), detail: ok ? undefined : detail });
+  if (!ok) console.error(`FAIL ${name}: ${JSON.stringify(detail)?.slice(0, 2000)}`);
+  return Boolean(ok);
+};
+
+const PAGE = `<!doctype html><meta charset="utf-8"><title>client module</title><script type="module">
+import { createClient } from "/v1/client.js";
+const F = (window.__f = {});
+const C = {};
+window.__login = async (token) => (await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } })).status;
+window.__metrics = (name) => C[name].metrics();
+window.__follow = (name, transport, stream, token) => {
+  const f = (F[name] = { n: 0, last: null, first: null, bad: [], snapshots: [], statuses: [], controls: [], state: "connecting", failure: null, degraded: null });
+  const client = (C[name] = createClient({ transport, headers: () => ({ Authorization: "Bearer " + token }),
+    reconnect: { baseMs: 250, maxDelayMs: 2000, maxAttempts: 10 } }));
+  client.subscribe(stream, {
+    onSnapshot(state, ctx) { f.last = Number(ctx.sequence); f.snapshots.push(f.last); },
+    onEvent(event, ctx) {
+      const s = Number(ctx.sequence);
+      if (f.last !== null && s !== f.last + 1 && f.bad.length < 20) f.bad.push([f.last, s]);
+      if (f.first === null) f.first = s;
+      f.last = s;
+      f.n++;
+    },
+    onControl(c) { f.controls.push(c.type + ":" + (c.reason ?? c.category ?? "")); },
+    onStatus(s) {
+      if (f.statuses.length < 200) f.statuses.push(s.state + (s.failure ? ":" + s.failure : "") + (s.degraded ? ":" + s.degraded : ""));
+      f.state = s.state; f.failure = s.failure ?? null; f.degraded = s.degraded ?? null;
+    },
+  });
+};
+window.__ready = true;
+</script>`;
+
+let head = 0;
+async function publishOne() {
+  // Keep-alive sockets to a gateway that went away fail: try again.
+  let r = null;
+  for (let i = 0; r === null; i++) {
+    r = await fetch(`${origin}/v1/streams/demo/events`, {
+      method: "POST", headers: { Authorization: `Bearer ${DEMO}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ eventType: "demo.tick", payload: { n: 1 } }),
+    }).catch((e) => { if (i >= 20) throw new Error(`publish: ${e} (${e.cause})`); return sleep(100).then(() => null); });
+  }
+  const body = await r.text();
+  if (r.status !== 201) throw new Error(`publish: ${r.status} ${body}`);
+  head = Math.max(head, Number(JSON.parse(body).sequence));
+}
+async function publish(count, parallel = 1) {
+  let left = count;
+  const worker = async () => { while (left > 0) { left--; await publishOne(); } };
+  await Promise.all(Array.from({ length: parallel }, worker));
+}
+async function admin(action) {
+  const r = await fetch(`${origin}/v1/streams/demo/${action}`, { method: "POST", headers: { Authorization: `Bearer ${DEMO}` } });
+  check(`${action} answers 200`, r.status === 200, r.status);
+}
+const feeds = (page) => page.evaluate(() => window.__f);
+async function until(page, name, pred, ms = 20000) {
+  const end = Date.now() + ms;
+  let f = null;
+  for (;;) {
+    f = await feeds(page).catch(() => null);
+    if (f && pred(f)) return check(name, true) && f;
+    if (Date.now() > end) { check(name, false, f); return null; }
+    await sleep(50);
+  }
+}
+const LIVE = ["sse", "ws"];
+const atHead = (f) => LIVE.every((k) => f[k].last === head && f[k].state === "open");
+const noBad = (f, what) => { for (const k of Object.keys(f)) check(`${k}: no gap, no duplicate (${what})`, f[k].bad.length === 0, f[k].bad); };
+
+// The page: any answer of the gateway's realtime port (its 404) gives the
+// document its origin and its loopback address space (a page routed by
+// playwright would have none, and chromium's local-network checks would
+// block its WebSocket); then the test page replaces the content.
+async function open(page) {
+  await page.goto(`${origin}/t/client`);
+  await page.setContent(PAGE);
+  await page.waitForFunction(() => window.__ready === true);
+}
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium", headless: true, timeout: 20000,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--enable-precise-memory-info"],
+});
+let summary = {};
+try {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const pageErrors = [];
+  page.on("pageerror", (e) => pageErrors.push(e.message));
+  // The WebSocket goes through a proxy that can drop one EVENT (a gap).
+  let dropOne = false, dropped = 0;
+  if (!process.env.NOPROXY) await page.routeWebSocket("**/v1/ws", (ws) => {
+    const server = ws.connectToServer();
+    server.onMessage((m) => {
+      if (dropOne && String(m).includes("\"envelope\"")) { dropOne = false; dropped++; return; }
+      ws.send(m);
+    });
+    ws.onMessage((m) => server.send(m));
+  });
+  await open(page);
+  check("login", (await page.evaluate((t) => window.__login(t), DEMO)) === 204);
+  const s = await (await fetch(`${origin}/v1/streams/demo/snapshot`, { headers: { Authorization: `Bearer ${DEMO}` } })).json();
+  head = s.checkpoint === null ? 0 : Number(s.checkpoint.lastAppliedSequence);
+  await publish(1);
+  for (const t of ["sse", "ws", "poll"]) await page.evaluate(([n, t, k]) => window.__follow(n, t, "demo", k), [t, t, DEMO]);
+  await until(page, "SSE and WebSocket open at the head", atHead);
+
+  await publish(20);
+  let f = await until(page, "live: both apply every event", atHead);
+  if (runs("recovery")) {
+
+  // The network goes away and comes back.
+  await context.setOffline(true);
+  await sleep(500);
+  await publish(10);
+  await context.setOffline(false);
+  await until(page, "after the network returns both are at the head", atHead);
+
+  // The server ends every subscription.
+  await admin("kick");
+  await publish(10);
+  await until(page, "after a kick both are at the head", atHead);
+
+  // A gap: one WebSocket event dropped on its way.
+  dropOne = true;
+  await publish(3);
+  f = await until(page, "after a dropped event the WebSocket resynced to the head", (f) => dropped === 1 && atHead(f));
+  check("the WebSocket saw the gap", f && f.ws.statuses.includes("resyncing:SEQUENCE_GAP"), f?.ws.statuses);
+  noBad(await feeds(page), "live, offline, kick, gap");
+
+  // Retention cut while the feeds are away: RESET_REQUIRED, then a snapshot.
+  let resets = false;
+  for (let i = 0; i < 3 && !resets; i++) {
+    await admin("kick");
+    await publish(1);
+    await admin("cut");
+    await publish(4);
+    f = await until(page, `retention cut, attempt ${i + 1}: both at the head`, atHead);
+    resets = f && LIVE.every((k) => f[k].controls.some((c) => c === "RESET_REQUIRED:CURSOR_EXPIRED"));
+  }
+  check("both feeds got RESET_REQUIRED CURSOR_EXPIRED and resynced", resets, f && { sse: f.sse.controls, ws: f.ws.controls });
+
+  }
+  if (runs("burst")) {
+  // A 10,000-event burst.
+  const before = await feeds(page);
+  const t0 = Date.now();
+  await publish(BURST, 4);
+  times.burstPublishedMs = Date.now() - t0;
+  f = await until(page, `a ${BURST}-event burst applied in order`, atHead, 60000);
+  times.burstAppliedMs = Date.now() - t0;
+  noBad(await feeds(page), "burst");
+  const metrics = {};
+  summary.burst = BURST;
+  for (const k of [...LIVE, "poll"]) metrics[k] = await page.evaluate((k) => window.__metrics(k), k);
+  for (const k of LIVE) {
+    check(`${k}: applied the burst (${f?.[k].n - before[k].n} events, the rest by snapshot)`, f && f[k].n - before[k].n + f[k].snapshots.length - before[k].snapshots.length >= 1, f?.[k]);
+    check(`${k}: the apply queue stayed within its 256-event ceiling`, metrics[k].queueHighWater <= 256, metrics[k]);
+  }
+  summary.heapBytes = await page.evaluate(() => performance.memory?.usedJSHeapSize ?? null);
+  f = await until(page, "polling reached the head by snapshot", (f) => f.poll.last === head, 20000);
+  check("polling's snapshots never went back", f && f.poll.snapshots.every((x, i, a) => i === 0 || x >= a[i - 1]), f?.poll.snapshots);
+  check("polling applied no event out of order", f && f.poll.bad.length === 0, f?.poll.bad);
+
+  }
+  if (runs("recovery")) {
+  // A token that may not read the stream: FORBIDDEN, never retried.
+  const outsider = await browser.newContext();
+  const op = await outsider.newPage();
+  await open(op);
+  check("outsider login", (await op.evaluate((t) => window.__login(t), OUTSIDER)) === 204);
+  for (const t of LIVE) await op.evaluate(([n, t, k]) => window.__follow(n, t, "demo", k), [t, t, OUTSIDER]);
+  f = await until(op, "the outsider's feeds stop at FORBIDDEN", (f) => LIVE.every((k) => f[k].failure === "FORBIDDEN" && f[k].state === "stopped"));
+  const refused = {};
+  for (const t of LIVE) refused[t] = await op.evaluate((k) => window.__metrics(k), t);
+  await sleep(1500);
+  for (const t of LIVE) {
+    const m = await op.evaluate((k) => window.__metrics(k), t);
+    const asked = m.connectAttempts + m.snapshots;
+    check(`${t}: FORBIDDEN after one request, never retried`, asked === 1 && m.reconnects === 0 &&
+      JSON.stringify(m) === JSON.stringify(refused[t]), { m, before: refused[t] });
+  }
+  summary.forbidden = f && { sse: f.sse.statuses, ws: f.ws.statuses };
+  await outsider.close();
+
+  // The gateway restarts (same port): both reconnect and follow on.
+  console.log("RESTART");
+  await lines.next();
+  // The new gateway knows no session cookie of the old one (the
+  // WebSocket's credential): the page logs in again, as an application
+  // must; SSE and snapshots send the token itself.
+  check("login again after the restart", (await page.evaluate((t) => window.__login(t), DEMO)) === 204);
+  head = 0;
+  await sleep(300);
+  await publish(5);
+  f = await until(page, "after a gateway restart both follow the new stream", atHead, 30000);
+  noBad(await feeds(page), "restart");
+
+  // The gateway stops for good: budgets spent, DEGRADED, then quiet.
+  console.log("STOP");
+  await lines.next();
+  f = await until(page, "both DEGRADED once their budgets are spent", (f) => LIVE.every((k) => f[k].state === "degraded"), 30000);
+  const spent = {};
+  for (const k of LIVE) spent[k] = (await page.evaluate((k) => window.__metrics(k), k)).connectAttempts;
+  await sleep(1500);
+  for (const k of LIVE) {
+    const m = await page.evaluate((k) => window.__metrics(k), k);
+    check(`${k}: no attempt after DEGRADED`, m.connectAttempts === spent[k], { before: spent[k], m });
+  }
+  summary.degraded = f && { sse: f.sse.degraded, ws: f.ws.degraded };
+  }
+  check("no page errors", pageErrors.length === 0, pageErrors);
+  const final = await feeds(page);
+  summary.feeds = Object.fromEntries(Object.entries(final).map(([k, v]) => [k, { n: v.n, last: v.last, snapshots: v.snapshots.length, controls: v.controls.length }]));
+  summary.metrics = await page.evaluate(() => Object.fromEntries(["sse", "ws", "poll"].map((k) => [k, window.__metrics(k)])));
+} catch (e) {
+  check("driver ran to the end", false, String(e?.stack ?? e));
+} finally {
+  await browser.close().catch(() => {});
+}
+const failed = checks.filter((c) => !c.ok);
+console.log(JSON.stringify({ ok: failed.length === 0 && checks.length > 0, checks: checks.length, failed, ...summary, times, ms: Date.now() - started }));
+process.exit(0);
