@@ -14,7 +14,10 @@
 //!                  "ops": …, "refused": 0 },
 //!   "handovers": { …the same fields… },
 //!   "decisions_streams": { …the same fields… } | null,
-//!   "handovers_streams": { …the same fields… } | null }
+//!   "handovers_streams": { …the same fields… } | null,
+//!   "decisions_etcd": { …the same fields… } | null,
+//!   "handovers_etcd": { …the same fields… } | null,
+//!   "etcd_not_run": "why" | null }
 //! ```
 //!
 //! The first two are measured with the realtime front end off (`dtp
@@ -47,6 +50,15 @@ pub struct ControlReport {
     /// Handovers with the built-in realtime streams published.
     #[serde(default)]
     pub handovers_streams: Option<ControlFigures>,
+    /// Decisions with the gateway in a cluster through etcd.
+    #[serde(default)]
+    pub decisions_etcd: Option<ControlFigures>,
+    /// Handovers with the gateway in a cluster through etcd.
+    #[serde(default)]
+    pub handovers_etcd: Option<ControlFigures>,
+    /// Why the etcd pair was asked for and not run.
+    #[serde(default)]
+    pub etcd_not_run: Option<String>,
 }
 
 /// One control run's figures.
@@ -126,12 +138,23 @@ pub fn median_control(runs: &[&ControlReport]) -> ControlReport {
         .iter()
         .filter_map(|r| r.handovers_streams.as_ref())
         .collect();
+    let de: Vec<&ControlFigures> = runs
+        .iter()
+        .filter_map(|r| r.decisions_etcd.as_ref())
+        .collect();
+    let he: Vec<&ControlFigures> = runs
+        .iter()
+        .filter_map(|r| r.handovers_etcd.as_ref())
+        .collect();
     let some = |v: &[&ControlFigures]| (!v.is_empty()).then(|| median_figures(v));
     ControlReport {
         decisions: median_figures(&d),
         handovers: median_figures(&h),
         decisions_streams: some(&ds),
         handovers_streams: some(&hs),
+        decisions_etcd: some(&de),
+        handovers_etcd: some(&he),
+        etcd_not_run: runs.iter().find_map(|r| r.etcd_not_run.clone()),
     }
 }
 
@@ -163,6 +186,8 @@ pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
         ("", "handovers", Some(&c.handovers)),
         ("", "decisions+streams", c.decisions_streams.as_ref()),
         ("", "handovers+streams", c.handovers_streams.as_ref()),
+        ("", "decisions+etcd", c.decisions_etcd.as_ref()),
+        ("", "handovers+etcd", c.handovers_etcd.as_ref()),
     ];
     for (name, label, f) in rows {
         let Some(f) = f else { continue };
@@ -196,9 +221,12 @@ pub fn write_rows(c: &ControlReport, out: &mut impl fmt::Write) -> fmt::Result {
             control.join(", ")
         )?;
     }
+    if let Some(why) = &c.etcd_not_run {
+        writeln!(out, "{:<12} {:<18} +etcd not run: {why}", "", "")?;
+    }
     writeln!(
         out,
-        "{:<12} {:<18} no peer: absolute figures, CPU/op is per decision / per handover; +streams: the built-in realtime streams published too; {} + {} refused",
+        "{:<12} {:<18} no peer: absolute figures, CPU/op is per decision / per handover; +streams: the built-in realtime streams published too; +etcd: in a cluster through a local etcd; {} + {} refused",
         "", "ours / peer", c.decisions.refused, c.handovers.refused
     )
 }
@@ -255,6 +283,10 @@ mod tests {
                 // Only two runs measured the streams.
                 decisions_streams: (k != 2).then(|| figures(4_000 * k, 1_000_000_000)),
                 handovers_streams: None,
+                // One run through etcd; another could not start it.
+                decisions_etcd: (k == 3).then(|| figures(3_000, 1_500_000_000)),
+                handovers_etcd: None,
+                etcd_not_run: (k == 2).then(|| "etcd is not installed".to_owned()),
             })
             .collect();
         let m = median_control(&runs.iter().collect::<Vec<_>>());
@@ -270,6 +302,13 @@ mod tests {
         }
         assert!(text.contains("decisions+streams"), "{text}");
         assert!(!text.contains("handovers+streams"), "{text}");
+        assert_eq!(m.decisions_etcd.as_ref().unwrap().ops, 3_000);
+        assert!(text.contains("decisions+etcd"), "{text}");
+        assert!(!text.contains("handovers+etcd"), "{text}");
+        assert!(
+            text.contains("+etcd not run: etcd is not installed"),
+            "{text}"
+        );
         // 1 s of control thread over 20,000 and 2,000 ops.
         assert!(
             text.contains("control thread's CPU/op (the rest is the shards'): decisions 12.50 µs, handovers 62.50 µs"),

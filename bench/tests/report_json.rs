@@ -312,6 +312,7 @@ fn control_has_exactly_its_keys_and_no_ratio() {
                 0,
             )),
             handovers_streams: None,
+            ..ControlReport::default()
         });
         r
     };
@@ -334,11 +335,16 @@ fn control_has_exactly_its_keys_and_no_ratio() {
             "decisions",
             "handovers",
             "decisions_streams",
-            "handovers_streams"
+            "handovers_streams",
+            "decisions_etcd",
+            "handovers_etcd",
+            "etcd_not_run"
         ])
     );
     // Not measured: null, not left out.
     assert_eq!(v["control"]["handovers_streams"], Value::Null);
+    assert_eq!(v["control"]["decisions_etcd"], Value::Null);
+    assert_eq!(v["control"]["etcd_not_run"], Value::Null);
     let fields = [
         "fays",
         "resources",

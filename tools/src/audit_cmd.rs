@@ -20,8 +20,9 @@ pub(crate) enum AuditCommand {
     /// stopped being active; two such spans of one resource must not
     /// overlap unless both are reads, and across exclusive sessions the
     /// fencing tokens (with `[cluster]`, the etcd revision that admitted
-    /// each) must rise with creation time. Prints one line per violation
-    /// and a summary; exit status 1 when there is any violation, 2 when a
+    /// each) must rise with creation time. Prints one line per violation,
+    /// a summary, and how many handovers the logs record (and how many
+    /// succeeded); exit status 1 when there is any violation, 2 when a
     /// file cannot be read or is not an audit log.
     Check(CheckArgs),
 }
@@ -50,6 +51,15 @@ struct Record {
     active_until: Option<u64>,
     #[serde(default)]
     fencing: Option<u64>,
+    /// A `handover` record's outcome.
+    #[serde(default)]
+    outcome: Option<Outcome>,
+}
+
+/// A handover's outcome (`succeeded`, `failed`).
+#[derive(Deserialize)]
+struct Outcome {
+    result: String,
 }
 
 /// Runs it: Ok(true) when the logs hold no violation.
@@ -57,6 +67,7 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
     let AuditCommand::Check(args) = c;
     let mut spans = Vec::new();
     let mut sessions = 0usize;
+    let (mut handovers, mut handed_over) = (0usize, 0usize);
     for file in &args.files {
         let name = file.display().to_string();
         let reader = dtp_gateway::plane::open_audit_file::<Record>(file)
@@ -65,6 +76,10 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
             let r = envelope
                 .map_err(|e| CliError::usage("BAD_AUDIT_LOG", e))?
                 .record;
+            if r.record == "handover" {
+                handovers += 1;
+                handed_over += usize::from(r.outcome.is_some_and(|o| o.result == "succeeded"));
+            }
             if r.record != "session_terminated" {
                 continue;
             }
@@ -94,5 +109,6 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
         spans.len(),
         violations.len()
     );
+    println!("{handovers} handovers recorded, {handed_over} handovers succeeded");
     Ok(violations.is_empty())
 }

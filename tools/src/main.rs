@@ -490,7 +490,7 @@ struct BenchCli {
     /// percentiles, and the run-to-run spread.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-    /// `--control-fays N` (see `bench::control`).
+    /// `--control-fays N`, `--control-etcd` (see `bench::control`).
     #[command(flatten)]
     control: bench::ControlBenchCli,
 }
@@ -935,6 +935,7 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
         idle_connections: a.idle_connections,
         stream_connections: a.stream_connections,
         control_fays: a.control.control_fays,
+        control_etcd: a.control.control_etcd,
         subscribers: a.subscribers,
     })
 }

@@ -282,3 +282,33 @@ fn bad_arguments_are_refused_before_any_work() {
         );
     }
 }
+
+/// `--control-etcd`: the control workload's decisions and handovers also
+/// through a local etcd, beside the embedded rows; where etcd is not
+/// installed, the rows are reported as not run and the bench goes on.
+#[test]
+fn the_control_workload_runs_through_etcd_beside_the_embedded_one() {
+    let (out, v) = bench(
+        &[
+            "--workloads",
+            "control",
+            "--control-etcd",
+            "--control-fays",
+            "4",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let c = &v["control"];
+    assert!(c["decisions"]["ops"].as_u64().unwrap() > 0, "{c:#}");
+    match c["etcd_not_run"].as_str() {
+        Some(why) => assert!(text.contains(&format!("+etcd not run: {why}")), "{text}"),
+        None => {
+            for row in ["decisions_etcd", "handovers_etcd"] {
+                assert!(c[row]["fays"].as_u64() == Some(4), "{row}: {c:#}");
+            }
+            assert!(c["decisions_etcd"]["ops"].as_u64().unwrap() > 0, "{c:#}");
+            assert!(text.contains("decisions+etcd"), "{text}");
+        }
+    }
+}

@@ -19,6 +19,7 @@ use dtp_codec::AccessMode;
 use dtp_engine::CONTROL_THREAD;
 
 use super::Server;
+use super::etcd::LocalEtcd;
 use crate::load::LoadSpec;
 use crate::load_dtp::control::{self, ControlSpec};
 use crate::text::plural;
@@ -37,6 +38,13 @@ pub(crate) struct ControlBenchCli {
     /// CPU per decision; no peer, so no ratio. Default 64 (even, ≥ 2).
     #[arg(long, value_name = "N")]
     pub(crate) control_fays: Option<usize>,
+    /// The control workload also with our gateway in a cluster: the same
+    /// decisions and handovers against a gateway with `[cluster] etcd` on
+    /// a local etcd the bench starts (etcd from PATH or /usr/sbin), rows
+    /// `+etcd` beside the embedded ones. Without etcd the rows are
+    /// reported as not run, with the reason.
+    #[arg(long)]
+    pub(crate) control_etcd: bool,
 }
 
 /// The resource prefix of each run.
@@ -84,15 +92,19 @@ pub(crate) struct Run<'a> {
     pub(crate) backend: &'a str,
     pub(crate) shards: usize,
     pub(crate) fays: usize,
+    /// Also through a local etcd.
+    pub(crate) etcd: bool,
     pub(crate) warmup: Duration,
     pub(crate) duration: Duration,
 }
 
 /// Starts our gateway with the control config and the realtime front end
 /// off, runs decisions then handovers against it; then again with the
-/// built-in realtime streams published (`dtp serve`'s default). Reports
-/// all four; a failure of the second gateway is reported as a warning and
-/// leaves its two rows out (the first pair stands).
+/// built-in realtime streams published (`dtp serve`'s default); with
+/// `etcd`, then again (front end off) in a cluster through a local etcd.
+/// Reports them all; a failure of the second or third gateway is reported
+/// as a warning and leaves its two rows out (the first pair stands; the
+/// etcd pair's reason is in the report).
 pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, String> {
     if r.fays < 2 || !r.fays.is_multiple_of(2) {
         return Err(format!(
@@ -100,21 +112,61 @@ pub(crate) fn measure(r: &Run<'_>) -> Result<ControlReport, String> {
             r.fays
         ));
     }
-    let (decisions, handovers) = measure_pair(r, false)?;
-    let streams = measure_pair(r, true)
+    let (decisions, handovers) = measure_pair(r, r.config, false)?;
+    let streams = measure_pair(r, r.config, true)
         .inspect_err(|e| eprintln!("warning: control with the built-in streams: {e}"))
         .ok();
+    let (etcd, etcd_not_run) = match r.etcd.then(|| measure_etcd(r)) {
+        None => (None, None),
+        Some(Ok(pair)) => (Some(pair), None),
+        Some(Err(e)) => {
+            eprintln!("warning: control through etcd: {e}");
+            (None, Some(e))
+        }
+    };
     Ok(ControlReport {
         decisions,
         handovers,
         decisions_streams: streams.as_ref().map(|s| s.0.clone()),
         handovers_streams: streams.map(|s| s.1),
+        decisions_etcd: etcd.as_ref().map(|e| e.0.clone()),
+        handovers_etcd: etcd.map(|e| e.1),
+        etcd_not_run,
     })
 }
 
-/// Decisions then handovers against one gateway, its realtime front end
-/// (and so the built-in streams) on when `streams`.
-fn measure_pair(r: &Run<'_>, streams: bool) -> Result<(ControlFigures, ControlFigures), String> {
+/// The `[cluster]` section of the etcd pair: this gateway alone in a
+/// cluster on the etcd at `addr`, with `dtp serve`'s default timeout and
+/// lease.
+fn cluster_section(addr: &str) -> String {
+    format!("\n[cluster]\nnode_id = \"bench\"\netcd = [\"http://{addr}\"]\n")
+}
+
+/// Decisions then handovers against a gateway in a cluster through a local
+/// etcd started for them (the realtime front end off, as for the first
+/// pair); why not, when etcd cannot be started.
+fn measure_etcd(r: &Run<'_>) -> Result<(ControlFigures, ControlFigures), String> {
+    let dir = Path::new(r.config)
+        .parent()
+        .ok_or("the control configuration has no folder")?;
+    let etcd = LocalEtcd::start(dir)?;
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let base = std::fs::read_to_string(r.config).map_err(io)?;
+    let text = format!("{base}{}", cluster_section(&etcd.addr));
+    let config = dir.join("control-etcd.toml");
+    std::fs::write(&config, text).map_err(io)?;
+    let pair = measure_pair(r, &config.display().to_string(), false);
+    drop(etcd);
+    pair
+}
+
+/// Decisions then handovers against one gateway with `config`, its
+/// realtime front end (and so the built-in streams) on when `streams`.
+fn measure_pair(
+    r: &Run<'_>,
+    config: &str,
+    streams: bool,
+) -> Result<(ControlFigures, ControlFigures), String> {
     let shards = r.shards.to_string();
     let mut args: Vec<String> = [
         "serve",
@@ -125,7 +177,7 @@ fn measure_pair(r: &Run<'_>, streams: bool) -> Result<(ControlFigures, ControlFi
         "--shards",
         &shards,
         "--config",
-        r.config,
+        config,
     ]
     .map(str::to_owned)
     .into();

@@ -16,6 +16,7 @@
 //! peer: absolute figures.
 
 mod control;
+mod etcd;
 mod fanout;
 mod progress;
 mod push;
@@ -215,6 +216,9 @@ pub(crate) struct BenchArgs {
     pub(crate) stream_connections: Option<usize>,
     /// Fays per run of the `control` workload (`--control-fays`).
     pub(crate) control_fays: Option<usize>,
+    /// The `control` workload also through a local etcd
+    /// (`--control-etcd`).
+    pub(crate) control_etcd: bool,
     /// Subscribers of the fan-out workloads (`--subscribers`).
     pub(crate) subscribers: Option<usize>,
 }
@@ -230,6 +234,8 @@ struct Plan {
     shards: usize,
     /// Fays in each run of the `control` workload.
     control_fays: usize,
+    /// The `control` workload also through a local etcd.
+    control_etcd: bool,
     /// Subscribers of the fan-out workloads.
     subscribers: usize,
 }
@@ -255,6 +261,7 @@ impl Plan {
             idle_connections: a.idle_connections.unwrap_or(crowd),
             shards: cores,
             control_fays: a.control_fays.unwrap_or(control::DEFAULT_FAYS),
+            control_etcd: a.control_etcd,
             subscribers: a.subscribers.unwrap_or(crowd.min(fanout::SUBSCRIBERS)),
         }
     }

@@ -51,6 +51,7 @@ pub(super) fn workload(
                     backend: ctx.backend,
                     shards: ctx.plan.shards,
                     fays: ctx.plan.control_fays,
+                    etcd: ctx.plan.control_etcd,
                     warmup: ctx.plan.warmup,
                     duration: ctx.plan.duration,
                 })?;

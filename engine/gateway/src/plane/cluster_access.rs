@@ -253,6 +253,13 @@ impl<A> ClusterAccess<A> {
     }
 }
 
+/// Tries of a revoke's leave: it is idempotent, so one whose outcome is
+/// unknown (etcd slow, or cut off after the request was sent) is tried
+/// again until it is known to have happened.
+const LEAVE_ATTEMPTS: usize = 3;
+/// Pause between two tries of a leave.
+const LEAVE_RETRY_AFTER: Duration = Duration::from_millis(20);
+
 /// An etcd failure as the terminal's OS error: a write that may have been
 /// applied is indeterminate (TS-4), anything else changed nothing.
 fn os_error(e: Error) -> OsError {
@@ -313,18 +320,43 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
         self.inner.revoke(grant)?;
         let session = grant.session_id.to_string();
         let shared = self.shared.clone();
-        let etcd = self.etcd()?;
-        let left =
-            Occupancy::new(etcd, &shared.settings.prefix).leave(&grant.resource_id, &session);
-        match left {
-            Ok(revision) => {
-                tracing::info!(session = %session, resource = %grant.resource_id, fencing = revision, "cluster revoke");
-                Ok(())
+        let mut unknown = false;
+        let mut last = None;
+        for attempt in 0..LEAVE_ATTEMPTS {
+            if attempt > 0 {
+                // A fresh connection: the last one may be the slow part.
+                self.etcd = None;
+                std::thread::sleep(LEAVE_RETRY_AFTER);
             }
-            // The OS side is revoked; the entry stays until a later revoke
-            // or the lease's end: reconcile (TS-4).
-            Err(e) => Err(OsError::Indeterminate(format!("etcd: {e}"))),
+            let left = self.etcd().map_err(|e| e.to_string()).and_then(|etcd| {
+                Occupancy::new(etcd, &shared.settings.prefix)
+                    .leave(&grant.resource_id, &session)
+                    .map_err(|e| {
+                        unknown |=
+                            matches!(e, Error::OutcomeUnknown { .. } | Error::Timeout { .. });
+                        e.to_string()
+                    })
+            });
+            match left {
+                Ok(revision) => {
+                    tracing::info!(session = %session, resource = %grant.resource_id, fencing = revision, "cluster revoke");
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
         }
+        let e = last.unwrap_or_default();
+        if unknown {
+            // The entry may be gone while the terminal, told the revoke
+            // failed, restores the session (HO-5): another gateway could
+            // then admit a second controller. This node gives its grants
+            // up instead.
+            tracing::error!(session = %session, resource = %grant.resource_id, error = %e, "a cluster revoke's outcome stays unknown: this gateway gives its grants up");
+            shared.fence();
+        }
+        // The OS side is revoked; the entry stays until a later revoke or
+        // the lease's end: reconcile (TS-4).
+        Err(OsError::Indeterminate(format!("etcd: {e}")))
     }
 
     fn deferred(&self) -> bool {
