@@ -224,7 +224,16 @@ fn bad_usage_exits_2() {
 /// violation, the same output for the same seeds.
 #[test]
 fn the_cluster_simulation_is_clean_and_replays() {
-    let args = ["sim", "--cluster", "--seed", "3", "--seeds", "4", "--steps", "1000"];
+    let args = [
+        "sim",
+        "--cluster",
+        "--seed",
+        "3",
+        "--seeds",
+        "4",
+        "--steps",
+        "1000",
+    ];
     let first = dtp(&args);
     assert!(first.status.success(), "{}", stdout(&first));
     let text = stdout(&first);
