@@ -1,6 +1,6 @@
-//! SPEC HO-4, TS-9 across gateways through `dtp serve`: two gateways with
+//! SPEC HO-4, TS-9 across gateways through `dtp serve`: three gateways with
 //! `[cluster] etcd` on one real etcd share a terminal's resources. A Fay
-//! holding `arm` on gateway A keeps a Fay on gateway B out
+//! holding `arm` on gateway A keeps Fays on gateways B and C out
 //! (E_RESOURCE_BUSY) until it lets go; a gateway killed with SIGKILL while
 //! holding `arm` frees it within its lease; and `dtp audit check` over
 //! both gateways' audit logs finds no two controllers, every grant with
@@ -68,23 +68,30 @@ fn refused(fay: &mut Fay, request: u64) -> ErrorCode {
 fn two_gateways_never_give_one_resource_two_controllers() {
     let etcd = EtcdServer::start();
     let setup = Setup::new("cluster-terminal");
-    let (a_files, b_files) = (
+    let (a_files, b_files, c_files) = (
         setup.fay("fay-a", &["arm=write"]),
         setup.fay("fay-b", &["arm=write"]),
+        setup.fay("fay-c", &["arm=write"]),
     );
     let gateway_a = Serve::start(&config(&setup, &etcd, "node-a"));
     let gateway_b = Serve::start(&config(&setup, &etcd, "node-b"));
+    let gateway_c = Serve::start(&config(&setup, &etcd, "node-c"));
     let mut fay_a = Fay::connect(gateway_a.addr, &setup.fay_config(&a_files));
     let mut fay_b = Fay::connect(gateway_b.addr, &setup.fay_config(&b_files));
+    let mut fay_c = Fay::connect(gateway_c.addr, &setup.fay_config(&c_files));
 
-    // A holds arm; B, on the other gateway, is refused.
+    // A holds arm; B and C, on the other gateways, are refused.
     let sid = fay_a.session(1, "arm", AccessMode::Write);
     assert_eq!(refused(&mut fay_b, 1), ErrorCode::E_RESOURCE_BUSY);
+    assert_eq!(refused(&mut fay_c, 1), ErrorCode::E_RESOURCE_BUSY);
     // A lets go (an operator ends it); B gets it.
     gateway_a.ctl_ok(&["terminate", &sid.to_string()]);
     assert_eq!(fay_a.terminated(sid).as_deref(), Some("forced"));
     let held_by_b = fay_b.session(2, "arm", AccessMode::Write);
     assert_eq!(refused(&mut fay_a, 2), ErrorCode::E_RESOURCE_BUSY);
+    assert_eq!(refused(&mut fay_c, 2), ErrorCode::E_RESOURCE_BUSY);
+    drop(fay_c);
+    drop(gateway_c);
     gateway_b.ctl_ok(&["terminate", &held_by_b.to_string()]);
     assert_eq!(fay_b.terminated(held_by_b).as_deref(), Some("forced"));
 
