@@ -19,6 +19,11 @@ use crate::realtime::msg::RtDecision;
 /// the state, at least (and at least four lines per live record).
 const REWRITE_AFTER: u64 = 4_096;
 
+/// Lines not yet handed to the store, or answers waiting for theirs, at
+/// most: past it (a store slower than the requests), changes are refused
+/// with [`STORE_UNAVAILABLE`] rather than queued without bound.
+const MAX_WAITING: usize = 4_096;
+
 /// The refusal while the store cannot take a change.
 pub(super) const STORE_UNAVAILABLE: Refusal = (
     503,
@@ -87,9 +92,12 @@ struct Reg {
 }
 
 impl PushPlane {
-    /// Whether a change may be made now (no store, or one that works).
+    /// Whether a change may be made now: no store, or one that works and
+    /// is not [`MAX_WAITING`] behind.
     pub(super) fn store_ok(&self) -> bool {
-        self.durable.as_ref().is_none_or(|d| !d.store.failed())
+        self.durable.as_ref().is_none_or(|d| {
+            !d.store.failed() && d.unsaved.len() < MAX_WAITING && d.parked.len() < MAX_WAITING
+        })
     }
 
     fn note(&mut self, line: Line) {
