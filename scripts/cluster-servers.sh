@@ -29,7 +29,8 @@ install() {
                 etcd-server nats-server >/dev/null
         fi
     fi
-    "$(bin etcd)" --version | head -n 1
+    # sed reads to the end: with pipefail, head would make etcd die of SIGPIPE.
+    "$(bin etcd)" --version | sed -n 1p
     "$(bin nats-server)" --version
 }
 

@@ -7,4 +7,5 @@ if ! command -v ffprobe >/dev/null; then
     apt-get -o DPkg::Lock::Timeout=600 update -qq
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ffmpeg >/dev/null
 fi
-ffprobe -version | head -n 1
+# sed reads to the end: with pipefail, head could make ffprobe die of SIGPIPE.
+ffprobe -version | sed -n 1p
