@@ -60,6 +60,9 @@ struct Record {
 #[derive(Deserialize)]
 struct Outcome {
     result: String,
+    /// A failure's E_* code.
+    #[serde(default)]
+    code: Option<serde_json::Value>,
 }
 
 /// Runs it: Ok(true) when the logs hold no violation.
@@ -68,6 +71,7 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
     let mut spans = Vec::new();
     let mut sessions = 0usize;
     let (mut handovers, mut handed_over) = (0usize, 0usize);
+    let mut failed: std::collections::BTreeMap<String, usize> = Default::default();
     for file in &args.files {
         let name = file.display().to_string();
         let reader = dtp_gateway::plane::open_audit_file::<Record>(file)
@@ -78,7 +82,14 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
                 .record;
             if r.record == "handover" {
                 handovers += 1;
-                handed_over += usize::from(r.outcome.is_some_and(|o| o.result == "succeeded"));
+                match r.outcome {
+                    Some(o) if o.result == "succeeded" => handed_over += 1,
+                    Some(Outcome { code: Some(c), .. }) => {
+                        let c = c.as_str().map_or_else(|| c.to_string(), str::to_owned);
+                        *failed.entry(c).or_default() += 1;
+                    }
+                    _ => {}
+                }
             }
             if r.record != "session_terminated" {
                 continue;
@@ -109,6 +120,14 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
         spans.len(),
         violations.len()
     );
-    println!("{handovers} handovers recorded, {handed_over} handovers succeeded");
+    let failed: Vec<String> = failed.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    println!(
+        "{handovers} handovers recorded, {handed_over} handovers succeeded; failed: {}",
+        if failed.is_empty() {
+            "none".to_owned()
+        } else {
+            failed.join(", ")
+        }
+    );
     Ok(violations.is_empty())
 }

@@ -228,6 +228,13 @@ impl OsAccess for Access {
         }
     }
 
+    fn shared(&self) -> bool {
+        match self {
+            Access::Cluster(a) => a.shared(),
+            Access::Noop(_) | Access::Command(_) => false,
+        }
+    }
+
     fn attach_wake(&mut self, wake: std::sync::Arc<dyn Fn() + Send + Sync>) {
         if let Access::Cluster(a) = self {
             a.attach_wake(wake);

@@ -94,9 +94,11 @@ pub enum SessionEvent {
     /// The handover succeeded; the source must end: handover_pending →
     /// terminating.
     HandoverSucceeded,
-    /// The handover was cancelled by its timeout: handover_pending →
-    /// terminating (TS-1's row; this machine restores the source instead,
-    /// as HO-7 asks, so it never sends this event — see the crate docs).
+    /// The handover was cancelled by its timeout and the source cannot be
+    /// restored: handover_pending → terminating (TS-1's row). HO-7 restores
+    /// the source; only with a shared occupancy (a cluster), whose source
+    /// waits for its late revoke, can the resource have gone to another
+    /// gateway meanwhile — then the source ends, `resource_unavailable`.
     HandoverTimedOut,
     /// The handover was refused or rolled back (HO-5): handover_pending →
     /// active.

@@ -367,6 +367,11 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
         self.fencing
     }
 
+    /// Every gateway of the cluster admits against the same table.
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn may_hold(&self) -> bool {
         self.shared.lease.load(Ordering::Acquire) != 0
     }

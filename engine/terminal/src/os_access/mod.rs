@@ -167,6 +167,17 @@ pub trait OsAccess {
         true
     }
 
+    /// SPEC HO-4, HO-7: whether the occupancy this access control enforces
+    /// is shared with other terminals (a cluster's): a revoke that went
+    /// through frees the resource for them at once, so a local record
+    /// alone no longer keeps it. A handover source whose T1 revoke HO-7
+    /// abandoned is then restored only once that revoke has answered — and,
+    /// if it went through, once the source is granted again — never while
+    /// another gateway may admit a controller. False by default.
+    fn shared(&self) -> bool {
+        false
+    }
+
     /// Gives the access control a way to wake its driver when
     /// [`OsAccess::may_hold`] turns false. Nothing by default.
     fn attach_wake(&mut self, wake: Arc<dyn Fn() + Send + Sync>) {

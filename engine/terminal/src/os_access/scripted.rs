@@ -39,6 +39,7 @@ pub struct ScriptedAccess {
     calls: Vec<AccessCall>,
     violations: u64,
     deferred: bool,
+    shared: bool,
 }
 
 impl ScriptedAccess {
@@ -83,6 +84,12 @@ impl ScriptedAccess {
     /// ([`crate::Output::OsAccess`]) instead of making it.
     pub fn set_deferred(&mut self, deferred: bool) {
         self.deferred = deferred;
+    }
+
+    /// Shared: reports its occupancy as shared with other terminals
+    /// ([`OsAccess::shared`]), as a cluster's access control does.
+    pub fn set_shared(&mut self, shared: bool) {
+        self.shared = shared;
     }
 
     /// What the OS currently grants.
@@ -158,6 +165,10 @@ impl OsAccess for ScriptedAccess {
 
     fn deferred(&self) -> bool {
         self.deferred
+    }
+
+    fn shared(&self) -> bool {
+        self.shared
     }
 }
 

@@ -411,8 +411,11 @@ impl<A: OsAccess> Terminal<A> {
         }
         match event {
             SessionEvent::Terminate(r) => rec.reason = Some(r),
-            SessionEvent::HandoverSucceeded | SessionEvent::HandoverTimedOut => {
-                rec.reason = Some(TerminationReason::HandedOver);
+            SessionEvent::HandoverSucceeded => rec.reason = Some(TerminationReason::HandedOver),
+            // The source could not get its resource back (HO-7, shared
+            // occupancy): not handed over, its resource went elsewhere.
+            SessionEvent::HandoverTimedOut => {
+                rec.reason = Some(TerminationReason::ResourceUnavailable);
             }
             SessionEvent::InitFailed => rec.reason = Some(TerminationReason::CreationFailed),
             _ => {}

@@ -202,6 +202,11 @@ impl<A: OsAccess> Terminal<A> {
             }
         }
         let step = match phase {
+            // A shared occupancy: the revoke may still free the resource
+            // for another gateway; the source waits for its answer.
+            HandoverPhase::Releasing if self.access.shared() => {
+                "T1 (the source's revoke): the source is restored once the revoke answers"
+            }
             HandoverPhase::Releasing => {
                 self.step(ev.request.source, SessionEvent::HandoverRolledBack, now);
                 "T1 (the source's revoke): the source is restored"
@@ -346,7 +351,9 @@ impl<A: OsAccess> Terminal<A> {
     }
 
     /// An abandoned T1 revoke answered: the source was restored at the
-    /// deadline; make the OS agree (TS-4).
+    /// deadline; make the OS agree (TS-4). With a shared occupancy the
+    /// source still waits, `handover_pending`: restored now if the revoke
+    /// failed, after a new grant if it went through.
     fn late_release(
         &mut self,
         id: SessionId,
@@ -358,6 +365,19 @@ impl<A: OsAccess> Terminal<A> {
             Some(SessionState::Terminating) => {
                 self.settle_ending(id, OsOperation::Revoke, &result, now)
             }
+            Some(SessionState::HandoverPending) => match result {
+                Ok(()) => self.start_op(Wait::Regrant { session: id }, grant, now),
+                // Its access never left; restored unless the node was
+                // fenced meanwhile.
+                Err(OsError::Failed(_) | OsError::Busy(_)) if self.access.may_hold() => {
+                    self.step(id, SessionEvent::HandoverRolledBack, now);
+                }
+                Err(OsError::Failed(_) | OsError::Busy(_)) => self.not_restored(id, now),
+                Err(e) => {
+                    self.mark(&grant, OsOperation::Revoke, &e, now);
+                    self.not_restored(id, now);
+                }
+            },
             Some(_) => match result {
                 // Its access is gone while it is active again: grant it back.
                 Ok(()) => self.start_op(Wait::Regrant { session: id }, grant, now),
@@ -368,7 +388,8 @@ impl<A: OsAccess> Terminal<A> {
         }
     }
 
-    /// The restored source's access granted back (or not).
+    /// The restored source's access granted back (or not). A source
+    /// waiting on a shared occupancy is restored only now.
     fn regranted(
         &mut self,
         id: SessionId,
@@ -380,6 +401,21 @@ impl<A: OsAccess> Terminal<A> {
             Some(SessionState::Terminating) => {
                 self.settle_ending(id, OsOperation::Grant, &result, now)
             }
+            Some(SessionState::HandoverPending) => match result {
+                Ok(()) => {
+                    self.step(id, SessionEvent::HandoverRolledBack, now);
+                }
+                // Another gateway admitted a controller meanwhile.
+                Err(OsError::Failed(_) | OsError::Busy(_)) => {
+                    if self.step(id, SessionEvent::HandoverTimedOut, now) {
+                        self.release_records(id, now);
+                    }
+                }
+                Err(e) => {
+                    self.mark(grant, OsOperation::Grant, &e, now);
+                    self.not_restored(id, now);
+                }
+            },
             Some(_) => match result {
                 Ok(()) => {}
                 // It cannot reach its resource any more: it ends, as when
@@ -396,6 +432,16 @@ impl<A: OsAccess> Terminal<A> {
                 Err(e) => self.mark(grant, OsOperation::Grant, &e, now),
             },
             None => {}
+        }
+    }
+
+    /// SPEC TS-1, HO-7: a source that cannot be restored after a timed-out
+    /// handover ends (handover_pending → terminating, "handover cancelled
+    /// by timeout"), and its grant is revoked — the outcome of its last
+    /// step is unknown.
+    fn not_restored(&mut self, id: SessionId, now: UnixMs) {
+        if self.step(id, SessionEvent::HandoverTimedOut, now) {
+            self.finish_termination(id, now);
         }
     }
 

@@ -7,6 +7,7 @@ use dtp_codec::{AccessMode, AuthOutcome, ControlMessage, ErrorCode, HandoverFail
 
 use super::handover::{decide, question};
 use super::handover_failures::{failed_code, hfns};
+use super::termination::terminated_reason;
 use super::*;
 use crate::{AccessGrant, OsError, OsOpId, OsOperation, PolicyOutcome, UnknownOsOp};
 
@@ -359,6 +360,84 @@ fn a_source_released_while_its_late_revoke_is_outstanding_waits_for_it() {
     assert_eq!(h.state(src), None);
     assert!(h.t.access().granted().is_empty());
     assert_eq!(h.t.access().violations(), 0);
+}
+
+/// [`held_deferred`] with a shared occupancy (a cluster's), and the
+/// transfer to fay-b allowed and timed out in T1: the late revoke `op` is
+/// outstanding.
+fn shared_t1_timed_out() -> (Harness, SessionId, OsOpId) {
+    let (mut h, src) = held_deferred();
+    h.t.access_mut().set_shared(true);
+    let (_, out) = allowed_transfer(&mut h, src);
+    let op = os_requests(&out)[0].0;
+    let out = h.advance(1_001);
+    assert_eq!(failed_code(&out), ErrorCode::E_HANDOVER_TIMEOUT);
+    assert_eq!(hfns(&out, A)[0].reason, HandoverFailedReason::Timeout);
+    (h, src, op)
+}
+
+#[test]
+fn ho7_in_t1_on_a_shared_occupancy_restores_the_source_only_after_its_revoke_and_regrant() {
+    let (mut h, src, op) = shared_t1_timed_out();
+    // Not active while the revoke may still free the resource for another
+    // gateway: no controller here that the others cannot see.
+    assert_eq!(h.state(src), Some(SessionState::HandoverPending));
+    // The revoke went through: the source is granted again first ...
+    let out = h.answer(op);
+    let regrant = os_requests(&out);
+    assert_eq!(
+        (regrant[0].1, regrant[0].2.session_id),
+        (OsOperation::Grant, src)
+    );
+    assert_eq!(h.state(src), Some(SessionState::HandoverPending));
+    // ... and active again only once that grant holds.
+    h.answer(regrant[0].0);
+    assert_eq!(h.state(src), Some(SessionState::Active));
+    assert!(h.t.access().granted().iter().any(|g| g.session_id == src));
+    assert_eq!(h.t.access().violations(), 0);
+    h.check_os_holders();
+}
+
+#[test]
+fn ho7_in_t1_on_a_shared_occupancy_ends_the_source_whose_resource_went_elsewhere() {
+    let (mut h, src, op) = shared_t1_timed_out();
+    let out = h.answer(op);
+    let regrant = os_requests(&out)[0].0;
+    // Another gateway admitted a controller between the revoke and the
+    // grant: the source cannot come back, and ends.
+    h.t.access_mut().fail_next_grant();
+    let out = h.answer(regrant);
+    assert_eq!(
+        terminated_reason(&out, src),
+        Some(crate::TerminationReason::ResourceUnavailable)
+    );
+    assert_eq!(h.state(src), None);
+    assert!(h.t.access().granted().is_empty());
+    assert!(h.t.pending_os_ops().is_empty());
+}
+
+#[test]
+fn ho7_in_t1_on_a_shared_occupancy_restores_the_source_at_once_when_the_revoke_failed() {
+    let (mut h, src, op) = shared_t1_timed_out();
+    h.t.access_mut().fail_next_revoke();
+    let out = h.answer(op);
+    assert!(os_requests(&out).is_empty());
+    assert_eq!(h.state(src), Some(SessionState::Active));
+    assert!(h.t.access().granted().iter().any(|g| g.session_id == src));
+}
+
+#[test]
+fn ho7_in_t1_on_a_shared_occupancy_ends_a_source_whose_revoke_outcome_is_unknown() {
+    let (mut h, src, op) = shared_t1_timed_out();
+    h.t.access_mut().kill_next_revoke();
+    let out = h.answer(op);
+    // Not restored: it ends, and its grant is revoked again (TS-4).
+    assert_eq!(h.state(src), Some(SessionState::Terminating));
+    let again = os_requests(&out);
+    assert_eq!(
+        (again[0].1, again[0].2.session_id),
+        (OsOperation::Revoke, src)
+    );
 }
 
 #[test]

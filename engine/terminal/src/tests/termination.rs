@@ -8,7 +8,8 @@ use crate::{AccessCall, AuditRecord, TerminationReason};
 
 use AccessMode::{Read, Write};
 
-fn terminated_reason(out: &[Output], id: SessionId) -> Option<TerminationReason> {
+/// The reason `id` ended with, from its terminated notice among `out`.
+pub(crate) fn terminated_reason(out: &[Output], id: SessionId) -> Option<TerminationReason> {
     out.iter().find_map(|o| match o {
         Output::StateChanged(c) if c.session_id == id && c.to == SessionState::Terminated => {
             c.reason
