@@ -204,6 +204,14 @@ impl OsAccess for Access {
         }
     }
 
+    fn release(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+        match self {
+            Access::Noop(a) => a.release(grant),
+            Access::Command(a) => a.release(grant),
+            Access::Cluster(a) => a.release(grant),
+        }
+    }
+
     /// A command runs on the plane's OS workers, never on the control
     /// thread (SPEC TS-4).
     fn deferred(&self) -> bool {

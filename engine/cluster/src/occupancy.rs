@@ -21,10 +21,19 @@
 //! across nodes is a [`Occupancy::leave`] by the source's node then an
 //! [`Occupancy::enter`] by the target's: between them the table holds no
 //! exclusive occupant, which every node sees (HO-4 T2–T3).
+//!
+//! A handover on one node ([`Occupancy::reserve`]) turns the source's entry
+//! into a **reservation** instead: an exclusive occupant that excludes the
+//! other nodes until its `reserved_until` time and none of its own node's
+//! admissions (that node's terminal serialises its handover and its
+//! target, T2–T4). The next admission by the node takes it over, in the
+//! same transaction; an expired one is dropped by whoever admits next. So
+//! the target does not lose the resource to another gateway's request that
+//! arrives between T2 and T4.
 
 use serde::{Deserialize, Serialize};
 
-use crate::etcd::{Compare, Etcd, KeyValue, Txn, TxnOp, prefix_end};
+use crate::etcd::{Compare, CompareOp, CompareTarget, Etcd, KeyValue, Txn, TxnOp, prefix_end};
 use crate::{Error, Result};
 
 /// Attempts of [`Occupancy::enter`] when another admission to the same
@@ -41,6 +50,21 @@ pub struct Occupant {
     pub holder: String,
     /// Whether its mode excludes every other session (SPEC TS-9).
     pub exclusive: bool,
+    /// Set on a reservation ([`Occupancy::reserve`]): the Unix ms time
+    /// until which it keeps the resource for its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_until: Option<u64>,
+}
+
+impl Occupant {
+    /// Whether it keeps an admission by `node` at `now_ms` out: a
+    /// reservation excludes only the other nodes, and only until its time.
+    fn excludes(&self, node: &str, exclusive: bool, now_ms: u64) -> bool {
+        match self.reserved_until {
+            Some(until) => self.node != node && now_ms < until,
+            None => self.exclusive || exclusive,
+        }
+    }
 }
 
 /// Admitted: the session's key and its fencing token.
@@ -127,46 +151,57 @@ impl<'a, K: Kv + ?Sized> Occupancy<'a, K> {
     }
 
     /// Admits `session` to `resource` as `who`, its key on `lease` (SPEC
-    /// TS-9 across nodes): the fencing token, or the occupants that exclude
-    /// it. The session's own earlier entry never excludes it (a grant
-    /// again). [`Error::Contention`] when other admissions kept moving the
-    /// guard for [`ENTER_ATTEMPTS`] tries.
+    /// TS-9 across nodes), at `now_ms` (Unix ms, for reservations): the
+    /// fencing token, or the occupants that exclude it. The session's own
+    /// earlier entry never excludes it (a grant again), nor does its node's
+    /// reservation, which the admission takes over. [`Error::Contention`]
+    /// when other admissions kept moving the guard for [`ENTER_ATTEMPTS`]
+    /// tries.
     pub fn enter(
         &mut self,
         resource: &str,
         session: &str,
         who: &Occupant,
         lease: Option<i64>,
+        now_ms: u64,
     ) -> Result<std::result::Result<Entered, Busy>> {
         let guard = self.guard(resource);
-        let mut key = self.sessions(resource);
+        let sessions = self.sessions(resource);
+        let mut key = sessions.clone();
         key.extend_from_slice(escape(session).as_bytes());
         let value = serde_json::to_vec(who).map_err(|e| Error::InvalidRequest(e.to_string()))?;
         for _ in 0..ENTER_ATTEMPTS {
             let (seen, occupants) = self.occupants(resource)?;
-            let excluding: Vec<_> = occupants
+            let (excluding, others): (Vec<_>, Vec<_>) = occupants
                 .into_iter()
-                .filter(|(s, o)| s != session && (o.exclusive || who.exclusive))
-                .collect();
+                .filter(|(s, _)| s != session)
+                .partition(|(_, o)| o.excludes(&who.node, who.exclusive, now_ms));
             if !excluding.is_empty() {
                 return Ok(Err(Busy {
                     occupants: excluding,
                 }));
             }
+            let mut then = vec![
+                TxnOp::Put {
+                    key: guard.clone(),
+                    value: who.node.as_bytes().to_vec(),
+                    lease: None,
+                },
+                TxnOp::Put {
+                    key: key.clone(),
+                    value: value.clone(),
+                    lease,
+                },
+            ];
+            // Reservations taken over or expired go in the same write.
+            for (s, _) in others.iter().filter(|(_, o)| o.reserved_until.is_some()) {
+                let mut k = sessions.clone();
+                k.extend_from_slice(escape(s).as_bytes());
+                then.push(TxnOp::Delete { key: k });
+            }
             let t = self.etcd.txn(&Txn {
                 compare: vec![Compare::mod_revision_is(guard.clone(), seen)],
-                then: vec![
-                    TxnOp::Put {
-                        key: guard.clone(),
-                        value: who.node.as_bytes().to_vec(),
-                        lease: None,
-                    },
-                    TxnOp::Put {
-                        key: key.clone(),
-                        value: value.clone(),
-                        lease,
-                    },
-                ],
+                then,
                 otherwise: Vec::new(),
             })?;
             if t.succeeded {
@@ -178,6 +213,41 @@ impl<'a, K: Kv + ?Sized> Occupancy<'a, K> {
         Err(Error::Contention {
             attempts: ENTER_ATTEMPTS,
         })
+    }
+
+    /// SPEC HO-4 T1 of a handover on `node`: turns `session`'s entry into
+    /// a reservation for `node` until `until_ms` (Unix ms), on `lease`, in
+    /// one write — the resource never looks free to the other nodes in
+    /// between. Nothing is written if the entry is gone (its lease ended).
+    /// The store's revision after it.
+    pub fn reserve(
+        &mut self,
+        resource: &str,
+        session: &str,
+        node: &str,
+        until_ms: u64,
+        lease: Option<i64>,
+    ) -> Result<i64> {
+        let mut key = self.sessions(resource);
+        key.extend_from_slice(escape(session).as_bytes());
+        let reservation = Occupant {
+            node: node.to_owned(),
+            holder: String::new(),
+            exclusive: true,
+            reserved_until: Some(until_ms),
+        };
+        let value =
+            serde_json::to_vec(&reservation).map_err(|e| Error::InvalidRequest(e.to_string()))?;
+        let t = self.etcd.txn(&Txn {
+            compare: vec![Compare::new(
+                key.clone(),
+                CompareOp::Greater,
+                CompareTarget::CreateRevision(0),
+            )],
+            then: vec![TxnOp::Put { key, value, lease }],
+            otherwise: Vec::new(),
+        })?;
+        Ok(t.revision)
     }
 
     /// Removes `session` from `resource` (idempotent): the store's

@@ -421,6 +421,7 @@ impl Sim {
             node: format!("n{i}"),
             holder: "fay".into(),
             exclusive: true,
+            reserved_until: None,
         };
         let (up, down) = (
             self.draw(self.model.max_delay_ms + 1),
@@ -432,8 +433,13 @@ impl Sim {
             store: &mut self.store,
             cut,
         };
-        let entered =
-            Occupancy::new(&mut reach, "sim").enter(&r.to_string(), &session, &who, Some(lease));
+        let entered = Occupancy::new(&mut reach, "sim").enter(
+            &r.to_string(),
+            &session,
+            &who,
+            Some(lease),
+            self.now,
+        );
         self.now += up + down;
         self.store.advance(self.now);
         // The answer arrives now: a node that fenced meanwhile does not take

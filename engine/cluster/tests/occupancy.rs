@@ -19,8 +19,12 @@ fn who(node: &str, holder: &str, exclusive: bool) -> Occupant {
         node: node.into(),
         holder: holder.into(),
         exclusive,
+        reserved_until: None,
     }
 }
+
+/// The admissions' clock (Unix ms): only reservations read it.
+const NOW: u64 = 1_000_000;
 
 #[test]
 fn reads_share_and_an_exclusive_session_excludes_across_nodes() {
@@ -28,29 +32,29 @@ fn reads_share_and_an_exclusive_session_excludes_across_nodes() {
     let (mut a, mut b) = (server.client(), server.client());
     let read = who("node-a", "fay-1", false);
     let t1 = Occupancy::new(&mut a, P)
-        .enter("cam/1", "s1", &read, None)
+        .enter("cam/1", "s1", &read, None, NOW)
         .unwrap()
         .unwrap();
     let t2 = Occupancy::new(&mut b, P)
-        .enter("cam/1", "s2", &who("node-b", "fay-2", false), None)
+        .enter("cam/1", "s2", &who("node-b", "fay-2", false), None, NOW)
         .unwrap()
         .unwrap();
     assert!(t2.revision > t1.revision);
     let busy = Occupancy::new(&mut b, P)
-        .enter("cam/1", "s3", &who("node-b", "fay-3", true), None)
+        .enter("cam/1", "s3", &who("node-b", "fay-3", true), None, NOW)
         .unwrap()
         .unwrap_err();
     assert_eq!(busy.occupants.len(), 2, "{busy:?}");
     // Another resource is untouched; the same session again is admitted.
     assert!(
         Occupancy::new(&mut b, P)
-            .enter("cam/2", "s3", &who("node-b", "fay-3", true), None)
+            .enter("cam/2", "s3", &who("node-b", "fay-3", true), None, NOW)
             .unwrap()
             .is_ok()
     );
     assert!(
         Occupancy::new(&mut a, P)
-            .enter("cam/1", "s1", &read, None)
+            .enter("cam/1", "s1", &read, None, NOW)
             .unwrap()
             .is_ok()
     );
@@ -63,7 +67,7 @@ fn reads_share_and_an_exclusive_session_excludes_across_nodes() {
     Occupancy::new(&mut b, P).leave("cam/1", "s2").unwrap();
     assert!(
         Occupancy::new(&mut b, P)
-            .enter("cam/1", "s3", &who("node-b", "fay-3", true), None)
+            .enter("cam/1", "s3", &who("node-b", "fay-3", true), None, NOW)
             .unwrap()
             .is_ok()
     );
@@ -83,7 +87,13 @@ fn racing_exclusive_admissions_on_several_nodes_admit_exactly_one() {
                 barrier.wait();
                 let node = format!("node-{i}");
                 Occupancy::new(&mut etcd, P)
-                    .enter("term", &format!("s{i}"), &who(&node, "fay", true), None)
+                    .enter(
+                        "term",
+                        &format!("s{i}"),
+                        &who(&node, "fay", true),
+                        None,
+                        NOW,
+                    )
                     .unwrap()
                     .is_ok()
             })
@@ -119,7 +129,7 @@ fn a_handover_across_nodes_never_shows_two_controllers() {
         let target = format!("s{}", round + 1);
         if round == 0 {
             let t = Occupancy::new(from, P)
-                .enter("r", &source, &who("node-a", "fay-0", true), None)
+                .enter("r", &source, &who("node-a", "fay-0", true), None, NOW)
                 .unwrap()
                 .unwrap();
             tokens.push(t.revision);
@@ -127,7 +137,7 @@ fn a_handover_across_nodes_never_shows_two_controllers() {
         // The target cannot enter while the source holds the resource.
         assert!(
             Occupancy::new(to, P)
-                .enter("r", &target, &who("x", "fay", true), None)
+                .enter("r", &target, &who("x", "fay", true), None, NOW)
                 .unwrap()
                 .is_err()
         );
@@ -135,7 +145,7 @@ fn a_handover_across_nodes_never_shows_two_controllers() {
         let (_, between) = Occupancy::new(to, P).occupants("r").unwrap();
         assert!(between.is_empty(), "T2–T3: no controller, {between:?}");
         let t = Occupancy::new(to, P)
-            .enter("r", &target, &who("x", "fay", true), None)
+            .enter("r", &target, &who("x", "fay", true), None, NOW)
             .unwrap()
             .unwrap();
         tokens.push(t.revision);
@@ -149,13 +159,19 @@ fn a_dead_nodes_occupants_vanish_with_its_lease() {
     let (mut a, mut b) = (server.client(), server.client());
     let lease = a.lease_grant(1).unwrap();
     Occupancy::new(&mut a, P)
-        .enter("r", "s-a", &who("node-a", "fay-a", true), Some(lease.id))
+        .enter(
+            "r",
+            "s-a",
+            &who("node-a", "fay-a", true),
+            Some(lease.id),
+            NOW,
+        )
         .unwrap()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let entered = Occupancy::new(&mut b, P)
-            .enter("r", "s-b", &who("node-b", "fay-b", true), None)
+            .enter("r", "s-b", &who("node-b", "fay-b", true), None, NOW)
             .unwrap();
         if entered.is_ok() {
             break;
@@ -166,4 +182,70 @@ fn a_dead_nodes_occupants_vanish_with_its_lease() {
     let (_, occupants) = Occupancy::new(&mut b, P).occupants("r").unwrap();
     assert_eq!(occupants.len(), 1);
     assert_eq!(occupants[0].1.node, "node-b");
+}
+
+/// Two clients of a new etcd; node-a's session `src` on `r` handed over
+/// (T1): its entry is node-a's reservation until `NOW + 500`.
+fn reserved() -> (EtcdServer, dtp_cluster::etcd::Etcd, dtp_cluster::etcd::Etcd) {
+    let server = EtcdServer::start();
+    let (mut a, b) = (server.client(), server.client());
+    Occupancy::new(&mut a, P)
+        .enter("r", "src", &who("node-a", "fay-a", true), None, NOW)
+        .unwrap()
+        .unwrap();
+    Occupancy::new(&mut a, P)
+        .reserve("r", "src", "node-a", NOW + 500, None)
+        .unwrap();
+    (server, a, b)
+}
+
+#[test]
+fn a_reservation_keeps_the_resource_for_its_node_until_its_time() {
+    let (_server, mut a, mut b) = reserved();
+    let (_, occupants) = Occupancy::new(&mut b, P).occupants("r").unwrap();
+    assert_eq!(occupants.len(), 1);
+    assert_eq!(occupants[0].1.reserved_until, Some(NOW + 500));
+    // Another node is kept out, in any mode, until the reservation's time.
+    for exclusive in [true, false] {
+        let busy = Occupancy::new(&mut b, P)
+            .enter(
+                "r",
+                "other",
+                &who("node-b", "fay-b", exclusive),
+                None,
+                NOW + 499,
+            )
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(busy.occupants[0].0, "src");
+    }
+    // T4 on node-a: the target takes the reservation over, in one write.
+    let t = Occupancy::new(&mut a, P)
+        .enter("r", "dst", &who("node-a", "fay-t", true), None, NOW + 1)
+        .unwrap()
+        .unwrap();
+    let (_, occupants) = Occupancy::new(&mut b, P).occupants("r").unwrap();
+    assert_eq!(occupants.len(), 1, "{occupants:?}");
+    assert_eq!(occupants[0].0, "dst");
+    assert!(t.revision > 0);
+}
+
+#[test]
+fn an_expired_reservation_lets_another_node_in_and_a_gone_entry_is_not_reserved() {
+    let (_server, mut a, mut b) = reserved();
+    // The target never came: from its time on, the reservation is void
+    // and dropped by the next admission.
+    Occupancy::new(&mut b, P)
+        .enter("r", "other", &who("node-b", "fay-b", true), None, NOW + 500)
+        .unwrap()
+        .unwrap();
+    let (_, occupants) = Occupancy::new(&mut b, P).occupants("r").unwrap();
+    assert_eq!(occupants.len(), 1, "{occupants:?}");
+    assert_eq!(occupants[0].0, "other");
+    // Reserving an entry that is gone writes nothing.
+    Occupancy::new(&mut a, P)
+        .reserve("r", "src", "node-a", NOW + 10_000, None)
+        .unwrap();
+    let (_, occupants) = Occupancy::new(&mut b, P).occupants("r").unwrap();
+    assert_eq!(occupants.len(), 1, "{occupants:?}");
 }

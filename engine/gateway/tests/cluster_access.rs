@@ -177,3 +177,28 @@ fn a_node_cut_off_from_etcd_fences_itself_before_its_lease_can_expire() {
     on_a.grant(&grant("other", AccessMode::Write, "fay-a"))
         .unwrap();
 }
+
+#[test]
+fn a_handover_on_one_node_keeps_the_resource_from_the_others_between_t2_and_t4() {
+    let server = EtcdServer::start();
+    let (a, b) = (node(&server, "node-a"), node(&server, "node-b"));
+    let (mut on_a, mut on_b) = (
+        a.access(ScriptedAccess::new()),
+        b.access(ScriptedAccess::new()),
+    );
+    let source = grant("term", AccessMode::Write, "fay-a");
+    on_a.grant(&source).unwrap();
+    let first = on_a.fencing().unwrap();
+    // T1 on A: the source's access is gone, the resource kept for A.
+    on_a.release(&source).unwrap();
+    let intruder = grant("term", AccessMode::Write, "fay-b");
+    assert!(matches!(on_b.grant(&intruder), Err(OsError::Busy(m)) if m.contains("node-a")));
+    // T4 on A: the target takes the reservation over.
+    let target = grant("term", AccessMode::Write, "fay-t");
+    on_a.grant(&target).unwrap();
+    assert!(on_a.fencing().unwrap() > first);
+    assert!(matches!(on_b.grant(&intruder), Err(OsError::Busy(_))));
+    // Once the target is gone, B gets in at once: nothing was left behind.
+    on_a.revoke(&target).unwrap();
+    on_b.grant(&intruder).unwrap();
+}

@@ -253,6 +253,70 @@ impl<A> ClusterAccess<A> {
     }
 }
 
+impl<A> ClusterAccess<A> {
+    /// Takes a revoked session out of the table — gone, or turned into this
+    /// node's reservation `(lease, until)` — trying again while the outcome
+    /// is unknown. If it stays unknown the node fences itself: the entry
+    /// may be gone while the terminal, told the revoke failed, restores the
+    /// session (HO-5), and another gateway could then admit a second
+    /// controller.
+    fn out_of_table(
+        &mut self,
+        grant: &AccessGrant,
+        reservation: Option<(i64, u64)>,
+    ) -> Result<(), OsError> {
+        let session = grant.session_id.to_string();
+        let shared = self.shared.clone();
+        let (prefix, node) = (&shared.settings.prefix, &shared.settings.node_id);
+        let mut unknown = false;
+        let mut last = None;
+        for attempt in 0..LEAVE_ATTEMPTS {
+            if attempt > 0 {
+                // A fresh connection: the last one may be the slow part.
+                self.etcd = None;
+                std::thread::sleep(LEAVE_RETRY_AFTER);
+            }
+            let done = self.etcd().map_err(|e| e.to_string()).and_then(|etcd| {
+                let mut table = Occupancy::new(etcd, prefix);
+                let r = match reservation {
+                    Some((lease, until)) => {
+                        table.reserve(&grant.resource_id, &session, node, until, Some(lease))
+                    }
+                    None => table.leave(&grant.resource_id, &session),
+                };
+                r.map_err(|e| {
+                    unknown |= matches!(e, Error::OutcomeUnknown { .. } | Error::Timeout { .. });
+                    e.to_string()
+                })
+            });
+            match done {
+                Ok(revision) => {
+                    let reserved = reservation.is_some();
+                    tracing::info!(session = %session, resource = %grant.resource_id, fencing = revision, reserved, "cluster revoke");
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let e = last.unwrap_or_default();
+        if unknown {
+            tracing::error!(session = %session, resource = %grant.resource_id, error = %e, "a cluster revoke's outcome stays unknown: this gateway gives its grants up");
+            shared.fence();
+        }
+        // The OS side is revoked; the entry stays until a later revoke or
+        // the lease's end: reconcile (TS-4).
+        Err(OsError::Indeterminate(format!("etcd: {e}")))
+    }
+}
+
+/// Now, Unix ms (reservations' times; the cluster's clocks are assumed
+/// comparable, as its audit check assumes).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Tries of a revoke's leave: it is idempotent, so one whose outcome is
 /// unknown (etcd slow, or cut off after the request was sent) is tried
 /// again until it is known to have happened.
@@ -284,13 +348,14 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
             node: self.shared.settings.node_id.clone(),
             holder: grant.holder.to_string(),
             exclusive: dtp_terminal::occupancy::is_exclusive(grant.access_mode),
+            reserved_until: None,
         };
         let session = grant.session_id.to_string();
         let shared = self.shared.clone();
         let prefix = &shared.settings.prefix;
         let etcd = self.etcd()?;
         let entered = Occupancy::new(etcd, prefix)
-            .enter(&grant.resource_id, &session, &who, Some(lease))
+            .enter(&grant.resource_id, &session, &who, Some(lease), unix_ms())
             .map_err(os_error)?;
         let entered = entered.map_err(|busy| {
             let nodes: Vec<&str> = busy
@@ -318,45 +383,19 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
 
     fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
         self.inner.revoke(grant)?;
-        let session = grant.session_id.to_string();
-        let shared = self.shared.clone();
-        let mut unknown = false;
-        let mut last = None;
-        for attempt in 0..LEAVE_ATTEMPTS {
-            if attempt > 0 {
-                // A fresh connection: the last one may be the slow part.
-                self.etcd = None;
-                std::thread::sleep(LEAVE_RETRY_AFTER);
-            }
-            let left = self.etcd().map_err(|e| e.to_string()).and_then(|etcd| {
-                Occupancy::new(etcd, &shared.settings.prefix)
-                    .leave(&grant.resource_id, &session)
-                    .map_err(|e| {
-                        unknown |=
-                            matches!(e, Error::OutcomeUnknown { .. } | Error::Timeout { .. });
-                        e.to_string()
-                    })
-            });
-            match left {
-                Ok(revision) => {
-                    tracing::info!(session = %session, resource = %grant.resource_id, fencing = revision, "cluster revoke");
-                    return Ok(());
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let e = last.unwrap_or_default();
-        if unknown {
-            // The entry may be gone while the terminal, told the revoke
-            // failed, restores the session (HO-5): another gateway could
-            // then admit a second controller. This node gives its grants
-            // up instead.
-            tracing::error!(session = %session, resource = %grant.resource_id, error = %e, "a cluster revoke's outcome stays unknown: this gateway gives its grants up");
-            shared.fence();
-        }
-        // The OS side is revoked; the entry stays until a later revoke or
-        // the lease's end: reconcile (TS-4).
-        Err(OsError::Indeterminate(format!("etcd: {e}")))
+        self.out_of_table(grant, None)
+    }
+
+    /// A handover source's revoke: its entry becomes this node's
+    /// reservation for one lease's life, which the target's grant takes
+    /// over (see [`Occupancy::reserve`]); without a lease, a plain leave.
+    fn release(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+        self.inner.release(grant)?;
+        let lease = self.shared.lease.load(Ordering::Acquire);
+        let until = unix_ms().saturating_add(
+            u64::try_from(self.shared.settings.lease_ttl.as_millis()).unwrap_or(u64::MAX),
+        );
+        self.out_of_table(grant, (lease != 0).then_some((lease, until)))
     }
 
     fn deferred(&self) -> bool {

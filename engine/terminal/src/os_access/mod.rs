@@ -98,6 +98,8 @@ pub enum OsOperation {
     Grant,
     /// [`OsAccess::revoke`].
     Revoke,
+    /// [`OsAccess::release`]: a handover source's revoke (SPEC HO-4 T1).
+    Release,
 }
 
 impl OsOperation {
@@ -111,6 +113,7 @@ impl OsOperation {
         match self {
             OsOperation::Grant => access.grant(grant),
             OsOperation::Revoke => access.revoke(grant),
+            OsOperation::Release => access.release(grant),
         }
     }
 }
@@ -143,6 +146,15 @@ pub trait OsAccess {
 
     /// Withdraws what [`OsAccess::grant`] gave for the same `grant`.
     fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError>;
+
+    /// SPEC HO-4 T1: revokes a handover source's access; its target's
+    /// grant (T4) follows on this terminal. A revoke by default. A shared
+    /// occupancy keeps the resource for this node's next admission a
+    /// bounded while, so that between T2 and T4 no other gateway admits a
+    /// controller the target would then lose to.
+    fn release(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+        self.revoke(grant)
+    }
 
     /// Whether the driver runs the operations (see the trait docs).
     fn deferred(&self) -> bool {

@@ -486,9 +486,12 @@ impl<A: OsAccess> Terminal<A> {
     ) {
         let holds = match (op, result) {
             (OsOperation::Grant, Ok(()))
-            | (OsOperation::Revoke, Err(OsError::Failed(_) | OsError::Busy(_))) => true,
+            | (
+                OsOperation::Revoke | OsOperation::Release,
+                Err(OsError::Failed(_) | OsError::Busy(_)),
+            ) => true,
             (OsOperation::Grant, Err(OsError::Failed(_) | OsError::Busy(_)))
-            | (OsOperation::Revoke, Ok(())) => false,
+            | (OsOperation::Revoke | OsOperation::Release, Ok(())) => false,
             (_, Err(e)) => {
                 if let Some(grant) = self.sessions.get(&id).map(|s| s.grant()) {
                     self.mark(&grant, op, e, now);
@@ -499,7 +502,7 @@ impl<A: OsAccess> Terminal<A> {
         if holds {
             self.finish_termination(id, now);
         } else {
-            if op == OsOperation::Revoke
+            if op != OsOperation::Grant
                 && let Some(grant) = self.sessions.get(&id).map(|s| s.grant())
             {
                 self.cleared_by_revoke(&grant, now);
@@ -598,6 +601,7 @@ impl<A: OsAccess> Terminal<A> {
 fn operation_of(wait: &Wait) -> OsOperation {
     match wait {
         Wait::Create { .. } | Wait::Regrant { .. } => OsOperation::Grant,
-        Wait::Terminate { .. } | Wait::Release { .. } => OsOperation::Revoke,
+        Wait::Terminate { .. } => OsOperation::Revoke,
+        Wait::Release { .. } => OsOperation::Release,
     }
 }

@@ -233,10 +233,10 @@ fn a_grant_busy_on_another_gateway_is_resource_busy() {
 fn a_handover_waits_for_each_os_step_and_never_holds_the_resource_twice() {
     let (mut h, src) = held_deferred();
     let (id, out) = allowed_transfer(&mut h, src);
-    // T0 done, T1's revoke asked for.
+    // T0 done, T1's revoke (a release: the target follows) asked for.
     let ops = os_requests(&out);
     assert_eq!(ops.len(), 1);
-    assert_eq!((ops[0].1, ops[0].2.session_id), (OsOperation::Revoke, src));
+    assert_eq!((ops[0].1, ops[0].2.session_id), (OsOperation::Release, src));
     assert_eq!(h.state(src), Some(SessionState::HandoverPending));
     assert_eq!(h.t.active_controllers("arm"), [src]);
     h.check_os_holders();
@@ -262,7 +262,7 @@ fn a_handover_waits_for_each_os_step_and_never_holds_the_resource_twice() {
     let (op, _) =
         h.t.pending_os_ops()
             .into_iter()
-            .find(|(_, o, g)| *o == OsOperation::Revoke && g.session_id == src)
+            .find(|(_, o, g)| *o == OsOperation::Release && g.session_id == src)
             .map(|(id, o, _)| (id, o))
             .unwrap();
     let out = h.answer(op);
