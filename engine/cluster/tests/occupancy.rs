@@ -2,7 +2,10 @@
 //! share and exclusive sessions exclude across nodes, racing admissions
 //! never give one resource two exclusive occupants, a handover across nodes
 //! leaves no instant with two, fencing tokens only go up, and a dead node's
-//! occupants vanish with its lease.
+//! occupants vanish with its lease; a handover's reservation keeps the
+//! other nodes out until its target takes it over, or its time passes.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
 
 mod servers;
 
