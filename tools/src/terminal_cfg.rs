@@ -204,11 +204,11 @@ impl OsAccess for Access {
         }
     }
 
-    fn release(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+    fn release(&mut self, grant: &AccessGrant, to: Option<&str>) -> Result<(), OsError> {
         match self {
-            Access::Noop(a) => a.release(grant),
-            Access::Command(a) => a.release(grant),
-            Access::Cluster(a) => a.release(grant),
+            Access::Noop(a) => a.release(grant, to),
+            Access::Command(a) => a.release(grant, to),
+            Access::Cluster(a) => a.release(grant, to),
         }
     }
 

@@ -23,13 +23,14 @@
 //! exclusive occupant, which every node sees (HO-4 T2–T3).
 //!
 //! A handover on one node ([`Occupancy::reserve`]) turns the source's entry
-//! into a **reservation** instead: an exclusive occupant that excludes the
-//! other nodes until its `reserved_until` time and none of its own node's
-//! admissions (that node's terminal serialises its handover and its
-//! target, T2–T4). The next admission by the node takes it over, in the
-//! same transaction; an expired one is dropped by whoever admits next. So
-//! the target does not lose the resource to another gateway's request that
-//! arrives between T2 and T4.
+//! into a **reservation** instead: an exclusive occupant that, until its
+//! `reserved_until` time, excludes every admission but its own node's
+//! (that node's terminal serialises its handover and its target, T2–T4)
+//! and the handover target's (`reserved_for`, whose session may be
+//! admitted by another node: a handover across gateways). The first such
+//! admission takes it over, in the same transaction; an expired one is
+//! dropped by whoever admits next. So the target does not lose the
+//! resource to another request that arrives between T2 and T4.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,18 +52,25 @@ pub struct Occupant {
     /// Whether its mode excludes every other session (SPEC TS-9).
     pub exclusive: bool,
     /// Set on a reservation ([`Occupancy::reserve`]): the Unix ms time
-    /// until which it keeps the resource for its node.
+    /// until which it keeps the resource for its node and its target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserved_until: Option<u64>,
+    /// A reservation's handover target (a holder), admitted on any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_for: Option<String>,
 }
 
 impl Occupant {
-    /// Whether it keeps an admission by `node` at `now_ms` out: a
-    /// reservation excludes only the other nodes, and only until its time.
-    fn excludes(&self, node: &str, exclusive: bool, now_ms: u64) -> bool {
+    /// Whether it keeps `who`'s admission out at `now_ms`: a reservation
+    /// excludes all but its node and its target, and only until its time.
+    fn excludes(&self, who: &Occupant, now_ms: u64) -> bool {
         match self.reserved_until {
-            Some(until) => self.node != node && now_ms < until,
-            None => self.exclusive || exclusive,
+            Some(until) => {
+                self.node != who.node
+                    && self.reserved_for.as_deref() != Some(who.holder.as_str())
+                    && now_ms < until
+            }
+            None => self.exclusive || who.exclusive,
         }
     }
 }
@@ -175,7 +183,7 @@ impl<'a, K: Kv + ?Sized> Occupancy<'a, K> {
             let (excluding, others): (Vec<_>, Vec<_>) = occupants
                 .into_iter()
                 .filter(|(s, _)| s != session)
-                .partition(|(_, o)| o.excludes(&who.node, who.exclusive, now_ms));
+                .partition(|(_, o)| o.excludes(who, now_ms));
             if !excluding.is_empty() {
                 return Ok(Err(Busy {
                     occupants: excluding,
@@ -216,15 +224,15 @@ impl<'a, K: Kv + ?Sized> Occupancy<'a, K> {
     }
 
     /// SPEC HO-4 T1 of a handover on `node`: turns `session`'s entry into
-    /// a reservation for `node` until `until_ms` (Unix ms), on `lease`, in
-    /// one write — the resource never looks free to the other nodes in
-    /// between. Nothing is written if the entry is gone (its lease ended).
-    /// The store's revision after it.
+    /// a reservation for `node` and the target `to` until `until_ms` (Unix
+    /// ms), on `lease`, in one write — the resource never looks free to
+    /// anyone else in between. Nothing is written if the entry is gone
+    /// (its lease ended). The store's revision after it.
     pub fn reserve(
         &mut self,
         resource: &str,
         session: &str,
-        node: &str,
+        (node, to): (&str, Option<&str>),
         until_ms: u64,
         lease: Option<i64>,
     ) -> Result<i64> {
@@ -235,6 +243,7 @@ impl<'a, K: Kv + ?Sized> Occupancy<'a, K> {
             holder: String::new(),
             exclusive: true,
             reserved_until: Some(until_ms),
+            reserved_for: to.map(str::to_owned),
         };
         let value =
             serde_json::to_vec(&reservation).map_err(|e| Error::InvalidRequest(e.to_string()))?;

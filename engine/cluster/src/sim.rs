@@ -422,6 +422,7 @@ impl Sim {
             holder: "fay".into(),
             exclusive: true,
             reserved_until: None,
+            reserved_for: None,
         };
         let (up, down) = (
             self.draw(self.model.max_delay_ms + 1),

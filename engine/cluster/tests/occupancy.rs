@@ -23,6 +23,7 @@ fn who(node: &str, holder: &str, exclusive: bool) -> Occupant {
         holder: holder.into(),
         exclusive,
         reserved_until: None,
+        reserved_for: None,
     }
 }
 
@@ -197,7 +198,7 @@ fn reserved() -> (EtcdServer, dtp_cluster::etcd::Etcd, dtp_cluster::etcd::Etcd) 
         .unwrap()
         .unwrap();
     Occupancy::new(&mut a, P)
-        .reserve("r", "src", "node-a", NOW + 500, None)
+        .reserve("r", "src", ("node-a", Some("fay-t")), NOW + 500, None)
         .unwrap();
     (server, a, b)
 }
@@ -247,8 +248,28 @@ fn an_expired_reservation_lets_another_node_in_and_a_gone_entry_is_not_reserved(
     assert_eq!(occupants[0].0, "other");
     // Reserving an entry that is gone writes nothing.
     Occupancy::new(&mut a, P)
-        .reserve("r", "src", "node-a", NOW + 10_000, None)
+        .reserve("r", "src", ("node-a", None), NOW + 10_000, None)
         .unwrap();
     let (_, occupants) = Occupancy::new(&mut b, P).occupants("r").unwrap();
     assert_eq!(occupants.len(), 1, "{occupants:?}");
+}
+
+#[test]
+fn a_reservation_lets_its_target_in_on_another_node() {
+    let (_server, mut a, mut b) = reserved();
+    // A handover across gateways: the target's session is on node-b.
+    Occupancy::new(&mut b, P)
+        .enter("r", "dst", &who("node-b", "fay-t", true), None, NOW + 1)
+        .unwrap()
+        .unwrap();
+    let (_, occupants) = Occupancy::new(&mut a, P).occupants("r").unwrap();
+    assert_eq!(occupants.len(), 1, "{occupants:?}");
+    assert_eq!(occupants[0].0, "dst");
+    // Now the target holds it: node-a is kept out like anyone else.
+    assert!(
+        Occupancy::new(&mut a, P)
+            .enter("r", "again", &who("node-a", "fay-a", true), None, NOW + 2)
+            .unwrap()
+            .is_err()
+    );
 }

@@ -190,7 +190,7 @@ fn a_handover_on_one_node_keeps_the_resource_from_the_others_between_t2_and_t4()
     on_a.grant(&source).unwrap();
     let first = on_a.fencing().unwrap();
     // T1 on A: the source's access is gone, the resource kept for A.
-    on_a.release(&source).unwrap();
+    on_a.release(&source, Some("fay-t")).unwrap();
     let intruder = grant("term", AccessMode::Write, "fay-b");
     assert!(matches!(on_b.grant(&intruder), Err(OsError::Busy(m)) if m.contains("node-a")));
     // T4 on A: the target takes the reservation over.

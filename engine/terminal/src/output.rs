@@ -89,6 +89,9 @@ pub enum Output {
         operation: OsOperation,
         /// What to grant or revoke.
         grant: AccessGrant,
+        /// A release's handover target (SPEC HO-4 T1: the holder the
+        /// resource is kept for; [`crate::OsAccess::release`]).
+        to: Option<Arc<str>>,
     },
 }
 

@@ -254,8 +254,8 @@ impl<A> ClusterAccess<A> {
 }
 
 impl<A> ClusterAccess<A> {
-    /// Takes a revoked session out of the table — gone, or turned into this
-    /// node's reservation `(lease, until)` — trying again while the outcome
+    /// Takes a revoked session out of the table — gone, or turned into a
+    /// reservation — trying again while the outcome
     /// is unknown. If it stays unknown the node fences itself: the entry
     /// may be gone while the terminal, told the revoke failed, restores the
     /// session (HO-5), and another gateway could then admit a second
@@ -263,7 +263,7 @@ impl<A> ClusterAccess<A> {
     fn out_of_table(
         &mut self,
         grant: &AccessGrant,
-        reservation: Option<(i64, u64)>,
+        reservation: Option<Reservation<'_>>,
     ) -> Result<(), OsError> {
         let session = grant.session_id.to_string();
         let shared = self.shared.clone();
@@ -278,10 +278,14 @@ impl<A> ClusterAccess<A> {
             }
             let done = self.etcd().map_err(|e| e.to_string()).and_then(|etcd| {
                 let mut table = Occupancy::new(etcd, prefix);
-                let r = match reservation {
-                    Some((lease, until)) => {
-                        table.reserve(&grant.resource_id, &session, node, until, Some(lease))
-                    }
+                let r = match &reservation {
+                    Some(r) => table.reserve(
+                        &grant.resource_id,
+                        &session,
+                        (node, r.to),
+                        r.until,
+                        Some(r.lease),
+                    ),
                     None => table.leave(&grant.resource_id, &session),
                 };
                 r.map_err(|e| {
@@ -307,6 +311,16 @@ impl<A> ClusterAccess<A> {
         // the lease's end: reconcile (TS-4).
         Err(OsError::Indeterminate(format!("etcd: {e}")))
     }
+}
+
+/// A handover source's entry kept as a reservation (see
+/// [`Occupancy::reserve`]).
+struct Reservation<'a> {
+    lease: i64,
+    /// Unix ms.
+    until: u64,
+    /// The target holder.
+    to: Option<&'a str>,
 }
 
 /// Now, Unix ms (reservations' times; the cluster's clocks are assumed
@@ -349,6 +363,7 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
             holder: grant.holder.to_string(),
             exclusive: dtp_terminal::occupancy::is_exclusive(grant.access_mode),
             reserved_until: None,
+            reserved_for: None,
         };
         let session = grant.session_id.to_string();
         let shared = self.shared.clone();
@@ -386,16 +401,20 @@ impl<A: OsAccess> OsAccess for ClusterAccess<A> {
         self.out_of_table(grant, None)
     }
 
-    /// A handover source's revoke: its entry becomes this node's
-    /// reservation for one lease's life, which the target's grant takes
-    /// over (see [`Occupancy::reserve`]); without a lease, a plain leave.
-    fn release(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
-        self.inner.release(grant)?;
+    /// A handover source's revoke: its entry becomes a reservation for
+    /// this node and the target `to` for one lease's life, which the
+    /// target's grant takes over, here or on another gateway (see
+    /// [`Occupancy::reserve`]); without a lease, a plain leave.
+    fn release(&mut self, grant: &AccessGrant, to: Option<&str>) -> Result<(), OsError> {
+        self.inner.release(grant, to)?;
         let lease = self.shared.lease.load(Ordering::Acquire);
         let until = unix_ms().saturating_add(
             u64::try_from(self.shared.settings.lease_ttl.as_millis()).unwrap_or(u64::MAX),
         );
-        self.out_of_table(grant, (lease != 0).then_some((lease, until)))
+        self.out_of_table(
+            grant,
+            (lease != 0).then_some(Reservation { lease, until, to }),
+        )
     }
 
     fn deferred(&self) -> bool {

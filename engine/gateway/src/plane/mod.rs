@@ -326,7 +326,8 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
                     op,
                     operation,
                     grant,
-                } => self.run_os(op, operation, grant, now),
+                    to,
+                } => self.run_os(op, (operation, to), grant, now),
                 Output::Audit(record) => {
                     if let dtp_terminal::AuditRecord::Handover(h) = &record {
                         self.emit(|| streams::handover_ended(h));
@@ -359,12 +360,12 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
     fn run_os(
         &mut self,
         op: dtp_terminal::OsOpId,
-        operation: dtp_terminal::OsOperation,
+        (operation, to): (dtp_terminal::OsOperation, Option<Arc<str>>),
         grant: dtp_terminal::AccessGrant,
         now: UnixMs,
     ) {
         if let Some(pool) = &mut self.os
-            && pool.submit(op, operation, grant)
+            && pool.submit(op, operation, grant, to)
         {
             PlaneMetrics::bump(&self.metrics.os_operations);
             return;

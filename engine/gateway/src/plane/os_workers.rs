@@ -29,6 +29,8 @@ struct Job {
     op: OsOpId,
     operation: OsOperation,
     grant: AccessGrant,
+    /// A release's handover target.
+    to: Option<Arc<str>>,
 }
 
 /// One operation's answer.
@@ -56,7 +58,7 @@ impl OsPool {
             op: job.op,
             result: job
                 .operation
-                .run(access, &job.grant)
+                .run(access, &job.grant, job.to.as_deref())
                 .map(|()| access.fencing()),
         };
         let state = |_| access.clone();
@@ -70,11 +72,13 @@ impl OsPool {
         op: OsOpId,
         operation: OsOperation,
         grant: AccessGrant,
+        to: Option<Arc<str>>,
     ) -> bool {
         self.0.submit(Job {
             op,
             operation,
             grant,
+            to,
         })
     }
 
@@ -130,12 +134,12 @@ mod tests {
         let mut pool = OsPool::start(1, &gate, Arc::new(WakerSlot::default())).unwrap();
         // One running and OS_QUEUE queued fit; the next is refused at once
         // instead of waiting.
-        assert!(pool.submit(OsOpId(1), OsOperation::Grant, grant()));
-        assert!(pool.submit(OsOpId(2), OsOperation::Revoke, grant()));
+        assert!(pool.submit(OsOpId(1), OsOperation::Grant, grant(), None));
+        assert!(pool.submit(OsOpId(2), OsOperation::Revoke, grant(), None));
         for n in 3..=1 + OS_QUEUE as u64 {
-            assert!(pool.submit(OsOpId(n), OsOperation::Grant, grant()));
+            assert!(pool.submit(OsOpId(n), OsOperation::Grant, grant(), None));
         }
-        assert!(!pool.submit(OsOpId(9_999), OsOperation::Grant, grant()));
+        assert!(!pool.submit(OsOpId(9_999), OsOperation::Grant, grant(), None));
         assert!(pool.finished().is_empty());
         drop(closed);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -152,6 +156,6 @@ mod tests {
         assert_eq!(answers, [(OsOpId(1), true), (OsOpId(2), false)]);
         assert_eq!(done.len(), 1 + OS_QUEUE);
         // Room again.
-        assert!(pool.submit(OsOpId(4), OsOperation::Revoke, grant()));
+        assert!(pool.submit(OsOpId(4), OsOperation::Revoke, grant(), None));
     }
 }

@@ -104,16 +104,18 @@ pub enum OsOperation {
 
 impl OsOperation {
     /// Runs this operation on `access` (a driver answering a deferred
-    /// [`crate::Output::OsAccess`] request, or the terminal itself).
+    /// [`crate::Output::OsAccess`] request, or the terminal itself); `to`
+    /// is a release's handover target.
     pub fn run<A: OsAccess + ?Sized>(
         self,
         access: &mut A,
         grant: &AccessGrant,
+        to: Option<&str>,
     ) -> Result<(), OsError> {
         match self {
             OsOperation::Grant => access.grant(grant),
             OsOperation::Revoke => access.revoke(grant),
-            OsOperation::Release => access.release(grant),
+            OsOperation::Release => access.release(grant, to),
         }
     }
 }
@@ -147,12 +149,15 @@ pub trait OsAccess {
     /// Withdraws what [`OsAccess::grant`] gave for the same `grant`.
     fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError>;
 
-    /// SPEC HO-4 T1: revokes a handover source's access; its target's
-    /// grant (T4) follows on this terminal. A revoke by default. A shared
-    /// occupancy keeps the resource for this node's next admission a
-    /// bounded while, so that between T2 and T4 no other gateway admits a
-    /// controller the target would then lose to.
-    fn release(&mut self, grant: &AccessGrant) -> Result<(), OsError> {
+    /// SPEC HO-4 T1: revokes a handover source's access; the grant of its
+    /// target `to` (a holder; None for the human user) follows, T4 — on
+    /// this terminal, or on another gateway's for a handover across
+    /// gateways. A revoke by default. A shared occupancy keeps the
+    /// resource for this node and the target a bounded while, so that
+    /// between T2 and T4 no one else admits a controller the target would
+    /// then lose to.
+    fn release(&mut self, grant: &AccessGrant, to: Option<&str>) -> Result<(), OsError> {
+        let _ = to;
         self.revoke(grant)
     }
 

@@ -24,6 +24,8 @@
 //! operation is outstanding per session: a session that ends while one is
 //! waits for it before its own revoke.
 
+use std::sync::Arc;
+
 use dtp_codec::{
     AuthOutcome, AuthResult, ControlMessage, ErrorCode, HandoverFailedReason, SessionId,
     SessionState,
@@ -59,11 +61,13 @@ pub(crate) enum Wait {
     },
     /// SPEC TS-12: a terminating session's revoke.
     Terminate { session: SessionId },
-    /// SPEC HO-4 T1: a handover source's revoke. `live` is false once HO-7
-    /// abandoned the step and restored the source.
+    /// SPEC HO-4 T1: a handover source's revoke, the resource kept for
+    /// `to` (the target holder). `live` is false once HO-7 abandoned the
+    /// step and restored the source.
     Release {
         session: SessionId,
         resource: String,
+        to: Option<Arc<str>>,
         live: bool,
     },
     /// SPEC TS-4: granting a restored source again, after its abandoned T1
@@ -147,8 +151,12 @@ impl<A: OsAccess> Terminal<A> {
     /// access, or asked of the driver.
     pub(crate) fn start_op(&mut self, wait: Wait, grant: AccessGrant, now: UnixMs) {
         let operation = operation_of(&wait);
+        let to = match &wait {
+            Wait::Release { to, .. } => to.clone(),
+            _ => None,
+        };
         if !self.access.deferred() {
-            let result = operation.run(&mut self.access, &grant);
+            let result = operation.run(&mut self.access, &grant, to.as_deref());
             let result = result.map(|()| self.access.fencing());
             return self.complete(wait, grant, result, now);
         }
@@ -158,6 +166,7 @@ impl<A: OsAccess> Terminal<A> {
             op,
             operation,
             grant: grant.clone(),
+            to,
         });
         self.ops.insert(op, PendingOp { wait, grant });
     }

@@ -11,6 +11,7 @@
 //! the resource at every step, and none between T2 and T3.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use dtp_codec::{
     AuthOutcome, AuthResult, ControlMessage, ErrorCode, HandoverFailedNotification,
@@ -69,11 +70,15 @@ impl<A: OsAccess> Terminal<A> {
         // `os_ops` (T2 … on success, HO-5's rollback on failure). The
         // handover stays in `evaluations` meanwhile, so the resource keeps
         // counting as handed over (HO-6) and HO-7's deadline still runs.
+        // The resource is kept for the target (its holder id: a Fay's, or
+        // the human user's).
+        let to = Some(Arc::from(ev.request.target_fay_id.as_str()));
         ev.phase = HandoverPhase::Releasing;
         self.evaluations.insert(resource.clone(), ev);
         let wait = Wait::Release {
             session: source,
             resource,
+            to,
             live: true,
         };
         self.start_op(wait, grant, now);

@@ -21,6 +21,7 @@ pub(crate) fn os_requests(out: &[Output]) -> Vec<(OsOpId, OsOperation, AccessGra
                 op,
                 operation,
                 grant,
+                ..
             } => Some((*op, *operation, grant.clone())),
             _ => None,
         })
@@ -45,7 +46,7 @@ impl Harness {
             .into_iter()
             .find(|(id, _, _)| *id == op)
             .unwrap_or_else(|| panic!("{op:?} is not outstanding"));
-        let result = operation.run(self.t.access_mut(), &grant);
+        let result = operation.run(self.t.access_mut(), &grant, None);
         self.t.os_access_done(op, result, self.now).unwrap();
         self.drain()
     }
@@ -194,7 +195,9 @@ fn a_grants_fencing_token_reaches_the_sessions_audit_record() {
     h.send(A, ControlMessage::AuthRequest(req));
     let (op, _) = h.only_op();
     let grant = h.t.pending_os_ops()[0].2.clone();
-    OsOperation::Grant.run(h.t.access_mut(), &grant).unwrap();
+    OsOperation::Grant
+        .run(h.t.access_mut(), &grant, None)
+        .unwrap();
     h.t.os_access_fenced(op, Ok(Some(42)), h.now).unwrap();
     let out = h.drain();
     let id = granted_session(&out, A, first);
