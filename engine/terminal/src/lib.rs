@@ -96,7 +96,8 @@ pub use policy::{
 };
 pub use session::{SessionEvent, TerminationReason, transition};
 pub use terminal::{
-    AdminHandover, HandoverAdmission, HandoverInfo, HandoverPhase, Input, MAX_TARGETS_PER_SOURCE,
-    PolicyAnswerError, ResourceInfo, SessionInfo, Terminal, UnknownOsOp,
+    AdminHandover, HandoverAdmission, HandoverInfo, HandoverPhase, Input, MAX_REMOTE_WAITS,
+    MAX_TARGETS_PER_SOURCE, PolicyAnswerError, REMOTE_SLACK_MS, RemoteAnswer, RemoteHandover,
+    ResourceInfo, SessionInfo, Terminal, UnknownOsOp, UnknownRemote,
 };
 pub use time::{RandomSource, SeededRandom, UnixMs};

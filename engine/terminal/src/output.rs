@@ -93,6 +93,18 @@ pub enum Output {
         /// resource is kept for; [`crate::OsAccess::release`]).
         to: Option<Arc<str>>,
     },
+    /// SPEC HO-1 across gateways: ask the gateway that holds the resource
+    /// to hand it over to a target connected here; its answer comes back
+    /// through [`crate::Terminal::remote_answered`].
+    AskRemote(crate::RemoteHandover),
+    /// SPEC HO-1 across gateways: the answer to another gateway's
+    /// [`crate::Terminal::remote_handover`], for the gateway that asked.
+    AnswerRemote {
+        /// The question's id.
+        id: uuid::Uuid,
+        /// The answer.
+        answer: crate::RemoteAnswer,
+    },
 }
 
 /// SPEC TS-3: one committed session transition, as observers see it.

@@ -41,8 +41,22 @@ impl<A: OsAccess> Terminal<A> {
         now: UnixMs,
         queued: bool,
     ) {
+        self.auth_request(conn, req, now, queued, true);
+    }
+
+    /// As [`Terminal::on_auth_request`]; `ask_remote`: a resource held on
+    /// another gateway may be asked of it (module `remote`) — not for a
+    /// request that already asked.
+    pub(crate) fn auth_request(
+        &mut self,
+        conn: ConnKey,
+        req: AuthRequest,
+        now: UnixMs,
+        queued: bool,
+        ask_remote: bool,
+    ) {
         let request_id = req.request_id;
-        let outcome = match self.authorise(conn, req, now, queued) {
+        let outcome = match self.authorise(conn, req, now, (queued, ask_remote)) {
             Ok(Some(session_id)) => AuthOutcome::Granted { session_id },
             Ok(None) => return,
             Err(r) => AuthOutcome::Refused {
@@ -64,7 +78,7 @@ impl<A: OsAccess> Terminal<A> {
         conn: ConnKey,
         req: AuthRequest,
         now: UnixMs,
-        queued: bool,
+        (queued, ask_remote): (bool, bool),
     ) -> Result<Option<SessionId>, Refusal> {
         let refuse = |code, msg: String| Refusal::new(RequestKind::AuthRequest, None, code, msg);
         let Some(resource) = self.resources.get(req.resource_id.as_str()) else {
@@ -114,6 +128,9 @@ impl<A: OsAccess> Terminal<A> {
             .map_err(|m| refuse(ErrorCode::E_SESSION_LIMIT_EXCEEDED, m))?;
         match self.admit(&req.resource_id, req.access_mode) {
             Ok(()) => {
+                // Kept only where another gateway may be asked (a cluster).
+                let remote = (ask_remote && self.may_ask_remote(&req.resource_id))
+                    .then(|| Box::new(req.clone()));
                 // The request's ids move into the session (no copies).
                 let spec = NewSession {
                     holder: Holder::Fay(self.shared_fay_id(req.fay_id), cred),
@@ -130,6 +147,7 @@ impl<A: OsAccess> Terminal<A> {
                 let purpose = Purpose::Auth {
                     conn,
                     request_id: req.request_id,
+                    remote,
                 };
                 self.create_session(spec, purpose, now)
                     .map(|()| None)
@@ -163,20 +181,31 @@ impl<A: OsAccess> Terminal<A> {
     /// over — when the resource's policy lets AuthRequests start handovers
     /// and one other Fay holds it exclusively, actively, in the same mode.
     fn handover_source(&self, req: &AuthRequest) -> Option<SessionId> {
-        let resource = self.resources.get(req.resource_id.as_str())?;
+        self.handover_source_of(&req.resource_id, req.access_mode, &req.fay_id)
+    }
+
+    /// As [`Terminal::handover_source`], for `fay_id` asking `resource_id`
+    /// in `mode` (here, or on another gateway).
+    pub(crate) fn handover_source_of(
+        &self,
+        resource_id: &str,
+        mode: AccessMode,
+        fay_id: &str,
+    ) -> Option<SessionId> {
+        let resource = self.resources.get(resource_id)?;
         let policy = resource.config().handover_policy.as_ref()?;
         if !self.config.policies.get(policy)?.on_auth_request {
             return None;
         }
         let mut occupants = resource.occupants().iter();
-        let (id, mode) = occupants.next()?;
+        let (id, held) = occupants.next()?;
         let rec = self.sessions.get(id)?;
         let only_one = occupants.next().is_none();
         (only_one
-            && is_exclusive(*mode)
-            && *mode == req.access_mode
+            && is_exclusive(*held)
+            && *held == mode
             && rec.state == SessionState::Active
-            && rec.holder.id() != req.fay_id)
+            && rec.holder.id() != fay_id)
             .then_some(*id)
     }
 

@@ -189,11 +189,11 @@ impl<A: OsAccess> Terminal<A> {
             };
             match req.origin.clone() {
                 Origin::Auth { conn, request } => self.on_auth_request(conn, request, now, true),
-                origin => {
-                    if let (Err(r), Origin::Transfer { conn }) = (self.evaluate(req, now), origin) {
-                        self.refuse(conn, r);
-                    }
-                }
+                origin => match (self.evaluate(req, now), origin) {
+                    (Err(r), Origin::Transfer { conn }) => self.refuse(conn, r),
+                    (Err(r), Origin::Remote { id }) => self.answer_remote(id, r.code, r.message),
+                    _ => {}
+                },
             }
         }
     }

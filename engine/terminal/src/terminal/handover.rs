@@ -36,12 +36,15 @@ pub(crate) enum Origin {
     Transfer { conn: ConnKey },
     /// An administrator or the human user ([`Terminal::admin_handover`]).
     Admin,
+    /// Another gateway's target's AuthRequest (answered through
+    /// [`crate::Output::AnswerRemote`]; module `remote`).
+    Remote { id: Uuid },
 }
 
 impl Origin {
     pub(crate) fn trigger(&self) -> HandoverTrigger {
         match self {
-            Origin::Auth { .. } => HandoverTrigger::AuthRequest,
+            Origin::Auth { .. } | Origin::Remote { .. } => HandoverTrigger::AuthRequest,
             Origin::Transfer { .. } => HandoverTrigger::TransferRequest,
             Origin::Admin => HandoverTrigger::Admin,
         }
@@ -49,7 +52,7 @@ impl Origin {
 
     pub(crate) fn request_kind(&self) -> RequestKind {
         match self {
-            Origin::Auth { .. } => RequestKind::AuthRequest,
+            Origin::Auth { .. } | Origin::Remote { .. } => RequestKind::AuthRequest,
             Origin::Transfer { .. } => RequestKind::SessionTransferRequest,
             Origin::Admin => RequestKind::Admin,
         }

@@ -20,6 +20,7 @@ mod evaluate;
 mod handover;
 mod liveness;
 mod os_ops;
+mod remote;
 mod sequence;
 mod terminate;
 mod timers;
@@ -27,6 +28,7 @@ mod views;
 
 pub use handover::{AdminHandover, HandoverAdmission, HandoverPhase, PolicyAnswerError};
 pub use os_ops::UnknownOsOp;
+pub use remote::{MAX_REMOTE_WAITS, REMOTE_SLACK_MS, RemoteAnswer, RemoteHandover, UnknownRemote};
 pub use views::{HandoverInfo, ResourceInfo, SessionInfo};
 
 use std::cmp::Reverse;
@@ -200,6 +202,9 @@ pub struct Terminal<A: OsAccess> {
     /// SPEC TS-4: OS operations asked of the driver and not yet answered
     /// (at most one per live session).
     pub(crate) ops: BTreeMap<crate::os_access::OsOpId, os_ops::PendingOp>,
+    /// AuthRequests waiting for another gateway's answer (module `remote`),
+    /// at most [`MAX_REMOTE_WAITS`].
+    pub(crate) remote_waits: BTreeMap<uuid::Uuid, remote::RemoteWait>,
     pub(crate) next_op: u64,
     pub(crate) out: VecDeque<Output>,
     pub(crate) next_timer: Option<UnixMs>,
@@ -241,6 +246,7 @@ impl<A: OsAccess> Terminal<A> {
             queues: BTreeMap::new(),
             attempts: BTreeMap::new(),
             ops: BTreeMap::new(),
+            remote_waits: BTreeMap::new(),
             next_op: 1,
             out: VecDeque::new(),
             next_timer: None,

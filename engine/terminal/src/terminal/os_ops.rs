@@ -27,12 +27,12 @@
 use std::sync::Arc;
 
 use dtp_codec::{
-    AuthOutcome, AuthResult, ControlMessage, ErrorCode, HandoverFailedReason, SessionId,
-    SessionState,
+    AuthOutcome, AuthRequest, AuthResult, ControlMessage, ErrorCode, HandoverFailedReason,
+    SessionId, SessionState,
 };
 
 use super::Terminal;
-use super::handover::HandoverPhase;
+use super::handover::{HandoverPhase, Origin};
 use super::terminate::unknown_resource;
 use crate::audit::{AuditRecord, ReconciliationAudit, ReconciliationEvent};
 use crate::occupancy::Reconciliation;
@@ -44,8 +44,14 @@ use crate::time::UnixMs;
 /// Who hears how a new session's grant went.
 #[derive(Clone, Debug)]
 pub(crate) enum Purpose {
-    /// An AuthRequest's sender (TS-6's AuthResult).
-    Auth { conn: ConnKey, request_id: u64 },
+    /// An AuthRequest's sender (TS-6's AuthResult). `remote`: the request,
+    /// kept where a resource held on another gateway may be asked of it
+    /// (module `remote`).
+    Auth {
+        conn: ConnKey,
+        request_id: u64,
+        remote: Option<Box<AuthRequest>>,
+    },
     /// The handover of this resource (HO-4 T4).
     Handover { resource: String },
 }
@@ -287,7 +293,9 @@ impl<A: OsAccess> Terminal<A> {
                     rec.announced = true;
                 }
                 match purpose {
-                    Purpose::Auth { conn, request_id } => {
+                    Purpose::Auth {
+                        conn, request_id, ..
+                    } => {
                         let outcome = AuthOutcome::Granted { session_id: id };
                         self.auth_result(conn, request_id, outcome);
                     }
@@ -306,7 +314,15 @@ impl<A: OsAccess> Terminal<A> {
                     _ => ErrorCode::E_OS_INTEGRATION_FAILED,
                 };
                 match purpose {
-                    Purpose::Auth { conn, request_id } => {
+                    // Held on another gateway: ask it for a handover.
+                    Purpose::Auth {
+                        conn,
+                        remote: Some(req),
+                        ..
+                    } if matches!(e, OsError::Busy(_)) => self.ask_remote(conn, *req, now),
+                    Purpose::Auth {
+                        conn, request_id, ..
+                    } => {
                         let message = e.to_string();
                         self.auth_result(conn, request_id, AuthOutcome::Refused { code, message });
                     }
@@ -345,7 +361,10 @@ impl<A: OsAccess> Terminal<A> {
                 // T2: the source leaves the occupancy and reaches
                 // terminated; the resource has no active session.
                 self.release_records(source, now);
-                self.acquire(ev, now);
+                match ev.request.origin {
+                    Origin::Remote { id } => self.handed_across(ev, id, now),
+                    _ => self.acquire(ev, now),
+                }
             }
             Err(e) => {
                 self.step(source, SessionEvent::HandoverRolledBack, now);
@@ -520,7 +539,7 @@ impl<A: OsAccess> Terminal<A> {
         }
     }
 
-    fn auth_result(&mut self, conn: ConnKey, request_id: u64, outcome: AuthOutcome) {
+    pub(crate) fn auth_result(&mut self, conn: ConnKey, request_id: u64, outcome: AuthOutcome) {
         let msg = ControlMessage::AuthResult(AuthResult {
             request_id,
             outcome,

@@ -195,6 +195,7 @@ impl<A: OsAccess> Terminal<A> {
                 });
                 self.send(Some(*conn), msg);
             }
+            Origin::Remote { id } => self.answer_remote(*id, code, message.clone()),
             Origin::Transfer { conn } if notification.is_none() => {
                 let kind = RequestKind::SessionTransferRequest;
                 let r = Refusal::new(kind, Some(ev.request.source), code, message.clone());
@@ -208,6 +209,15 @@ impl<A: OsAccess> Terminal<A> {
             message,
         };
         self.audit_handover(ev, None, outcome, now);
+    }
+
+    /// SPEC HO-1 across gateways: T2 done for another gateway's target —
+    /// the resource is kept for it (its cluster reservation), and its
+    /// gateway runs T3 … T5. This gateway's part succeeded.
+    pub(crate) fn handed_across(&mut self, ev: Evaluation, id: uuid::Uuid, now: UnixMs) {
+        let answer = crate::RemoteAnswer::Released;
+        self.out.push_back(Output::AnswerRemote { id, answer });
+        self.audit_handover(ev, None, HandoverOutcome::Succeeded, now);
     }
 
     fn audit_handover(

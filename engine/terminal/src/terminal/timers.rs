@@ -71,6 +71,7 @@ impl<A: OsAccess> Terminal<A> {
         for resource in late {
             self.time_out(&resource, now);
         }
+        self.expire_remote_waits(now);
     }
 
     /// The earliest instant a timer is due: the first session entry that
@@ -92,7 +93,8 @@ impl<A: OsAccess> Terminal<A> {
             }
         };
         let handovers = self.evaluations.values().map(|e| e.deadline.plus(1)).min();
-        session.into_iter().chain(handovers).min()
+        let remote = self.next_remote_deadline();
+        session.into_iter().chain(handovers).chain(remote).min()
     }
 
     /// Files session `id` at its next deadline, if it has one: called

@@ -12,6 +12,7 @@ mod liveness;
 mod os_deferred;
 mod prop;
 mod reconcile;
+mod remote;
 mod termination;
 
 use std::collections::BTreeMap;

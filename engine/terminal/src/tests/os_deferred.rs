@@ -75,7 +75,7 @@ impl Harness {
     }
 }
 
-fn granted_session(out: &[Output], conn: ConnKey, request_id: u64) -> SessionId {
+pub(crate) fn granted_session(out: &[Output], conn: ConnKey, request_id: u64) -> SessionId {
     match auth_result(out, conn, request_id) {
         Some(AuthOutcome::Granted { session_id }) => session_id,
         other => panic!("expected a grant, got {other:?}"),
@@ -83,7 +83,7 @@ fn granted_session(out: &[Output], conn: ConnKey, request_id: u64) -> SessionId 
 }
 
 /// fay-a holds `arm` (write) on A, granted through a deferred OS access.
-fn held_deferred() -> (Harness, SessionId) {
+pub(crate) fn held_deferred() -> (Harness, SessionId) {
     let mut h = Harness::deferred();
     let cred = h.cred("fay-a");
     let req = h.auth_request("fay-a", "arm", Write, cred);
