@@ -54,6 +54,10 @@ struct Record {
     /// A `handover` record's outcome.
     #[serde(default)]
     outcome: Option<Outcome>,
+    /// A `handover` record's target session: none for one that succeeded
+    /// with its target on another gateway.
+    #[serde(default)]
+    target_session_id: Option<String>,
 }
 
 /// A handover's outcome (`succeeded`, `failed`).
@@ -70,7 +74,7 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
     let AuditCommand::Check(args) = c;
     let mut spans = Vec::new();
     let mut sessions = 0usize;
-    let (mut handovers, mut handed_over) = (0usize, 0usize);
+    let (mut handovers, mut handed_over, mut across) = (0usize, 0usize, 0usize);
     let mut failed: std::collections::BTreeMap<String, usize> = Default::default();
     for file in &args.files {
         let name = file.display().to_string();
@@ -83,7 +87,10 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
             if r.record == "handover" {
                 handovers += 1;
                 match r.outcome {
-                    Some(o) if o.result == "succeeded" => handed_over += 1,
+                    Some(o) if o.result == "succeeded" => {
+                        handed_over += 1;
+                        across += usize::from(r.target_session_id.is_none());
+                    }
                     Some(Outcome { code: Some(c), .. }) => {
                         let c = c.as_str().map_or_else(|| c.to_string(), str::to_owned);
                         *failed.entry(c).or_default() += 1;
@@ -122,7 +129,7 @@ pub(crate) fn run(c: AuditCommand) -> Result<bool, CliError> {
     );
     let failed: Vec<String> = failed.iter().map(|(c, n)| format!("{c} {n}")).collect();
     println!(
-        "{handovers} handovers recorded, {handed_over} handovers succeeded; failed: {}",
+        "{handovers} handovers recorded, {handed_over} handovers succeeded ({across} to another gateway); failed: {}",
         if failed.is_empty() {
             "none".to_owned()
         } else {

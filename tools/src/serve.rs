@@ -104,13 +104,18 @@ pub(crate) fn run(args: ServeArgs<'_>) -> Result<(), CliError> {
     // verifier (same trust and revocations as CAP's) and admin handle.
     let (control, plane): (Box<dyn GatewayPlane>, Option<PlaneHandle>) = match parts {
         Some(p) => {
-            let (plane, handle) =
+            let (mut plane, handle) =
                 TerminalPlane::new(p.config, p.verifier, p.access).map_err(|e| match e {
                     dtp_gateway::PlaneError::Audit(e) => {
                         CliError::Io(format!("terminal.audit.path: {e}"))
                     }
                     e => CliError::Io(format!("terminal: {e}")),
                 })?;
+            // SPEC HO-1 across gateways: handovers between Fays on
+            // different gateways ask and answer through etcd.
+            if let Some(node) = &node {
+                plane.join_mail(node.mail().map_err(CliError::Io)?);
+            }
             (Box::new(plane), Some(handle))
         }
         None => (Box::new(MinimalControl), None),

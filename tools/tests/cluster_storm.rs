@@ -68,19 +68,7 @@ fn config(setup: &Setup, etcd: &EtcdServer, node: &str) -> PathBuf {
         "script_id = \"requester-wins\" }\nhard_timeout_ms = 500\n",
     );
     assert!(section.contains("hard_timeout_ms"), "{section}");
-    let extra = format!(
-        "{section}\n[terminal.audit]\npath = \"{audit}\"\n\n[cluster]\nnode_id = \"{node}\"\netcd = [\"http://{etcd}\"]\ntimeout_ms = 400\nlease_ttl_secs = 2\n",
-        audit = audit_path(setup, node).display(),
-        etcd = etcd.addr,
-    );
-    let written = setup.config(&extra);
-    let path = setup.dir.join(format!("serve-{node}.toml"));
-    std::fs::rename(written, &path).unwrap();
-    path
-}
-
-fn audit_path(setup: &Setup, node: &str) -> PathBuf {
-    setup.dir.join(format!("audit-{node}.jsonl"))
+    setup.cluster_config((&etcd.addr, node), &section, 400)
 }
 
 /// Every file of `node`'s audit log: the current one and rotated ones.

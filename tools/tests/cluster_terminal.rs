@@ -28,32 +28,10 @@ use dtp_test_kit::Fay;
 use servers::EtcdServer;
 use support::{Serve, Setup, audit_records, dtp, eventually};
 
-/// Gateway `node`'s configuration: the terminal with one resource, its
-/// own audit log, and the cluster's etcd.
+/// Gateway `node`'s configuration: the terminal with one resource.
 fn config(setup: &Setup, etcd: &EtcdServer, node: &str) -> PathBuf {
-    let extra = format!(
-        r#"[terminal.control]
-terminal_id = "t1"
-
-[[terminal.control.resources]]
-resource_id = "arm"
-
-[terminal.audit]
-path = "{audit}"
-
-[cluster]
-node_id = "{node}"
-etcd = ["http://{etcd}"]
-timeout_ms = 500
-lease_ttl_secs = 2
-"#,
-        audit = setup.dir.join(format!("audit-{node}.jsonl")).display(),
-        etcd = etcd.addr,
-    );
-    let written = setup.config(&extra);
-    let path = setup.dir.join(format!("serve-{node}.toml"));
-    std::fs::rename(written, &path).unwrap();
-    path
+    let section = "[terminal.control]\nterminal_id = \"t1\"\n\n[[terminal.control.resources]]\nresource_id = \"arm\"\n";
+    setup.cluster_config((&etcd.addr, node), section, 500)
 }
 
 fn refused(fay: &mut Fay, request: u64) -> ErrorCode {

@@ -89,8 +89,9 @@ pub enum Output {
         operation: OsOperation,
         /// What to grant or revoke.
         grant: AccessGrant,
-        /// A release's handover target (SPEC HO-4 T1: the holder the
-        /// resource is kept for; [`crate::OsAccess::release`]).
+        /// A release's handover target when its grant is another
+        /// gateway's (SPEC HO-4 T1: the holder the resource is kept for;
+        /// [`crate::OsAccess::release`]).
         to: Option<Arc<str>>,
     },
     /// SPEC HO-1 across gateways: ask the gateway that holds the resource

@@ -211,6 +211,10 @@ impl World {
                 Output::OsAccess { .. } | Output::Audit(AuditRecord::Reconciliation(_)) => {
                     self.violation(format!("unexpected output from an inline OS: {o:?}"));
                 }
+                // One gateway, whose OS access is not shared: nobody to ask.
+                Output::AskRemote(_) | Output::AnswerRemote { .. } => {
+                    self.violation(format!("a question to another gateway without one: {o:?}"));
+                }
                 Output::Audit(AuditRecord::SessionTerminated(a)) => {
                     let seen = self.watch.ended.get(&a.session_id).map(|e| e.1);
                     if seen != Some(a.reason) {

@@ -119,6 +119,31 @@ impl Setup {
         path
     }
 
+    /// Gateway `node`'s config for a cluster on the etcd at `etcd`
+    /// (`HOST:PORT`): `section` (the `[terminal]` tables), its own audit
+    /// log ([`Setup::audit`]) and `[cluster]` with `timeout_ms` and a 2 s
+    /// lease.
+    pub(crate) fn cluster_config(
+        &self,
+        (etcd, node): (&str, &str),
+        section: &str,
+        timeout_ms: u32,
+    ) -> PathBuf {
+        let extra = format!(
+            "{section}\n[terminal.audit]\npath = \"{audit}\"\n\n[cluster]\nnode_id = \"{node}\"\netcd = [\"http://{etcd}\"]\ntimeout_ms = {timeout_ms}\nlease_ttl_secs = 2\n",
+            audit = self.audit(node).display(),
+        );
+        let written = self.config(&extra);
+        let path = self.dir.join(format!("serve-{node}.toml"));
+        std::fs::rename(written, &path).unwrap();
+        path
+    }
+
+    /// Gateway `node`'s audit log in a cluster ([`Setup::cluster_config`]).
+    pub(crate) fn audit(&self, node: &str) -> PathBuf {
+        self.dir.join(format!("audit-{node}.jsonl"))
+    }
+
     /// The terminal's Noise public key (for pinning).
     pub(crate) fn terminal_public(&self) -> [u8; 32] {
         let hex = std::fs::read_to_string(self.dir.join("terminal.key.pub")).unwrap();

@@ -45,10 +45,10 @@ pub struct ClusterSettings {
 }
 
 /// What the lease keeper and the workers share.
-struct Shared {
-    settings: ClusterSettings,
+pub(super) struct Shared {
+    pub(super) settings: ClusterSettings,
     /// The live lease's id; 0 while there is none.
-    lease: AtomicI64,
+    pub(super) lease: AtomicI64,
     stop: Mutex<bool>,
     wake: Condvar,
     /// Set once a lease was lost (its occupants freed by etcd).
@@ -78,7 +78,7 @@ impl Shared {
         }
     }
 
-    fn client(&self) -> Result<Etcd, Error> {
+    pub(super) fn client(&self) -> Result<Etcd, Error> {
         let endpoints: Vec<&str> = self.settings.etcd.iter().map(String::as_str).collect();
         Etcd::new(&endpoints, self.settings.http.clone())
     }
@@ -89,7 +89,7 @@ impl Shared {
 /// revokes the lease, freeing this node's occupants at once.
 #[derive(Debug)]
 pub struct ClusterNode {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     keeper: Option<std::thread::JoinHandle<()>>,
 }
 

@@ -71,6 +71,7 @@ mod audit;
 mod audit_log;
 mod clock;
 mod cluster_access;
+mod cluster_mail;
 mod config;
 mod conns;
 mod handle;
@@ -86,6 +87,7 @@ pub use audit::{AUDIT_QUEUE, REOPEN_AFTER_MS};
 pub use audit_log::{AuditLog, open_audit_file};
 pub use clock::{Clock, OffsetClock, OsRandom, SystemClock};
 pub use cluster_access::{ClusterAccess, ClusterNode, ClusterSettings};
+pub use cluster_mail::{ClusterMail, Incoming, MAIL_QUEUE};
 pub use config::{AI_FALLBACK_HUMAN, AuditSection, FsyncPolicy, PlaneConfig, RotationSection};
 pub use handle::{Admission, DEFAULT_ANSWER_TIMEOUT, Ended, PlaneError, PlaneHandle};
 pub use model_http::{post_json, run_model_call};
@@ -155,6 +157,11 @@ pub struct TerminalPlane<A: OsAccess + Clone + Send + 'static> {
     events: Vec<PlaneEvent>,
     events_on: bool,
     metrics: Arc<PlaneMetrics>,
+    /// The other gateways' questions and answers (a cluster's).
+    mail: Option<ClusterMail>,
+    /// Who asked each question being answered here, at most
+    /// [`MAIL_QUEUE`].
+    asked_by: std::collections::HashMap<Uuid, String>,
 }
 
 impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
@@ -223,8 +230,18 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
             events: Vec::new(),
             events_on: false,
             metrics,
+            mail: None,
+            asked_by: std::collections::HashMap::new(),
         };
         Ok((plane, handle))
+    }
+
+    /// SPEC HO-1 across gateways: this gateway's mailbox, for handovers
+    /// whose source and target are on different gateways.
+    pub fn join_mail(&mut self, mail: ClusterMail) {
+        let slot = self.handle.waker.clone();
+        mail.attach_wake(Arc::new(move || slot.wake()));
+        self.mail = Some(mail);
     }
 
     /// The terminal machine (read-only: inputs go through the plane).
@@ -328,6 +345,17 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
                     grant,
                     to,
                 } => self.run_os(op, (operation, to), grant, now),
+                Output::AskRemote(ask) => self.ask_remote(ask, now),
+                Output::AnswerRemote { id, answer } => {
+                    let sent = match (self.asked_by.remove(&id), &self.mail) {
+                        (Some(to), Some(mail)) => mail.answer(to, id, answer),
+                        _ => false,
+                    };
+                    if !sent {
+                        // The asker's AuthRequest times out.
+                        tracing::warn!(%id, "a remote handover's answer could not be sent");
+                    }
+                }
                 Output::Audit(record) => {
                     if let dtp_terminal::AuditRecord::Handover(h) = &record {
                         self.emit(|| streams::handover_ended(h));
@@ -374,6 +402,46 @@ impl<A: OsAccess + Clone + Send + 'static> TerminalPlane<A> {
         let busy = dtp_terminal::OsError::Failed("every OS access worker is busy".into());
         if let Err(e) = self.terminal.os_access_done(op, Err(busy), now) {
             tracing::warn!(op = op.0, error = %e, "OS operation answer refused");
+        }
+    }
+
+    /// SPEC HO-1 across gateways: asks the gateway holding the resource;
+    /// without a mailbox, or with its queue full, the AuthRequest is
+    /// refused at once.
+    fn ask_remote(&mut self, ask: dtp_terminal::RemoteHandover, now: UnixMs) {
+        let id = ask.id;
+        if self.mail.as_ref().is_some_and(|m| m.ask(ask)) {
+            return;
+        }
+        let answer = dtp_terminal::RemoteAnswer::Refused {
+            code: dtp_codec::ErrorCode::E_RESOURCE_BUSY,
+            message: "the resource is held on another gateway, which cannot be asked now".into(),
+        };
+        let _ = self.terminal.remote_answered(id, answer, now);
+    }
+
+    /// The other gateways' messages arrived since the last look.
+    fn mail_in(&mut self, now: UnixMs, out: &mut Decisions) {
+        let Some(mail) = &self.mail else {
+            return;
+        };
+        for message in mail.received() {
+            match message {
+                Incoming::Ask { from, ask } => {
+                    if self.asked_by.len() >= MAIL_QUEUE {
+                        tracing::warn!(from, "too many remote handovers at once: one dropped");
+                        continue;
+                    }
+                    self.asked_by.insert(ask.id, from);
+                    self.terminal.remote_handover(ask, now);
+                }
+                Incoming::Answer { id, answer } => {
+                    if self.terminal.remote_answered(id, answer, now).is_err() {
+                        tracing::info!(%id, "a remote handover's answer came after its wait");
+                    }
+                }
+            }
+            self.pump(now, out);
         }
     }
 
@@ -468,6 +536,7 @@ impl<A: OsAccess + Clone + Send + 'static> ControlPlane<GatewayUp, GatewayDown>
         let t = self.clock.unix_ms(now);
         let more_commands = self.run_commands(t, out);
         self.os_answers(t, out);
+        self.mail_in(t, out);
         // A cluster member that may no longer hold grants ends them all
         // (SPEC HO-4 across gateways), before another gateway can.
         if !self.terminal.access().may_hold() {

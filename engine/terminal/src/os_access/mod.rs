@@ -149,13 +149,12 @@ pub trait OsAccess {
     /// Withdraws what [`OsAccess::grant`] gave for the same `grant`.
     fn revoke(&mut self, grant: &AccessGrant) -> Result<(), OsError>;
 
-    /// SPEC HO-4 T1: revokes a handover source's access; the grant of its
-    /// target `to` (a holder; None for the human user) follows, T4 — on
-    /// this terminal, or on another gateway's for a handover across
-    /// gateways. A revoke by default. A shared occupancy keeps the
-    /// resource for this node and the target a bounded while, so that
-    /// between T2 and T4 no one else admits a controller the target would
-    /// then lose to.
+    /// SPEC HO-4 T1: revokes a handover source's access; its target's
+    /// grant follows, T4 — on this terminal, or, for a handover across
+    /// gateways, on the gateway of the target `to` (a holder id). A revoke
+    /// by default. A shared occupancy keeps the resource for this node (and
+    /// `to`) a bounded while, so that between T2 and T4 no one else admits
+    /// a controller the target would then lose to.
     fn release(&mut self, grant: &AccessGrant, to: Option<&str>) -> Result<(), OsError> {
         let _ = to;
         self.revoke(grant)

@@ -70,9 +70,10 @@ impl<A: OsAccess> Terminal<A> {
         // `os_ops` (T2 … on success, HO-5's rollback on failure). The
         // handover stays in `evaluations` meanwhile, so the resource keeps
         // counting as handed over (HO-6) and HO-7's deadline still runs.
-        // The resource is kept for the target (its holder id: a Fay's, or
-        // the human user's).
-        let to = Some(Arc::from(ev.request.target_fay_id.as_str()));
+        // The resource is kept for this node's T4, and for a target whose
+        // grant is another gateway's (module `remote`).
+        let to = matches!(ev.request.origin, Origin::Remote { .. })
+            .then(|| Arc::from(ev.request.target_fay_id.as_str()));
         ev.phase = HandoverPhase::Releasing;
         self.evaluations.insert(resource.clone(), ev);
         let wait = Wait::Release {

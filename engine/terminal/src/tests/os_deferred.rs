@@ -236,7 +236,7 @@ fn a_grant_busy_on_another_gateway_is_resource_busy() {
 fn a_handover_waits_for_each_os_step_and_never_holds_the_resource_twice() {
     let (mut h, src) = held_deferred();
     let (id, out) = allowed_transfer(&mut h, src);
-    // T0 done, T1's revoke (a release: the target follows) asked for.
+    // T0 done, T1's revoke (a release: the target follows here) asked for.
     let ops = os_requests(&out);
     assert_eq!(ops.len(), 1);
     assert_eq!((ops[0].1, ops[0].2.session_id), (OsOperation::Release, src));
