@@ -16,7 +16,7 @@ use dtp_codec::{
 use dtp_engine::Outbox;
 use dtp_gateway::dtp::{DtpEndpoint, DtpEvent, EndpointHandler, drive_endpoint};
 
-use super::{ControlFlow, ControlFlowConfig, ControlStats, Phase, STALL};
+use super::{BUSY_BACKOFF, ControlFlow, ControlFlowConfig, ControlStats, Phase, STALL};
 use crate::load_dtp::control::ControlSpec;
 
 /// How the scripted terminal answers AuthRequests.
@@ -300,10 +300,17 @@ fn decisions_loop_request_grant_release_and_close_at_the_end() {
 #[test]
 fn refusals_count_by_code_and_the_loop_goes_on() {
     let mut p = Pair::new(ControlMode::Decisions, Answer::Refuse);
+    let start = p.now;
     p.run(1000);
     assert_eq!(p.flow.phase(), Phase::Finished);
     let busy = p.stats.refused[&ErrorCode::E_RESOURCE_BUSY.0];
     assert!(busy > 5);
+    // Each busy refusal is followed by a pause before the next request.
+    let elapsed = p.now.duration_since(start);
+    assert!(
+        BUSY_BACKOFF * u32::try_from(busy - 1).unwrap() <= elapsed,
+        "{busy} refusals in {elapsed:?}"
+    );
     assert_eq!(p.stats.refused_total(), busy);
     assert_eq!(p.releases, 0);
 }
