@@ -3,8 +3,10 @@
 // page of the realtime origin (routed by playwright; it only imports the
 // module) follows stream `demo` over SSE, WebSocket and polling while the
 // driver cuts the network, kicks, forces a gap (a WebSocket event dropped
-// on its way), cuts retention, publishes a 10,000-event burst, has the
-// test restart the gateway and, last, stop it. Every applied event must
+// on its way), cuts retention, publishes a 10,000-event burst while the
+// page's main thread is busy for a while (the WebSocket is closed
+// OVERLOADED with a retry hint and resumes from its cursor; SSE is reset
+// and takes a snapshot), has the test restart the gateway and, last, stop it. Every applied event must
 // follow the one before it or the snapshot before it (no gap, no
 // duplicate); budgets spent end DEGRADED; a token that may not read the
 // stream stops at FORBIDDEN after one attempt.
@@ -22,6 +24,7 @@ const runs = (p) => part === "all" || part === p;
 const DEMO = "dtp-demo-token";
 const OUTSIDER = "outsider-token-0123456789";
 const BURST = 10000;
+const BUSY_MS = 3000;
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const started = Date.now();
@@ -37,14 +40,29 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>client module</title><
 import { createClient } from "/v1/client.js";
 const F = (window.__f = {});
 const C = {};
-window.__login = async (token) => (await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } })).status;
+// A keep-alive socket to a gateway that went away can fail the POST: try again.
+window.__login = async (token) => {
+  for (let i = 0; ; i++) {
+    try {
+      return (await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } })).status;
+    } catch (e) {
+      if (i >= 5) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+};
 window.__metrics = (name) => C[name].metrics();
 window.__follow = (name, transport, stream, token) => {
-  const f = (F[name] = { n: 0, last: null, first: null, bad: [], snapshots: [], statuses: [], controls: [], state: "connecting", failure: null, degraded: null });
+  const f = (F[name] = { n: 0, last: null, first: null, bad: [], snapshots: [], skipped: 0, statuses: [], controls: [], state: "connecting", failure: null, degraded: null,
+    hint: null, overloaded: [] });
   const client = (C[name] = createClient({ transport, headers: () => ({ Authorization: "Bearer " + token }),
     reconnect: { baseMs: 250, maxDelayMs: 2000, maxAttempts: 10 } }));
   client.subscribe(stream, {
-    onSnapshot(state, ctx) { f.last = Number(ctx.sequence); f.snapshots.push(f.last); },
+    onSnapshot(state, ctx) {
+      const s = Number(ctx.sequence);
+      if (f.last !== null && s > f.last) f.skipped += s - f.last; // events the snapshot stands for
+      f.last = s; f.snapshots.push(s);
+    },
     onEvent(event, ctx) {
       const s = Number(ctx.sequence);
       if (f.last !== null && s !== f.last + 1 && f.bad.length < 20) f.bad.push([f.last, s]);
@@ -52,8 +70,13 @@ window.__follow = (name, transport, stream, token) => {
       f.last = s;
       f.n++;
     },
-    onControl(c) { f.controls.push(c.type + ":" + (c.reason ?? c.category ?? "")); },
+    onControl(c) {
+      f.controls.push(c.type + ":" + (c.reason ?? c.category ?? ""));
+      if (c.category === "OVERLOADED") f.hint = c.retryAfterMs ?? null;
+    },
     onStatus(s) {
+      // Each retry after CLOSE OVERLOADED: [its delay, the server's hint].
+      if (s.state === "reconnecting" && s.failure === "RATE_LIMITED" && f.overloaded.length < 1000) f.overloaded.push([s.delayMs, f.hint]);
       if (f.statuses.length < 200) f.statuses.push(s.state + (s.failure ? ":" + s.failure : "") + (s.degraded ? ":" + s.degraded : ""));
       f.state = s.state; f.failure = s.failure ?? null; f.degraded = s.degraded ?? null;
     },
@@ -177,8 +200,15 @@ try {
   if (runs("burst")) {
   // A 10,000-event burst.
   const before = await feeds(page);
+  const start = head;
   const t0 = Date.now();
-  await publish(BURST, 4);
+  // Meanwhile the page is busy for a while (a long task on its main
+  // thread): the browser stops taking the streams' bytes, and the gateway
+  // finds both subscribers past their outbound ceiling.
+  const published = publish(BURST, 8);
+  while (head < start + BURST / 10) await sleep(20);
+  await page.evaluate((ms) => { const end = Date.now() + ms; while (Date.now() < end); }, BUSY_MS);
+  await published;
   times.burstPublishedMs = Date.now() - t0;
   f = await until(page, `a ${BURST}-event burst applied in order`, atHead, 60000);
   times.burstAppliedMs = Date.now() - t0;
@@ -186,10 +216,26 @@ try {
   const metrics = {};
   summary.burst = BURST;
   for (const k of [...LIVE, "poll"]) metrics[k] = await page.evaluate((k) => window.__metrics(k), k);
+  // Every event of the burst applied once, in order: as an event, or
+  // stood for by a snapshot after a reset (SSE told QUEUE_OVERFLOW). The
+  // WebSocket that fell behind is closed OVERLOADED with a retry hint and
+  // resumes from its cursor (the stream keeps 20,000 events): every event
+  // applied as an event, each retry no sooner than its hint.
+  const d = (k, key) => f[k][key] - before[k][key];
   for (const k of LIVE) {
-    check(`${k}: applied the burst (${f?.[k].n - before[k].n} events, the rest by snapshot)`, f && f[k].n - before[k].n + f[k].snapshots.length - before[k].snapshots.length >= 1, f?.[k]);
+    check(`${k}: every burst event applied once, as an event or within a snapshot`, f && d(k, "n") + d(k, "skipped") === BURST,
+      f && { applied: d(k, "n"), skipped: d(k, "skipped") });
+    check(`${k}: never DEGRADED`, metrics[k].degraded === 0 && !f?.[k].statuses.some((s) => s.startsWith("degraded")), metrics[k]);
     check(`${k}: the apply queue stayed within its 256-event ceiling`, metrics[k].queueHighWater <= 256, metrics[k]);
+    check(`${k}: the dedupe window stayed within its 2,048-id ceiling`, metrics[k].dedupeIds >= 1 && metrics[k].dedupeIds <= 2048, metrics[k]);
   }
+  const retries = f?.ws.overloaded.slice(before.ws.overloaded.length) ?? [];
+  check("ws: resumed from its cursor: every burst event applied as an event, no snapshot", f && d("ws", "n") === BURST &&
+    d("ws", "snapshots") === 0, f && { applied: d("ws", "n"), snapshots: f.ws.snapshots });
+  check("ws: each OVERLOADED retry had a hint and waited at least that long", retries.every(([ms, hint]) => hint !== null && ms >= hint), retries);
+  summary.overloaded = { closes: f?.ws.controls.filter((c) => c === "CLOSE:OVERLOADED").length, retries: retries.length,
+    hintsMs: retries.map(([, h]) => h).slice(0, 20) };
+  summary.sseResets = f?.sse.controls.filter((c) => c === "RESET_REQUIRED:QUEUE_OVERFLOW").length;
   summary.heapBytes = await page.evaluate(() => performance.memory?.usedJSHeapSize ?? null);
   f = await until(page, "polling reached the head by snapshot", (f) => f.poll.last === head, 20000);
   check("polling's snapshots never went back", f && f.poll.snapshots.every((x, i, a) => i === 0 || x >= a[i - 1]), f?.poll.snapshots);
