@@ -4,12 +4,12 @@
 //! follows one stream over SSE, WebSocket and polling in Debian's headless
 //! chromium, through a network cut, a kick, a dropped WebSocket event (a
 //! gap), a retention cut (RESET_REQUIRED, then a snapshot), a
-//! 10,000-event burst while the page is busy for 3 s (the WebSocket that
-//! falls behind is closed OVERLOADED with a `retryAfterMs` hint and
-//! resumes from its cursor no sooner; SSE is reset to a snapshot; the
-//! apply queue and dedupe window within their ceilings, read from the
-//! client's `metrics()`), a token that may not read (FORBIDDEN, no retry), a
-//! gateway restart and, last, a gateway gone for good (DEGRADED). Every
+//! 10,000-event burst while the page's main thread is held until half of
+//! it is out (the WebSocket that falls behind is closed OVERLOADED with a
+//! `retryAfterMs` hint and resumes from its cursor no sooner; SSE is reset
+//! to a snapshot; the apply queue and dedupe window stay within their
+//! ceilings, read from the client's `metrics()`), a token that may not
+//! read (FORBIDDEN, no retry), a gateway restart and, last, a gateway gone for good (DEGRADED). Every
 //! applied event follows the one or the snapshot before it: no gap, no
 //! duplicate.
 //!
