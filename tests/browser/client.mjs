@@ -43,18 +43,7 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>client module</title><
 import { createClient } from "/v1/client.js";
 const F = (window.__f = {});
 const C = {};
-// Keep-alive sockets to a gateway that went away can fail the POST (one
-// per pooled socket): try again.
-window.__login = async (token) => {
-  for (let i = 0; ; i++) {
-    try {
-      return (await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } })).status;
-    } catch (e) {
-      if (i >= 20) throw e;
-      await new Promise((r) => setTimeout(r, 150));
-    }
-  }
-};
+window.__login = async (token) => (await fetch("/v1/login", { method: "POST", headers: { Authorization: "Bearer " + token } })).status;
 window.__metrics = (name) => C[name].metrics();
 // A long task that costs no CPU: a synchronous request (nothing else runs
 // meanwhile) that the driver answers when it wants the page back.

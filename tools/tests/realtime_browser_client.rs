@@ -107,10 +107,17 @@ fn start(config: &Path, port: u16) -> Child {
     child
 }
 
-/// Kills `child` and waits for it.
-fn kill(mut child: Child) {
+/// Kills `child`, waits for it, and then for its realtime port to be
+/// free: an io_uring ring (and the listening socket it holds) is torn
+/// down after the process is gone, and a gateway restarted on the port
+/// meanwhile exits with ADDRESS_IN_USE.
+fn kill(mut child: Child, port: u16) {
     let _ = child.kill();
     let _ = child.wait();
+    let end = Instant::now() + Duration::from_secs(10);
+    while TcpListener::bind(("127.0.0.1", port)).is_err() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -153,12 +160,12 @@ fn drive(part: &str) {
         let line = rx.recv_timeout(wait).unwrap_or_default();
         match line.as_str() {
             "RESTART" => {
-                kill(server.take().unwrap());
+                kill(server.take().unwrap(), port);
                 server = Some(start(&config, port));
                 writeln!(stdin, "restarted").unwrap();
             }
             "STOP" => {
-                kill(server.take().unwrap());
+                kill(server.take().unwrap(), port);
                 writeln!(stdin, "stopped").unwrap();
             }
             _ => break line,
@@ -167,7 +174,7 @@ fn drive(part: &str) {
     let _ = node.kill();
     let _ = node.wait();
     if let Some(s) = server {
-        kill(s);
+        kill(s, port);
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!("{summary}");
