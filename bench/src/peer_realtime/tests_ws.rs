@@ -184,7 +184,8 @@ fn subscriptions_are_refused_with_the_reasons_of_ours() {
     assert_eq!(
         ws.recv_msg(),
         ServerMessage::Close {
-            category: CloseCategory::ProtocolMismatch
+            category: CloseCategory::ProtocolMismatch,
+            retry_after_ms: None,
         }
     );
     assert_eq!(close_code(ws.recv()), 1002);
@@ -199,7 +200,8 @@ fn malformed_and_binary_messages_close_the_session() {
     assert_eq!(
         ws.recv_msg(),
         ServerMessage::Close {
-            category: CloseCategory::ProtocolMismatch
+            category: CloseCategory::ProtocolMismatch,
+            retry_after_ms: None,
         }
     );
     assert_eq!(close_code(ws.recv()), 1002);

@@ -299,7 +299,13 @@ impl Session {
 
     /// CLOSE{category}, then the close frame with the category's code.
     async fn close_session(&mut self, category: CloseCategory) -> Flow {
-        if let Flow::Continue = self.send(&ServerMessage::Close { category }).await {
+        if let Flow::Continue = self
+            .send(&ServerMessage::Close {
+                category,
+                retry_after_ms: None,
+            })
+            .await
+        {
             let code = category.close_code().map_or(1000, |c| c.0);
             let _ = self.close_frame(code).await;
         }

@@ -44,6 +44,9 @@
 //!   maxQueuedMessages, maxQueuedBytes}`; all JSON integers.
 //! - Directions follow seed §7.3: HEARTBEAT is client → server only,
 //!   HEARTBEAT_ACK server → client only; CLOSE goes both ways.
+//! - A server's CLOSE may add `retryAfterMs` (ours): its exact not-before
+//!   hint, a JSON integer in `1..=`[`MAX_RETRY_AFTER_MS`]; without it an
+//!   OVERLOADED close is not retried (SPEC RT-7).
 //! - RESET_REQUIRED's `reason` (WebSocket and SSE) is a [`FailureKind`].
 //! - SSE control events ([`SseControl`]): `RESET_REQUIRED{reason}`,
 //!   `GAP{streamEpoch, afterSequence}`, `CLOSE{category}`.
@@ -97,7 +100,8 @@ pub use scalar::{is_valid_rfc3339, parse_canonical_u64};
 /// The JSON types of [`Envelope::payload`], so a user needs no `serde_json` of its own.
 pub use serde_json::{Map, Value};
 pub use server_msg::{
-    EVENT_MESSAGE_END, ServerMessage, write_event_message, write_event_message_head,
+    EVENT_MESSAGE_END, MAX_RETRY_AFTER_MS, ServerMessage, write_event_message,
+    write_event_message_head,
 };
 pub use sse_parse::{SSE_MAX_BUFFER, SseError, SseEvent, SseParser};
 pub use sse_write::{

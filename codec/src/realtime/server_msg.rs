@@ -67,12 +67,24 @@ pub enum ServerMessage {
         /// The nonce of the HEARTBEAT it answers.
         nonce: String,
     },
-    /// `{"type":"CLOSE","category"}`.
+    /// `{"type":"CLOSE","category"}`, or (ours) `{"type":"CLOSE","category",
+    /// "retryAfterMs"}` with the server's exact not-before hint: a JSON
+    /// integer in `1..=`[`MAX_RETRY_AFTER_MS`]. The gateway sends it with
+    /// OVERLOADED when it closes a slow consumer, so that the client may
+    /// retry (SPEC RT-7, RT-10: OVERLOADED is retried only with a hint).
     Close {
         /// Why the server closes.
         category: CloseCategory,
+        /// The least time before the client reconnects, in milliseconds;
+        /// `None`: no hint (the member is absent).
+        retry_after_ms: Option<u32>,
     },
 }
+
+/// The largest CLOSE `retryAfterMs`: SPEC RT-13's largest reconnect delay
+/// (60 s). A client whose own largest delay is lower treats a larger hint
+/// as its budget spent (DEGRADED).
+pub const MAX_RETRY_AFTER_MS: u32 = 60_000;
 
 impl ServerMessage {
     /// Decodes one text message received by a client: guard, `type`,
@@ -146,9 +158,22 @@ impl ServerMessage {
                 })
             }
             _ => {
-                let f = Fields::exact(&map, &["type", "category"])?;
+                let hinted = map.contains_key("retryAfterMs");
+                let keys: &[&'static str] = if hinted {
+                    &["type", "category", "retryAfterMs"]
+                } else {
+                    &["type", "category"]
+                };
+                let f = Fields::exact(&map, keys)?;
+                let retry_after_ms = if hinted {
+                    let ms = f.positive("retryAfterMs", u64::from(MAX_RETRY_AFTER_MS))?;
+                    Some(u32::try_from(ms).map_err(|_| Refusal::InvalidValue("retryAfterMs"))?)
+                } else {
+                    None
+                };
                 Ok(Self::Close {
                     category: f.closed("category")?,
+                    retry_after_ms,
                 })
             }
         }
@@ -204,6 +229,10 @@ impl ServerMessage {
             }
             | Self::Unsubscribed { subscription_id } => check_id("subscriptionId", subscription_id),
             Self::HeartbeatAck { nonce } => check_id("nonce", nonce),
+            Self::Close {
+                retry_after_ms: Some(ms),
+                ..
+            } if *ms == 0 || *ms > MAX_RETRY_AFTER_MS => Err(Refusal::InvalidValue("retryAfterMs")),
             Self::Close { .. } => Ok(()),
         }
     }
@@ -279,9 +308,16 @@ impl ServerMessage {
                 jsonw::next_key(buf, "nonce");
                 jsonw::str(buf, nonce);
             }
-            Self::Close { category } => {
+            Self::Close {
+                category,
+                retry_after_ms,
+            } => {
                 jsonw::next_key(buf, "category");
                 jsonw::str(buf, category.as_str());
+                if let Some(ms) = retry_after_ms {
+                    jsonw::next_key(buf, "retryAfterMs");
+                    jsonw::uint(buf, u64::from(*ms));
+                }
             }
             Self::Event { .. } => {}
         }

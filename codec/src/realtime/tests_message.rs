@@ -119,8 +119,16 @@ fn server_cases() -> Vec<(ServerMessage, String)> {
         (
             ServerMessage::Close {
                 category: CloseCategory::Restart,
+                retry_after_ms: None,
             },
             r#"{"type":"CLOSE","category":"RESTART"}"#.into(),
+        ),
+        (
+            ServerMessage::Close {
+                category: CloseCategory::Overloaded,
+                retry_after_ms: Some(750),
+            },
+            r#"{"type":"CLOSE","category":"OVERLOADED","retryAfterMs":750}"#.into(),
         ),
     ]
 }
@@ -417,4 +425,48 @@ fn encoders_refuse_what_decoders_refuse() {
         limits: ConnectionLimits::RT13,
     };
     assert_eq!(bad.encode(), Err(Refusal::InvalidValue("minIntervalMs")));
+}
+
+#[test]
+fn a_close_hint_is_a_bounded_integer_or_absent() {
+    for (input, want) in [
+        (
+            r#"{"type":"CLOSE","category":"OVERLOADED","retryAfterMs":0}"#,
+            Refusal::InvalidValue("retryAfterMs"),
+        ),
+        (
+            r#"{"type":"CLOSE","category":"OVERLOADED","retryAfterMs":60001}"#,
+            Refusal::InvalidValue("retryAfterMs"),
+        ),
+        (
+            r#"{"type":"CLOSE","category":"OVERLOADED","retryAfterMs":"750"}"#,
+            Refusal::WrongType("retryAfterMs"),
+        ),
+        (
+            r#"{"type":"CLOSE","category":"OVERLOADED","retryAfterMs":1.5}"#,
+            Refusal::WrongType("retryAfterMs"),
+        ),
+        (
+            r#"{"type":"CLOSE","category":"OVERLOADED","retryAfter":750}"#,
+            Refusal::UnknownKey,
+        ),
+    ] {
+        assert_eq!(
+            ServerMessage::decode(input.as_bytes(), &l()),
+            Err(want),
+            "{input}"
+        );
+    }
+    let top = ServerMessage::Close {
+        category: CloseCategory::Overloaded,
+        retry_after_ms: Some(MAX_RETRY_AFTER_MS),
+    };
+    assert_eq!(ServerMessage::decode(&top.encode().unwrap(), &l()), Ok(top));
+    for ms in [0, MAX_RETRY_AFTER_MS + 1] {
+        let bad = ServerMessage::Close {
+            category: CloseCategory::Overloaded,
+            retry_after_ms: Some(ms),
+        };
+        assert_eq!(bad.encode(), Err(Refusal::InvalidValue("retryAfterMs")));
+    }
 }

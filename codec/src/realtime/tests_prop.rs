@@ -167,8 +167,14 @@ fn server_message() -> impl Strategy<Value = ServerMessage> {
         }),
         id().prop_map(|s| ServerMessage::Unsubscribed { subscription_id: s }),
         id().prop_map(|nonce| ServerMessage::HeartbeatAck { nonce }),
-        prop::sample::select(CloseCategory::ALL)
-            .prop_map(|category| ServerMessage::Close { category }),
+        (
+            prop::sample::select(CloseCategory::ALL),
+            prop::option::of(1..=MAX_RETRY_AFTER_MS)
+        )
+            .prop_map(|(category, retry_after_ms)| ServerMessage::Close {
+                category,
+                retry_after_ms
+            }),
     ]
 }
 

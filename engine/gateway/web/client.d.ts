@@ -36,7 +36,12 @@ export interface Status {
 export type Control =
   | { readonly type: "RESET_REQUIRED"; readonly reason: FailureKind }
   | { readonly type: "GAP" }
-  | { readonly type: "CLOSE"; readonly category: CloseCategory };
+  /**
+   * `retryAfterMs`: the server's exact not-before hint (1 to 60 000 ms, `realtime.v1` only), e.g. on the
+   * OVERLOADED that ends a connection that fell behind: the client reconnects no sooner, within its budgets,
+   * and resumes from its last committed cursor (or a snapshot). OVERLOADED without it is not retried (DEGRADED).
+   */
+  | { readonly type: "CLOSE"; readonly category: CloseCategory; readonly retryAfterMs?: number };
 
 /** What a handler learns about an event or snapshot besides its content. */
 export interface EventContext {
@@ -157,6 +162,8 @@ export interface Metrics {
   /** Time since the oldest open connection last showed life (a byte, a HEARTBEAT_ACK); null with none open. */
   readonly heartbeatAgeMs: number | null;
   readonly queueHighWater: number;
+  /** The most event ids one subscription's dedupe window holds now (at most 2,048, SPEC RT-13). */
+  readonly dedupeIds: number;
   /** The longest time from an event's arrival to its commit (its effect included). */
   readonly applyLagMaxMs: number;
 }
@@ -256,6 +263,8 @@ export const FAILURE_KINDS: readonly FailureKind[];
 export const CLOSE_CATEGORIES: readonly CloseCategory[];
 export const ENVELOPE_PROTOCOL: "REALTIME_EVENT_V1";
 export const SUBPROTOCOL: "realtime.v1";
+/** The largest CLOSE `retryAfterMs` a server may send (60 000: SPEC RT-13's largest reconnect delay). */
+export const MAX_RETRY_AFTER_MS: number;
 export const RECONNECT_DEFAULTS: Readonly<Required<ReconnectPolicy>>;
 export const Retry: Readonly<{ NETWORK: "NETWORK"; THROTTLED: "THROTTLED"; NO_RETRY: "NO_RETRY" }>;
 export const CATEGORY_FAILURE: Readonly<Record<CloseCategory, FailureKind>>;

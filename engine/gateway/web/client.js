@@ -19,7 +19,9 @@
 // effect. Duplicates and stale events are dropped; a gap, a conflict, a
 // RESET_REQUIRED or an unknown epoch recover from a snapshot and its
 // checkpoint. Reconnects use full jitter within 10 attempts or 5 minutes,
-// never sooner than the server's hint, then DEGRADED; FORBIDDEN,
+// never sooner than the server's hint, then DEGRADED; an OVERLOADED close
+// (a WebSocket that fell behind) is retried only with its `retryAfterMs`
+// hint, resuming from the last committed cursor; FORBIDDEN,
 // PROTOCOL_MISMATCH and malformed streams are never retried. Polling is a
 // lease: conditional GETs at least 5 s apart, one in flight, at most 120
 // or 30 minutes. Hidden pages stop polling and, after a grace period,
@@ -32,7 +34,7 @@ import { RealtimeClient } from "./client/runtime.js";
 
 export { JSON_CEILINGS, SNAPSHOT_CEILINGS, jsonLimits, decodeJson, parseStrict } from "./client/json.js";
 export {
-  FAILURE_KINDS, CLOSE_CATEGORIES, ENVELOPE_PROTOCOL, SUBPROTOCOL, envelope as decodeEnvelopeValue, checkpoint as decodeCheckpointValue,
+  FAILURE_KINDS, CLOSE_CATEGORIES, ENVELOPE_PROTOCOL, SUBPROTOCOL, MAX_RETRY_AFTER_MS, envelope as decodeEnvelopeValue, checkpoint as decodeCheckpointValue,
   snapshot as decodeSnapshotValue, serverMessage as decodeServerMessageValue, sseControl as decodeSseControlValue, isId, isToken,
   parseSequence, isRfc3339,
 } from "./client/schema.js";

@@ -201,6 +201,10 @@ const DOCS: &[(&str, &str)] = &[
         "The least SSE `retry:` hint sent on connect (ms); each stream's hint is spread over [this, twice this), so that browsers reconnecting after a restart do not all come back at once.",
     ),
     (
+        "realtime.limits.overload_retry_ms",
+        "The least `retryAfterMs` hint of the CLOSE OVERLOADED that ends a WebSocket session past its outbound ceiling (ms, at most 30 000); each close's hint is spread over [this, twice this). Clients retry no sooner, within their budgets (RT-7).",
+    ),
+    (
         "realtime.limits.idle_timeout_ms",
         "How long an idle keep-alive HTTP connection is kept (ms).",
     ),

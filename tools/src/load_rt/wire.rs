@@ -219,7 +219,7 @@ impl Subs {
                     }
                     self.local.resets += 1;
                 }
-                Ok(ServerMessage::Close { category }) => s.ending.class = close_class(category),
+                Ok(ServerMessage::Close { category, .. }) => s.ending.class = close_class(category),
                 Ok(_) => {}
                 Err(_) => self.local.conflicts += 1,
             }

@@ -362,6 +362,12 @@ fn render_realtime(out: &mut String, m: &crate::realtime::FrontMetrics) {
             r(&m.queue_overflows),
         ),
         (
+            "dtp_realtime_overload_hints_total",
+            "counter",
+            "WebSocket sessions of those closed CLOSE OVERLOADED with a retryAfterMs hint.",
+            r(&m.overload_hints),
+        ),
+        (
             "dtp_realtime_resets_total",
             "counter",
             "Resumes answered RESET_REQUIRED.",

@@ -33,6 +33,10 @@ impl RtClient {
     }
 }
 
+/// The largest [`RtLimits::overload_retry`]: its hints, spread up to twice
+/// it, stay below SPEC RT-13's 60 s largest reconnect delay.
+pub const MAX_OVERLOAD_RETRY: Duration = Duration::from_secs(30);
+
 /// Ceilings of the realtime front end. Defaults are the ceilings of SPEC
 /// RT-13; a deployment may lower them, never raise them
 /// ([`RtLimits::validate`]).
@@ -52,6 +56,12 @@ pub struct RtLimits {
     /// The least SSE `retry:` hint sent on connect: each stream's is spread
     /// over `[sse_retry, 2 × sse_retry)` (SPEC RT-7).
     pub sse_retry: Duration,
+    /// The least `retryAfterMs` of a CLOSE OVERLOADED that ends a lagging
+    /// WebSocket session: each close's hint is spread over
+    /// `[overload_retry, 2 × overload_retry)` (SPEC RT-7: OVERLOADED is
+    /// retried only with a server hint; RT-10). At most 30 s, so that no
+    /// hint passes RT-13's 60 s largest reconnect delay.
+    pub overload_retry: Duration,
     /// WebSocket: the client's heartbeat interval bounds, announced in
     /// WELCOME; a connection silent for twice the maximum is closed.
     pub ws_heartbeat_min: Duration,
@@ -79,6 +89,7 @@ impl Default for RtLimits {
             max_subscriptions: 32,
             sse_heartbeat: Duration::from_secs(15),
             sse_retry: Duration::from_secs(2),
+            overload_retry: Duration::from_secs(1),
             ws_heartbeat_min: Duration::from_secs(10),
             ws_heartbeat_max: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
@@ -109,6 +120,9 @@ impl RtLimits {
         }
         if self.poll_interval < ceiling.poll_interval {
             return Err("poll_interval may not be below 5 s (SPEC RT-11)".into());
+        }
+        if self.overload_retry.is_zero() || self.overload_retry > MAX_OVERLOAD_RETRY {
+            return Err("overload_retry must be 1 ms ..= 30 s (SPEC RT-13)".into());
         }
         if self.ws_heartbeat_min > self.ws_heartbeat_max || self.ws_heartbeat_min.is_zero() {
             return Err("ws heartbeat bounds must be 0 < min <= max".into());
@@ -268,5 +282,23 @@ mod tests {
         assert_eq!(c.client("second-token"), Some(1));
         assert_eq!(c.client("second-tokem"), None);
         assert_eq!(c.client(""), None);
+    }
+
+    /// SPEC RT-7, RT-13: an OVERLOADED hint base of 1 ms ..= 30 s, so that
+    /// no spread hint passes the 60 s largest reconnect delay.
+    #[test]
+    fn the_overload_hint_is_bounded() {
+        let with = |ms| RtLimits {
+            overload_retry: Duration::from_millis(ms),
+            ..RtLimits::default()
+        };
+        assert_eq!(with(1).validate(), Ok(()));
+        assert_eq!(with(30_000).validate(), Ok(()));
+        assert!(with(0).validate().is_err());
+        assert!(with(30_001).validate().is_err());
+        assert!(
+            2 * MAX_OVERLOAD_RETRY.as_millis()
+                <= u128::from(dtp_codec::realtime::MAX_RETRY_AFTER_MS)
+        );
     }
 }

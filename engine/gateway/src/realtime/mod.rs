@@ -13,7 +13,7 @@ mod push;
 mod state;
 
 pub use cluster::{ClusterError, ClusterSettings, derived_epoch, jetstream_name, subject};
-pub use config::{ECHO_MAX_MESSAGE, RtClient, RtConfig, RtLimits};
+pub use config::{ECHO_MAX_MESSAGE, MAX_OVERLOAD_RETRY, RtClient, RtConfig, RtLimits};
 pub use dtp_realtime::time::{format_rfc3339, format_timestamp as format_rfc3339_ms};
 pub use front::{FrontMetrics, RealtimeFront, RtConn};
 pub use login::{LOGIN_LIFETIME, LoginKey};

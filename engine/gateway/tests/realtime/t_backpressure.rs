@@ -150,7 +150,14 @@ fn a_slow_websocket_subscriber_gets_close_overloaded_and_nothing_skipped() {
             next += 1;
         };
         assert!(next > 1 && next <= n, "{next} of {n}");
-        assert_eq!(close, json!({"type":"CLOSE","category":"OVERLOADED"}));
+        // SPEC RT-7: the exact retry hint, spread over [1 s, 2 s) by default.
+        let hint = close["retryAfterMs"].as_u64().unwrap_or(0);
+        assert!((1000..2000).contains(&hint), "{close}");
+        assert_eq!(
+            close,
+            json!({"type":"CLOSE","category":"OVERLOADED","retryAfterMs":hint})
+        );
+        assert_eq!(srv.metrics.overload_hints.load(Relaxed), 1);
         slow.expect_close_frame(1013);
     }
 }

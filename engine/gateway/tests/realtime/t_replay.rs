@@ -143,7 +143,12 @@ fn a_resumer_that_never_reads_holds_one_ceiling_and_is_ended() {
             assert_eq!(v["envelope"]["sequence"], next.to_string());
             next += 1;
         };
-        assert_eq!(close, json!({"type":"CLOSE","category":"OVERLOADED"}));
+        let hint = close["retryAfterMs"].as_u64().unwrap_or(0);
+        assert!((1000..2000).contains(&hint), "{close}");
+        assert_eq!(
+            close,
+            json!({"type":"CLOSE","category":"OVERLOADED","retryAfterMs":hint})
+        );
         eventually("the slow subscriptions forgotten", || {
             srv.metrics.subscriptions.load(Relaxed) == 0
         });

@@ -156,7 +156,9 @@ async function sseItem(rt, sub, gen, item, limits) {
 
 /**
  * One `realtime.v1` WebSocket for the subscriptions of channel `ch` (SPEC
- * RT-9). Resolves when it closed, to `{ failure, hintMs }`.
+ * RT-9). Resolves when it closed, to `{ failure, hintMs }`: `hintMs` is
+ * the server's CLOSE `retryAfterMs`, the only hint that lets an
+ * OVERLOADED close be retried (SPEC RT-7; without it, DEGRADED).
  */
 export function runWs(rt, ch, signal) {
   const env = rt.env;
@@ -173,12 +175,12 @@ export function runWs(rt, ch, signal) {
     // The open deadline: WELCOME must come within connectTimeoutMs.
     s.deadline = env.setTimeout(() => s.welcome === null && s.finish("CONNECT_TIMEOUT"), rt.connectTimeoutMs);
     let settled = false;
-    const finish = (failure) => {
+    const finish = (failure, hintMs = null) => {
       if (settled) return;
       settled = true;
       s.done = true;
       s.stop();
-      resolve({ failure, hintMs: null });
+      resolve({ failure, hintMs });
     };
     s.finish = (failure) => {
       s.ending ??= failure;
@@ -202,8 +204,9 @@ export function runWs(rt, ch, signal) {
       }
     };
     ws.onclose = (e) => {
+      if (s.category === null) s.lastWord();
       const category = s.category ?? closeCategory(e.code);
-      finish(s.ending ?? CATEGORY_FAILURE[category]);
+      finish(s.ending ?? CATEGORY_FAILURE[category], s.ending ? null : s.retryAfterMs);
     };
     ws.onerror = () => {};
   });
@@ -216,6 +219,7 @@ class WsSession {
     this.ws = ws;
     this.welcome = null;
     this.category = null;
+    this.retryAfterMs = null; // the CLOSE's not-before hint, if it gave one
     this.ending = null;
     this.done = false; // closed: nothing more is sent or applied
     this.subs = new Map(); // subscriptionId -> sub
@@ -292,9 +296,7 @@ class WsSession {
       case "WELCOME":
         return this.welcomed(msg);
       case "CLOSE":
-        this.category = msg.category;
-        for (const sub of this.ch.subs) rt.control(sub, { type: "CLOSE", category: msg.category });
-        return undefined;
+        return this.closing(msg);
       case "HEARTBEAT_ACK":
         if (msg.nonce !== this.nonce) return this.finish("PROTOCOL_MISMATCH");
         this.nonce = null;
@@ -317,6 +319,29 @@ class WsSession {
     if (act?.close) return this.finish(act.close);
     if (act?.resync) await this.recover(sub, msg.subscriptionId, act.resync);
     return undefined;
+  }
+
+  /** The server's CLOSE: its category and hint decide what the socket's end means. */
+  closing(msg) {
+    this.category = msg.category;
+    this.retryAfterMs = msg.retryAfterMs ?? null;
+    const control = { type: "CLOSE", category: msg.category };
+    if (this.retryAfterMs !== null) control.retryAfterMs = this.retryAfterMs;
+    for (const sub of this.ch.subs) this.rt.control(sub, control);
+  }
+
+  /**
+   * The socket closed while events still wait in the apply queue: the
+   * server's CLOSE, always its last message, may be among them, and its
+   * category and hint are read now (the events behind it are dropped with
+   * the generation; the next connection resumes from the last commit).
+   */
+  lastWord() {
+    const last = this.queue.items.at(-1)?.item;
+    if (!last || this.welcome === null || this.done) return;
+    const j = decodeJson(last.text, jsonLimits({ ...this.rt.options.limits, maxBytes: this.welcome.limits.maxMessageBytes }));
+    const m = j.ok ? serverMessage(j.value) : j;
+    if (m.ok && m.value.type === "CLOSE") this.closing(m.value);
   }
 
   welcomed(msg) {

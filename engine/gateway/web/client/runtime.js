@@ -104,6 +104,8 @@ export class RealtimeClient {
   metrics() {
     let high = 0;
     for (const s of this.sessions) high = Math.max(high, s.queue.highWater);
+    let ids = 0;
+    for (const sub of this.subs) ids = Math.max(ids, sub.feed.table.window.size);
     const now = this.env.now();
     let active = 0;
     let age = null;
@@ -113,7 +115,7 @@ export class RealtimeClient {
       age = Math.max(age ?? 0, now - ch.alive);
     }
     return { ...this.counters, subscriptions: this.subs.size, activeConnections: active, heartbeatAgeMs: age,
-      queueHighWater: high, applyLagMaxMs: this.applyLagMaxMs };
+      queueHighWater: high, dedupeIds: ids, applyLagMaxMs: this.applyLagMaxMs };
   }
 
   close() {

@@ -127,11 +127,14 @@ const oneOf = (list) => (s) => typeof s === "string" && list.includes(s);
 const isFailure = oneOf(FAILURE_KINDS);
 const isCategory = oneOf(CLOSE_CATEGORIES);
 const ms = (n) => Number.isSafeInteger(n) && n >= 1 && n <= 3_600_000;
+/** The largest CLOSE `retryAfterMs` (SPEC RT-13's largest reconnect delay, 60 s). */
+export const MAX_RETRY_AFTER_MS = 60_000;
+const retryAfter = (n) => Number.isSafeInteger(n) && n >= 1 && n <= MAX_RETRY_AFTER_MS;
 const u32 = (n) => Number.isSafeInteger(n) && n >= 1 && n <= 0xffffffff;
 
 /**
  * A `realtime.v1` message from the server (SPEC RT-9): `type`, then the
- * exact key set of that type, then each member. A client-only type
+ * exact key set of that type (CLOSE may add `retryAfterMs`), then each member. A client-only type
  * (SUBSCRIBE, UNSUBSCRIBE, HEARTBEAT) or an unknown one is PROTOCOL_MISMATCH.
  */
 export function serverMessage(v) {
@@ -139,7 +142,8 @@ export function serverMessage(v) {
   const shape = SERVER_MESSAGES[v.type];
   if (!shape) return MISMATCH;
   if (v.type === "WELCOME" && Object.hasOwn(v, "protocol") && v.protocol !== SUBPROTOCOL) return MISMATCH;
-  if (!exact(v, ["type", ...shape.keys])) return MALFORMED;
+  const optional = (shape.optional ?? []).filter((k) => Object.hasOwn(v, k));
+  if (!exact(v, ["type", ...shape.keys, ...optional])) return MALFORMED;
   return shape.check(v);
 }
 
@@ -179,7 +183,13 @@ const SERVER_MESSAGES = {
   },
   UNSUBSCRIBED: { keys: ["subscriptionId"], check: (v) => (isId(v.subscriptionId) ? ok(v) : MALFORMED) },
   HEARTBEAT_ACK: { keys: ["nonce"], check: (v) => (isId(v.nonce) ? ok(v) : MALFORMED) },
-  CLOSE: { keys: ["category"], check: (v) => (isCategory(v.category) ? ok(v) : MALFORMED) },
+  // (ours) `retryAfterMs`: the server's exact not-before hint, 1..60,000 ms;
+  // an OVERLOADED close is retried only with it (SPEC RT-7).
+  CLOSE: {
+    keys: ["category"],
+    optional: ["retryAfterMs"],
+    check: (v) => (isCategory(v.category) && (!Object.hasOwn(v, "retryAfterMs") || retryAfter(v.retryAfterMs)) ? ok(v) : MALFORMED),
+  },
 };
 
 /**

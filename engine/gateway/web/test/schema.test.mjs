@@ -37,6 +37,14 @@ test("server messages: closed types and key sets, direction enforced", () => {
   assert.equal(serverMessage({ type: "RESET_REQUIRED", subscriptionId: "s1", reason: "CURSOR_EXPIRED" }).ok, true);
   assert.equal(serverMessage({ type: "RESET_REQUIRED", subscriptionId: "s1", reason: "because" }).failure, "MALFORMED_EVENT");
   assert.equal(serverMessage({ type: "CLOSE", category: "RESTART" }).ok, true);
+  // (ours) an exact retry hint on CLOSE: an integer of 1..60,000 ms, or absent.
+  assert.equal(serverMessage({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 750 }).value.retryAfterMs, 750);
+  assert.equal(serverMessage({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 60000 }).ok, true);
+  for (const bad of [0, 60001, 1.5, "750", null, -1]) {
+    assert.equal(serverMessage({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: bad }).failure, "MALFORMED_EVENT", String(bad));
+  }
+  assert.equal(serverMessage({ type: "CLOSE", category: "OVERLOADED", retryAfter: 750 }).failure, "MALFORMED_EVENT");
+  assert.equal(serverMessage({ type: "HEARTBEAT_ACK", nonce: "n", retryAfterMs: 750 }).failure, "MALFORMED_EVENT");
   const sub = serverMessage({ type: "SUBSCRIBED", subscriptionId: "s1", streamEpoch: "e1", acceptedCursor: null, nextExpectedSequence: "5" });
   assert.equal(sub.value.next, 5n);
 });

@@ -217,3 +217,132 @@ test("an apply queue past its ceiling closes the connection and recovers from a 
   assert.equal(made.length, 2, "reconnected");
   assert.equal(snaps, 2, "from a new snapshot");
 });
+
+/** A client on `setup`'s stand-ins, its WebSocket open and subscribed at 5 (events 6 and 7 applied). */
+async function following(policy) {
+  const t = virtualTime();
+  const { FakeWs, made } = fakeSockets();
+  const asked = [];
+  const fetch = async (url) => {
+    asked.push(url);
+    return answer(200, { body: JSON.stringify(snap("5")) });
+  };
+  const statuses = [];
+  const controls = [];
+  const c = createClient({
+    transport: "ws", baseUrl: "https://h", reconnect: policy,
+    env: { fetch, WebSocket: FakeWs, now: t.now, random: () => 0, setTimeout: t.setTimeout, clearTimeout: t.clearTimeout,
+      document: null, window: null, navigator: null, location: null },
+  });
+  c.on("status", (s) => statuses.push(s));
+  c.on("control", (k) => controls.push(k));
+  const applied = [];
+  const gate = { hold: null }; // a promise the effect waits for, if set
+  c.subscribe("demo", { onEvent: async (e, ctx) => { applied.push(ctx.sequence); await gate.hold; } });
+  await t.advance(0);
+  made[0].deliver(WELCOME);
+  await t.advance(0);
+  made[0].deliver({ type: "SUBSCRIBED", subscriptionId: "s1", streamEpoch: "e1", acceptedCursor: "c1.5", nextExpectedSequence: "6" });
+  made[0].deliver(event("s1", 6));
+  made[0].deliver(event("s1", 7));
+  await t.advance(0);
+  assert.deepEqual(applied, ["6", "7"]);
+  return { t, made, c, statuses, controls, applied, gate, snaps: () => asked.length };
+}
+
+test("CLOSE OVERLOADED with a hint: retried no sooner than the hint, resumed from the last commit, no gap, no duplicate", async () => {
+  const { t, made, c, statuses, controls, applied, snaps } = await following();
+  made[0].deliver({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 1500 });
+  made[0].drop(1013);
+  await t.advance(0);
+  assert.deepEqual(controls.at(-1), { stream: "demo", type: "CLOSE", category: "OVERLOADED", retryAfterMs: 1500 });
+  const r = statuses.at(-1);
+  assert.deepEqual([r.state, r.failure, r.delayMs], ["reconnecting", "RATE_LIMITED", 1500], "random 0: the hint is the delay");
+  await t.advance(1499);
+  assert.equal(made.length, 1, "not before the hint");
+  await t.advance(1);
+  assert.equal(made.length, 2, "reconnected at the hint");
+  made[1].deliver(WELCOME);
+  await t.advance(0);
+  assert.equal(snaps(), 1, "no snapshot: the cursor resumes");
+  assert.deepEqual(made[1].sent[0], { type: "SUBSCRIBE", subscriptionId: "s1", streamId: "demo", cursor: "c1.7", scopeBinding: "scope-1" });
+  made[1].deliver({ type: "SUBSCRIBED", subscriptionId: "s1", streamEpoch: "e1", acceptedCursor: "c1.7", nextExpectedSequence: "8" });
+  for (const s of [7, 8, 9]) made[1].deliver(event("s1", s));
+  await t.advance(0);
+  assert.deepEqual(applied, ["6", "7", "8", "9"]);
+  assert.equal(c.metrics().duplicate + c.metrics().stale, 1, "the replayed 7 was dropped");
+  assert.equal(c.metrics().dedupeIds, 4, "6 to 9 in the dedupe window");
+  assert.equal(statuses.at(-1).state, "open");
+  assert.equal(c.metrics().degraded, 0);
+});
+
+test("CLOSE OVERLOADED with a hint whose cursor is gone: a snapshot, then the events after it", async () => {
+  const { t, made, applied, snaps } = await following();
+  made[0].deliver({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 500 });
+  made[0].drop(1013);
+  await t.advance(500);
+  made[1].deliver(WELCOME);
+  await t.advance(0);
+  made[1].deliver({ type: "RESET_REQUIRED", subscriptionId: "s1", reason: "CURSOR_EXPIRED" });
+  await t.advance(0);
+  assert.equal(snaps(), 2, "recovered from a snapshot");
+  const again = made[1].sent.at(-1);
+  assert.deepEqual([again.type, again.cursor], ["SUBSCRIBE", "c1.5"]);
+  made[1].deliver({ type: "SUBSCRIBED", subscriptionId: again.subscriptionId, streamEpoch: "e1", acceptedCursor: "c1.5", nextExpectedSequence: "6" });
+  await t.advance(0);
+  assert.deepEqual(applied, ["6", "7"], "nothing applied twice");
+});
+
+test("the CLOSE still waiting behind events when the socket closes gives its hint; the events behind the commit are not applied", async () => {
+  const { t, made, statuses, applied, gate } = await following();
+  let release;
+  gate.hold = new Promise((r) => { release = r; });
+  made[0].deliver(event("s1", 8));
+  await t.advance(0); // 8's effect is under way
+  for (const s of [9, 10]) made[0].deliver(event("s1", s));
+  made[0].deliver({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 800 });
+  made[0].drop(1013);
+  await t.advance(0);
+  const r = statuses.at(-1);
+  assert.deepEqual([r.state, r.failure, r.delayMs], ["reconnecting", "RATE_LIMITED", 800]);
+  release();
+  await t.advance(800);
+  assert.deepEqual(applied, ["6", "7", "8"], "9 and 10 were dropped with the generation");
+  assert.equal(made.length, 2);
+  made[1].deliver(WELCOME);
+  await t.advance(0);
+  assert.equal(made[1].sent[0].cursor, "c1.8", "resumed after 8, the last commit");
+});
+
+test("CLOSE OVERLOADED without a hint is terminal: DEGRADED, no reconnect", async () => {
+  const { t, made, c, statuses } = await following();
+  made[0].deliver({ type: "CLOSE", category: "OVERLOADED" });
+  made[0].drop(1013);
+  await t.advance(600_000);
+  assert.equal(made.length, 1);
+  const r = statuses.at(-1);
+  assert.deepEqual([r.state, r.failure, r.degraded], ["degraded", "RATE_LIMITED", "HINT_MISSING"]);
+  assert.equal(c.metrics().degraded, 1);
+});
+
+test("OVERLOADED hints stay within the reconnect budgets", async () => {
+  // A hint above the largest delay is the budget spent.
+  const above = await following({ maxDelayMs: 1000 });
+  above.made[0].deliver({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 1001 });
+  above.made[0].drop(1013);
+  await above.t.advance(600_000);
+  assert.equal(above.made.length, 1);
+  assert.deepEqual([above.statuses.at(-1).state, above.statuses.at(-1).degraded], ["degraded", "HINT_ABOVE_MAX_DELAY"]);
+  // Closed again and again before any event applies: at most maxAttempts retries.
+  const { t, made, statuses } = await following({ maxAttempts: 3 });
+  for (let i = 0; i < 10 && statuses.at(-1).state !== "degraded"; i++) {
+    const ws = made.at(-1);
+    if (i > 0) ws.deliver(WELCOME);
+    await t.advance(0);
+    ws.deliver({ type: "CLOSE", category: "OVERLOADED", retryAfterMs: 100 });
+    ws.drop(1013);
+    await t.advance(100);
+  }
+  assert.equal(made.length, 4, "the first connection and three retries");
+  assert.deepEqual([statuses.at(-1).state, statuses.at(-1).degraded], ["degraded", "ATTEMPTS_EXHAUSTED"]);
+});

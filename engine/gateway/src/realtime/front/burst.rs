@@ -562,7 +562,11 @@ mod tests {
         let (ws_got, sse_got) = &wires[1];
         let sent = ws_wire("s1", &events[..3]);
         assert!(ws_got.starts_with(&sent) && ws_got.len() > sent.len());
-        assert!(String::from_utf8_lossy(&ws_got[sent.len()..]).contains("OVERLOADED"));
+        let end = String::from_utf8_lossy(&ws_got[sent.len()..]).into_owned();
+        assert!(
+            end.contains(r#""category":"OVERLOADED","retryAfterMs":"#),
+            "{end}"
+        );
         let mut room = size * 7 / 2;
         let fit = events
             .iter()

@@ -16,6 +16,9 @@ pub struct FrontMetrics {
     pub delivered: AtomicU64,
     /// Subscribers ended as slow consumers (QUEUE_OVERFLOW, SPEC RT-10).
     pub queue_overflows: AtomicU64,
+    /// WebSocket sessions of those closed with CLOSE OVERLOADED and a
+    /// `retryAfterMs` hint (SPEC RT-7, RT-10).
+    pub overload_hints: AtomicU64,
     /// Snapshot polls answered 304 Not Modified (SPEC RT-11).
     pub poll_not_modified: AtomicU64,
     /// Requests answered 429 (rate limited).

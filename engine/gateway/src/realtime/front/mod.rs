@@ -133,6 +133,9 @@ pub struct RealtimeFront {
     serial: u64,
     /// SSE streams opened: spreads their `retry:` hints ([`sse::spread_retry`]).
     sse_opened: u64,
+    /// WebSocket sessions closed OVERLOADED: spreads their `retryAfterMs`
+    /// hints the same way.
+    overloads: u64,
     /// Snapshot polls per client: (window start, polls in it).
     polls: std::collections::HashMap<usize, (Instant, u32)>,
     metrics: Arc<FrontMetrics>,
@@ -156,6 +159,7 @@ impl RealtimeFront {
             shard,
             serial: 0,
             sse_opened: 0,
+            overloads: 0,
             polls: std::collections::HashMap::new(),
             metrics,
             subscriptions: 0,
@@ -299,13 +303,32 @@ impl RealtimeFront {
         let flow = &mut c.flow;
         let kept = match &mut c.phase {
             Phase::Sse(s) => s.deliver(run, max, flow, out),
-            Phase::Ws(w) => w.deliver(key, run, (max, flow), out),
+            Phase::Ws(w) => {
+                let retry_ms = self.overload_retry_ms();
+                let kept = w.deliver(key, run, (max, retry_ms, flow), out);
+                if !kept && out.closing() {
+                    self.overloads += 1;
+                    FrontMetrics::bump(&self.metrics.overload_hints);
+                }
+                kept
+            }
             _ => false,
         };
         if !kept {
             self.metrics.overflow();
         }
         kept
+    }
+
+    /// The `retryAfterMs` of the next CLOSE OVERLOADED: spread over
+    /// `[overload_retry, 2 × overload_retry)` like the SSE `retry:` hints
+    /// (SPEC RT-7), so the sessions of one burst do not all return at once.
+    fn overload_retry_ms(&self) -> u32 {
+        sse::spread_retry(
+            self.config.limits.overload_retry,
+            self.shard,
+            self.overloads,
+        )
     }
 }
 
@@ -377,6 +400,7 @@ impl Service for RealtimeFront {
     }
 
     fn timeout(&mut self, c: &mut RtConn, now: Instant, out: &mut Outbox<'_, GatewayUp>) {
+        let retry_ms = self.overload_retry_ms();
         let limits = &self.config.limits;
         let flow = &mut c.flow;
         match &mut c.phase {
@@ -388,7 +412,8 @@ impl Service for RealtimeFront {
                 }
             }
             Phase::Ws(w) => {
-                if !w.timeout(now, (limits, &self.metrics), flow, out) {
+                if !w.timeout(now, (limits, retry_ms, &self.metrics), flow, out) {
+                    self.overloads += 1;
                     self.forget(c);
                     c.phase = Phase::Done;
                 }

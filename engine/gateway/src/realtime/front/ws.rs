@@ -8,7 +8,9 @@
 //! (then the replay, then live events) or RESET_REQUIRED (the client takes
 //! a snapshot and subscribes again with its checkpoint's cursor). Any
 //! malformed, unknown, binary or out-of-order message closes the session
-//! with CLOSE PROTOCOL_MISMATCH; a slow consumer with CLOSE OVERLOADED.
+//! with CLOSE PROTOCOL_MISMATCH; a slow consumer with CLOSE OVERLOADED and
+//! a `retryAfterMs` hint (SPEC RT-7: the client may retry, no sooner; it
+//! resumes from its last committed cursor, or takes a snapshot).
 
 use std::time::Instant;
 
@@ -17,7 +19,7 @@ use dtp_codec::ErrorCode;
 use dtp_codec::http::{RequestHead, websocket_upgrade};
 use dtp_codec::realtime::{
     ClientMessage, CloseCategory, ConnectionLimits, FailureKind, HeartbeatPolicy, JsonLimits,
-    SUBPROTOCOL, ServerMessage, write_event_message_head,
+    MAX_RETRY_AFTER_MS, SUBPROTOCOL, ServerMessage, write_event_message_head,
 };
 use dtp_codec::ws::{
     CloseCode, Decoder, FrameConfig, FrameError, Message, Opcode, Role, encode_header,
@@ -71,14 +73,15 @@ impl WsState {
 
     /// Sends the run's events to subscription `key`, in one shared block;
     /// a session past the outbound ceilings is a slow consumer: CLOSE
-    /// OVERLOADED (QUEUE_OVERFLOW) after those that fit, and closed (SPEC
-    /// RT-10, RT-13). Returns whether the subscription stays. A replaying
-    /// subscription skips them: a later page brings them.
+    /// OVERLOADED (QUEUE_OVERFLOW) with `retry_ms` as its `retryAfterMs`
+    /// after those that fit, and closed (SPEC RT-7, RT-10, RT-13). Returns
+    /// whether the subscription stays. A replaying subscription skips
+    /// them: a later page brings them.
     pub(super) fn deliver(
         &mut self,
         key: SubKey,
         run: &mut Run<'_>,
-        (max, flow): (usize, &mut Outflow),
+        (max, retry_ms, flow): (usize, u32, &mut Outflow),
         out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
         let Some(sub) = self
@@ -97,7 +100,7 @@ impl WsState {
             events.queue(flow, max, out)
         });
         if queued < all {
-            close_session(out, CloseCategory::Overloaded);
+            close_session(out, CloseCategory::Overloaded, Some(retry_ms));
             self.subs.clear();
             return false;
         }
@@ -163,18 +166,19 @@ impl WsState {
             close_frame(out, category.close_code().unwrap_or(CloseCode::GOING_AWAY));
             out.close();
         } else {
-            close_session(out, category);
+            close_session(out, category, None);
         }
     }
 
     /// The idle check: a session silent for twice the heartbeat's maximum
     /// interval is closed (going away). Returns whether it stays.
     /// A session that took none of its queued bytes since the last check
-    /// (every heartbeat maximum) is a slow consumer: CLOSE OVERLOADED.
+    /// (every heartbeat maximum) is a slow consumer: CLOSE OVERLOADED with
+    /// `retry_ms` as its `retryAfterMs`.
     pub(super) fn timeout(
         &mut self,
         now: Instant,
-        (limits, metrics): (&RtLimits, &FrontMetrics),
+        (limits, retry_ms, metrics): (&RtLimits, u32, &FrontMetrics),
         flow: &mut Outflow,
         out: &mut Outbox<'_, GatewayUp>,
     ) -> bool {
@@ -182,7 +186,8 @@ impl WsState {
         // why it is closed.
         if !self.echo && flow.stalled(out) {
             metrics.overflow();
-            close_session(out, CloseCategory::Overloaded);
+            FrontMetrics::bump(&metrics.overload_hints);
+            close_session(out, CloseCategory::Overloaded, Some(retry_ms));
             return false;
         }
         let silent_for = now.saturating_duration_since(self.last_input);
@@ -235,13 +240,21 @@ fn close_frame(out: &mut Outbox<'_, GatewayUp>, code: CloseCode) {
 
 /// Ends a session: CLOSE{category}, its close frame, then the connection.
 pub(super) fn end(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
-    close_session(out, category);
+    close_session(out, category, None);
 }
 
-/// CLOSE{category}, then the close frame with the category's code, then
-/// the connection is closed once both are sent.
-fn close_session(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory) {
-    send(out, &ServerMessage::Close { category });
+/// CLOSE{category} (with `retryAfterMs` if `retry_ms` is given), then the
+/// close frame with the category's code, then the connection is closed
+/// once both are sent.
+fn close_session(out: &mut Outbox<'_, GatewayUp>, category: CloseCategory, retry_ms: Option<u32>) {
+    let retry_after_ms = retry_ms.map(|ms| ms.clamp(1, MAX_RETRY_AFTER_MS));
+    send(
+        out,
+        &ServerMessage::Close {
+            category,
+            retry_after_ms,
+        },
+    );
     close_frame(out, category.close_code().unwrap_or(CloseCode::NORMAL));
     out.close();
 }
@@ -423,7 +436,7 @@ impl RealtimeFront {
                 Ok(m) => self.rt_message(c, m, out),
                 Err(_) => {
                     FrontMetrics::bump(&self.metrics.ws_protocol_errors);
-                    close_session(out, CloseCategory::ProtocolMismatch);
+                    close_session(out, CloseCategory::ProtocolMismatch, None);
                     self.end_ws(c);
                 }
             },
@@ -444,7 +457,7 @@ impl RealtimeFront {
             } => {
                 if w.subs.iter().any(|s| s.id == subscription_id) {
                     // The same id twice: the client lost track (RT-9).
-                    close_session(out, CloseCategory::ProtocolMismatch);
+                    close_session(out, CloseCategory::ProtocolMismatch, None);
                     return self.end_ws(c);
                 }
                 let refuse = |reason| ServerMessage::ResetRequired {
