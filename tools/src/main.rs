@@ -481,6 +481,16 @@ struct BenchCli {
     /// Subscribers in the fan-out workloads (default 10000; 2000 with --quick).
     #[arg(long, value_name = "N")]
     subscribers: Option<usize>,
+    /// The fan-out workloads also with our realtime ledgers in NATS
+    /// JetStream, on a local nats-server the bench starts (nats-server
+    /// from PATH or /usr/sbin): side `ours+nats` (one gateway with
+    /// `[cluster] nats`, publisher and subscribers on it) and side
+    /// `ours+nats-across` (two gateways of one cluster, the publisher on
+    /// one, the subscribers on the other: publish → deliver across
+    /// gateways; CPU/op is both gateways' summed). Without nats-server the
+    /// rows are not run and a note says why.
+    #[arg(long)]
+    fanout_nats: bool,
     /// Write the report as JSON to FILE after every run (schema in
     /// perf/bench-harness.md).
     #[arg(long, value_name = "FILE")]
@@ -937,6 +947,7 @@ fn run_bench(a: BenchCli) -> Result<(), CliError> {
         control_fays: a.control.control_fays,
         control_etcd: a.control.control_etcd,
         subscribers: a.subscribers,
+        fanout_nats: a.fanout_nats,
     })
 }
 
@@ -1121,6 +1132,7 @@ fn run_realtime_load(a: &LoadCli, m: &str) -> Result<(), CliError> {
     };
     let spec = load_rt::RtSpec {
         target,
+        publish_to: None,
         mode,
         subscribers: a.connections,
         stream: r.stream.clone(),

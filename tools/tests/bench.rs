@@ -312,3 +312,33 @@ fn the_control_workload_runs_through_etcd_beside_the_embedded_one() {
         }
     }
 }
+
+/// `--fanout-nats`: the fan-out workload also with our ledgers in a local
+/// nats-server, on one gateway and across two, beside the embedded row;
+/// where nats-server is not installed, a note says the rows were not run
+/// and the bench goes on.
+#[test]
+fn the_fanout_runs_through_nats_beside_the_embedded_one() {
+    let (out, v) = bench(&["--workloads", "fanout-sse", "--fanout-nats"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{v:#}");
+    let w = &v["workloads"][0];
+    assert!(w["ours"]["ops"].as_u64().unwrap() > 0, "{w}");
+    let notes = v["notes"].to_string();
+    if notes.contains("+nats rows were not run") {
+        assert_eq!(names(&w["peers"]), ["tokio"], "{w}");
+        return;
+    }
+    assert_eq!(
+        names(&w["peers"]),
+        ["tokio", "ours+nats", "ours+nats-across"],
+        "{w}"
+    );
+    for p in w["peers"].as_array().unwrap() {
+        for key in SIDE {
+            assert!(p[key].is_number(), "{key}: {p}");
+        }
+        assert!(p["ops"].as_u64().unwrap() > 0, "{p}");
+    }
+    assert!(stdout.contains("ours / ours+nats-across"), "{stdout}");
+}

@@ -24,17 +24,18 @@ pub(crate) struct LocalEtcd {
     pub(crate) addr: String,
 }
 
-/// The etcd binary, if installed.
-fn binary() -> Option<PathBuf> {
+/// The server binary `name` (`etcd`, `nats-server`), if installed: on
+/// PATH or in the sbin directories Debian installs servers into.
+pub(super) fn binary(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
-        .map(|d| d.join("etcd"))
+        .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
 
 /// A loopback port nobody listens on now.
-fn free_port() -> Result<u16, String> {
+pub(super) fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -45,7 +46,7 @@ impl LocalEtcd {
     /// Starts etcd in a new directory under `parent` and waits until it
     /// answers; why not, when it cannot (not installed, exited, too slow).
     pub(crate) fn start(parent: &std::path::Path) -> Result<Self, String> {
-        let bin = binary().ok_or(
+        let bin = binary("etcd").ok_or(
             "etcd is not installed (not on PATH nor in /usr/sbin): `bash scripts/cluster-servers.sh install`",
         )?;
         let (client, peer) = (free_port()?, free_port()?);

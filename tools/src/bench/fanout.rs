@@ -9,6 +9,16 @@
 //! window event was delivered), and its memory per subscriber (RSS with
 //! every subscriber subscribed, less RSS before the first, per
 //! subscriber). Nothing may be missing.
+//!
+//! With `--fanout-nats` ours also runs with its realtime ledgers in NATS
+//! JetStream (`[cluster] nats`, a local nats-server the bench starts):
+//! side [`NATS_SAME`], one gateway that the publisher and the subscribers
+//! share (each publication waits for JetStream's acknowledgement), and
+//! side [`NATS_ACROSS`], two gateways of one cluster, the publisher on
+//! one and the subscribers on the other (which reads the publications
+//! from JetStream with its follower). The latency is the same publish →
+//! apply time, across gateways for [`NATS_ACROSS`]; its CPU per event is
+//! both gateways' CPU summed, its memory the subscribers' gateway's.
 
 use std::time::Duration;
 
@@ -33,6 +43,14 @@ pub(super) fn publish_rate(subscribers: usize) -> f64 {
 /// Subscribers, before the open-file limit is applied.
 pub(super) const SUBSCRIBERS: usize = 10_000;
 
+/// The side of ours with its ledgers in JetStream, the publisher and the
+/// subscribers on the same gateway.
+pub(super) const NATS_SAME: &str = "ours+nats";
+
+/// The side of two gateways sharing their ledgers through JetStream, the
+/// publisher on one and the subscribers on the other.
+pub(super) const NATS_ACROSS: &str = "ours+nats-across";
+
 /// What one side of a fan-out run needs.
 pub(super) struct Run {
     pub(super) mode: Mode,
@@ -42,10 +60,17 @@ pub(super) struct Run {
     pub(super) duration: Duration,
 }
 
-/// Runs the subscribers against `server` and returns its figures.
-pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
+/// Runs the subscribers against `server`, the publisher against
+/// `publisher` (another gateway of its cluster) or `server`, and returns
+/// the figures: the CPU is both gateways' summed.
+pub(super) fn measure(
+    server: &Server,
+    publisher: Option<&Server>,
+    r: &Run,
+) -> Result<Figures, String> {
     let spec = RtSpec {
         target: server.tcp_addr()?,
+        publish_to: publisher.map(Server::tcp_addr).transpose()?,
         mode: r.mode,
         subscribers: r.subscribers,
         stream: "demo".into(),
@@ -65,8 +90,14 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
         kick: false,
     };
     let mut samples: Vec<(RtPhase, Option<Sample>, Option<Sample>)> = Vec::new();
+    let mut publisher_cpu: Vec<Result<Sample, String>> = Vec::new();
     let result = load_rt::run(&spec, |_| {}, &mut |p| {
-        samples.push((p, server.sample().ok(), procstat::sample_self().ok()))
+        samples.push((p, server.sample().ok(), procstat::sample_self().ok()));
+        if let Some(g) = publisher
+            && matches!(p, RtPhase::WindowStart | RtPhase::WindowEnd)
+        {
+            publisher_cpu.push(g.sample());
+        }
     })
     .map_err(|e| format!("{} fan-out: {e}", server.name))?;
     let at = |phase: RtPhase| -> Result<&Sample, String> {
@@ -77,7 +108,12 @@ pub(super) fn measure(server: &Server, r: &Run) -> Result<Figures, String> {
     };
     let (idle, subscribed) = (at(RtPhase::Idle)?, at(RtPhase::Subscribed)?);
     let (start, end) = (at(RtPhase::WindowStart)?, at(RtPhase::WindowEnd)?);
-    let cpu = procstat::delta(start, end).map_err(|e| e.to_string())?;
+    let mut cpu = procstat::delta(start, end).map_err(|e| e.to_string())?;
+    if publisher.is_some() {
+        let [a, b] = <[_; 2]>::try_from(publisher_cpu)
+            .map_err(|_| format!("{}: no publishing gateway samples", server.name))?;
+        cpu.cpu_ns += procstat::delta(&a?, &b?).map_err(|e| e.to_string())?.cpu_ns;
+    }
     let client = |phase: RtPhase| {
         samples
             .iter()

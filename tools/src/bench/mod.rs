@@ -18,6 +18,7 @@
 mod control;
 mod etcd;
 mod fanout;
+mod nats;
 mod progress;
 mod push;
 mod server;
@@ -221,6 +222,9 @@ pub(crate) struct BenchArgs {
     pub(crate) control_etcd: bool,
     /// Subscribers of the fan-out workloads (`--subscribers`).
     pub(crate) subscribers: Option<usize>,
+    /// The fan-out workloads also with ours' ledgers in a local NATS
+    /// JetStream, on one gateway and across two (`--fanout-nats`).
+    pub(crate) fanout_nats: bool,
 }
 
 /// How much of everything: runs, windows, connection counts.
@@ -238,6 +242,8 @@ struct Plan {
     control_etcd: bool,
     /// Subscribers of the fan-out workloads.
     subscribers: usize,
+    /// The fan-out workloads also through a local NATS JetStream.
+    fanout_nats: bool,
 }
 
 impl Plan {
@@ -263,6 +269,7 @@ impl Plan {
             control_fays: a.control_fays.unwrap_or(control::DEFAULT_FAYS),
             control_etcd: a.control_etcd,
             subscribers: a.subscribers.unwrap_or(crowd.min(fanout::SUBSCRIBERS)),
+            fanout_nats: a.fanout_nats,
         }
     }
 
@@ -419,11 +426,32 @@ pub(crate) fn run(args: BenchArgs) -> Result<(), CliError> {
             push::WORKERS
         ));
     }
-    let steps: usize = args
+    let fanouts = args
+        .workloads
+        .iter()
+        .filter(|w| matches!(w, BenchWorkload::Fanout(_)))
+        .count();
+    if plan.fanout_nats && fanouts > 0 {
+        match nats::unavailable() {
+            Some(why) => {
+                notes.push(format!("the fan-out +nats rows were not run: {why}"));
+                plan.fanout_nats = false;
+            }
+            None => notes.push(format!(
+                "fan-out through NATS JetStream (a local nats-server per side, its store on disk): {} is one gateway with [cluster] nats, the publisher and the subscribers on it; {} is two gateways of one cluster, the publisher on one, the subscribers on the other (which reads each stream from JetStream with its follower); the latency is publish (send) → apply by a subscriber; {}'s CPU/op is both gateways' CPU summed, its memory the subscribers' gateway's",
+                fanout::NATS_SAME,
+                fanout::NATS_ACROSS,
+                fanout::NATS_ACROSS
+            )),
+        }
+    }
+    let extra_sides = if plan.fanout_nats { 2 * fanouts } else { 0 };
+    let steps: usize = (args
         .workloads
         .iter()
         .map(|w| w.sides().len())
         .sum::<usize>()
+        + extra_sides)
         * plan.runs;
     let mut progress = Progress::new(steps, plan.step_guess());
     let backend_name = probe_backend(&args.backend);

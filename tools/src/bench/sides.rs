@@ -39,7 +39,11 @@ pub(super) fn workload(
     progress: &mut Progress,
 ) {
     let name = bw.name();
-    for &side in bw.sides() {
+    let mut sides = bw.sides().to_vec();
+    if matches!(bw, BenchWorkload::Fanout(_)) && ctx.plan.fanout_nats {
+        sides.extend([fanout::NATS_SAME, fanout::NATS_ACROSS]);
+    }
+    for side in sides {
         progress.step(&format!("run {}/{} · {name} · {side}", ctx.run, ctx.runs));
         let measured = guarded(|| match bw {
             BenchWorkload::Control => {
@@ -406,44 +410,61 @@ fn measure_dtp(
     Ok(figures)
 }
 
-/// One side of a fan-out workload.
+/// One side of a fan-out workload: ours embedded, the tokio/axum peer,
+/// or ours with its ledgers in a local nats-server started for this side
+/// (one gateway, or two of one cluster: see [`fanout`]).
 fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<Figures, String> {
     let shards = ctx.plan.shards.to_string();
-    let (args, prefix): (Vec<&str>, &str) = match side {
-        OURS => (
-            vec![
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--realtime-listen",
-                "127.0.0.1:0",
-                "--no-admin",
-                "--backend",
-                ctx.backend,
-                "--shards",
-                &shards,
-            ],
-            "realtime http://",
-        ),
-        "tokio" => (
-            vec![
+    let ours = |config: Option<&str>| -> Result<Server, String> {
+        let mut args: Vec<String> = [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--realtime-listen",
+            "127.0.0.1:0",
+            "--no-admin",
+            "--backend",
+            ctx.backend,
+            "--shards",
+            &shards,
+        ]
+        .map(str::to_owned)
+        .into();
+        if let Some(c) = config {
+            args.extend(["--config".to_owned(), c.to_owned()]);
+        }
+        fault(&mut args, BenchWorkload::Fanout(mode).name(), side);
+        Server::start(side, &args, "realtime http://")
+    };
+    let nats = match side {
+        fanout::NATS_SAME | fanout::NATS_ACROSS => {
+            Some(super::nats::LocalNats::start().map_err(|e| format!("nats-server: {e}"))?)
+        }
+        _ => None,
+    };
+    let (server, publisher) = match (side, &nats) {
+        (OURS, _) => (ours(None)?, None),
+        ("tokio", _) => {
+            let mut args: Vec<String> = [
                 "__peer-realtime",
                 "--listen",
                 "127.0.0.1:0",
                 "--workers",
                 &shards,
-            ],
-            "listening ",
-        ),
-        other => return Err(format!("no fan-out server for side {other}")),
+            ]
+            .map(str::to_owned)
+            .into();
+            fault(&mut args, BenchWorkload::Fanout(mode).name(), side);
+            (Server::start(side, &args, "listening ")?, None)
+        }
+        (fanout::NATS_SAME, Some(n)) => (ours(Some(&n.gateway_config("a")?))?, None),
+        (fanout::NATS_ACROSS, Some(n)) => {
+            let a = ours(Some(&n.gateway_config("a")?))?;
+            let b = ours(Some(&n.gateway_config("b")?))?;
+            (b, Some(a))
+        }
+        (other, _) => return Err(format!("no fan-out server for side {other}")),
     };
-    let mut args: Vec<String> = args.into_iter().map(str::to_owned).collect();
-    fault(
-        &mut args,
-        crate::bench::BenchWorkload::Fanout(mode).name(),
-        side,
-    );
-    let server = Server::start(side, &args, prefix)?;
     let run = fanout::Run {
         mode,
         subscribers: ctx.plan.subscribers,
@@ -451,8 +472,12 @@ fn fanout_side(ctx: &Ctx<'_>, mode: crate::load_rt::Mode, side: &str) -> Result<
         warmup: ctx.plan.warmup,
         duration: ctx.plan.duration,
     };
-    let figures = fanout::measure(&server, &run);
+    let figures = fanout::measure(&server, publisher.as_ref(), &run);
     server.stop();
+    if let Some(p) = publisher {
+        p.stop();
+    }
+    drop(nats);
     figures
 }
 

@@ -144,6 +144,9 @@ impl RealtimeCli {
 #[derive(Clone, Debug)]
 pub(crate) struct RtSpec {
     pub(crate) target: SocketAddr,
+    /// Where the publisher publishes; `None`: `target`. Another gateway of
+    /// `target`'s cluster (the stream's ledger shared through JetStream).
+    pub(crate) publish_to: Option<SocketAddr>,
     pub(crate) mode: Mode,
     pub(crate) subscribers: usize,
     pub(crate) stream: String,
@@ -192,9 +195,8 @@ pub(crate) fn mode(s: &str) -> Result<Mode, String> {
     }
 }
 
-/// The stream's scope binding, from a snapshot (a `realtime.v1` SUBSCRIBE
-/// presents it).
-fn scope_of(target: SocketAddr, stream: &str, token: &str) -> Result<String, String> {
+/// The stream's snapshot from `target`, as JSON.
+fn snapshot(target: SocketAddr, stream: &str, token: &str) -> Result<serde_json::Value, String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(target).map_err(|e| format!("snapshot: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
@@ -208,12 +210,46 @@ fn scope_of(target: SocketAddr, stream: &str, token: &str) -> Result<String, Str
         .map_err(|e| format!("snapshot: {e}"))?;
     let (_, body) = parse_closed_response(&buf, &ResponseLimits::default())
         .map_err(|e| format!("snapshot: {e}"))?;
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| format!("snapshot: not JSON ({e}): is --target the realtime address?"))?;
-    v["scopeBinding"]
+    serde_json::from_slice(body)
+        .map_err(|e| format!("snapshot: not JSON ({e}): is --target the realtime address?"))
+}
+
+/// The stream's scope binding, from a snapshot (a `realtime.v1` SUBSCRIBE
+/// presents it).
+fn scope_of(target: SocketAddr, stream: &str, token: &str) -> Result<String, String> {
+    snapshot(target, stream, token)?["scopeBinding"]
         .as_str()
         .map(str::to_owned)
         .ok_or_else(|| "snapshot: no scopeBinding".to_owned())
+}
+
+/// Waits until the subscribers' gateway has applied `sequence`, published
+/// through another gateway of its cluster: a cursor beyond what it holds
+/// would be refused as ahead of the stream.
+fn wait_applied(
+    target: SocketAddr,
+    stream: &str,
+    token: &str,
+    sequence: u64,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = snapshot(target, stream, token)?;
+        // A decimal string (sequences may exceed JSON's exact integers).
+        let last = v["checkpoint"]["lastAppliedSequence"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        if last >= sequence {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the subscribers' gateway has applied up to {last}, not the first publication's {sequence}, after 10 s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The moments of a run at which a harness samples the server.
@@ -239,7 +275,7 @@ pub(crate) fn run(
     let clock = Instant::now();
     let now_ns = move || u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut publisher = publish::Publisher::connect(
-        spec.target,
+        spec.publish_to.unwrap_or(spec.target),
         &spec.stream,
         &spec.token,
         &spec.event_type,
@@ -247,6 +283,9 @@ pub(crate) fn run(
     )?;
     let first = publisher.publish(now_ns())?;
     let first_seq = first.sequence;
+    if spec.publish_to.is_some_and(|p| p != spec.target) {
+        wait_applied(spec.target, &spec.stream, &spec.token, first_seq)?;
+    }
     let start = Start {
         epoch: first.epoch.clone(),
         last: first.sequence,
