@@ -239,3 +239,36 @@ fn acknowledged_messages_survive_a_server_kill() {
     // Sequences continue after the restart.
     assert_eq!(publish(&mut js, "dur.x", b"after"), 21);
 }
+
+/// A publication on a watched subject ends a wait at once, also one that
+/// came while a request was answered; another subject does not; with
+/// nothing published the wait ends at its timeout; the watch is made
+/// again on the next connection after the server restarts.
+#[test]
+fn a_watched_subject_ends_the_wait() {
+    use std::time::Duration;
+    let mut server = NatsServer::start();
+    let mut publisher = server.jetstream();
+    stream(&mut publisher, "W", &["w.>"]);
+    let mut watcher = server.jetstream();
+    watcher.nats().watch(&["w.a"]).unwrap();
+    let short = Duration::from_millis(100);
+    assert!(!watcher.nats().wait_watched(short).unwrap());
+    publish(&mut publisher, "w.a", b"1");
+    assert!(watcher.nats().wait_watched(Duration::from_secs(5)).unwrap());
+    publish(&mut publisher, "w.b", b"2");
+    assert!(!watcher.nats().wait_watched(short).unwrap());
+    // Delivered before the request is sent, so read while its answer is.
+    publish(&mut publisher, "w.a", b"3");
+    std::thread::sleep(short);
+    assert_eq!(watcher.stream_info("W").unwrap().state.last_seq, 3);
+    assert!(watcher.nats().wait_watched(Duration::ZERO).unwrap());
+    assert!(!watcher.nats().wait_watched(short).unwrap());
+    server.kill_and_restart();
+    // The broken connection fails once; the next wait connects again.
+    let _ = watcher.nats().wait_watched(short);
+    assert!(!watcher.nats().wait_watched(short).unwrap());
+    let mut publisher = server.jetstream();
+    publish(&mut publisher, "w.a", b"4");
+    assert!(watcher.nats().wait_watched(Duration::from_secs(5)).unwrap());
+}

@@ -1,6 +1,8 @@
 //! A blocking NATS connection for request/reply: CONNECT, one wildcard
 //! inbox subscription, and [`Nats::request`], which sends one message and
-//! waits for its answer. A worker thread's only.
+//! waits for its answer; and watched subjects ([`Nats::watch`]), whose
+//! messages only end a wait ([`Nats::wait_watched`]). A worker thread's
+//! only.
 //!
 //! A broken connection is dropped and the next call connects again, to the
 //! first server of the list that accepts; a request is never sent twice by
@@ -57,6 +59,10 @@ pub struct Message {
 /// The sid of the one inbox subscription.
 const INBOX_SID: u64 = 1;
 
+/// The sid of the first watched subject ([`Nats::watch`]); the others
+/// follow it.
+const WATCH_SID: u64 = 2;
+
 /// A NATS client (see the module doc).
 #[derive(Debug)]
 pub struct Nats {
@@ -66,6 +72,11 @@ pub struct Nats {
     /// `_INBOX.<random>`: replies come on `<inbox>.<token>`.
     inbox: String,
     next_token: u64,
+    /// Subjects whose messages end [`Nats::wait_watched`], subscribed on
+    /// every connection.
+    watched: Vec<String>,
+    /// A watched subject's message came while a request was answered.
+    woken: bool,
 }
 
 #[derive(Debug)]
@@ -104,6 +115,8 @@ impl Nats {
             conn: None,
             inbox: format!("_INBOX.{}", uuid::Uuid::new_v4().simple()),
             next_token: 0,
+            watched: Vec::new(),
+            woken: false,
         };
         n.ensure_connected()?;
         Ok(n)
@@ -178,6 +191,7 @@ impl Nats {
         deadline: Instant,
     ) -> Result<Message> {
         let max = self.config.max_message;
+        let woken = &mut self.woken;
         let conn = self.conn.as_mut().ok_or_else(|| Error::Io {
             endpoint: String::new(),
             source: io::ErrorKind::NotConnected.into(),
@@ -187,6 +201,10 @@ impl Nats {
         conn.write(&out)?;
         loop {
             if let ServerOp::Msg(m) = conn.next_op(max, Some(deadline))? {
+                if m.sid >= WATCH_SID {
+                    *woken = true;
+                    continue;
+                }
                 // Answers to earlier requests that timed out are dropped.
                 if m.subject == reply {
                     let headers = match m.headers {
@@ -205,6 +223,58 @@ impl Nats {
         }
     }
 
+    /// Subscribes `subjects` (on this connection and every later one):
+    /// a message on any of them ends [`Self::wait_watched`]. Their
+    /// content is not kept: it is a doorbell (e.g. "something was
+    /// published on a stream's subject, read it").
+    pub fn watch(&mut self, subjects: &[&str]) -> Result<()> {
+        if let Some(bad) = subjects.iter().find(|s| !valid_subject(s)) {
+            return Err(Error::InvalidRequest(format!("subject {bad:?}")));
+        }
+        let first = WATCH_SID + self.watched.len() as u64;
+        self.watched
+            .extend(subjects.iter().map(|s| (*s).to_owned()));
+        match self.conn.as_mut() {
+            Some(conn) => {
+                let fresh = &self.watched[self.watched.len() - subjects.len()..];
+                let r = conn.write(watch_subs(fresh, first).as_bytes());
+                if r.is_err() {
+                    self.conn = None;
+                }
+                r
+            }
+            None => self.ensure_connected(),
+        }
+    }
+
+    /// Waits up to `timeout` for a message on a watched subject: true if
+    /// one came (since the last call, also while a request was answered),
+    /// false if none did.
+    pub fn wait_watched(&mut self, timeout: Duration) -> Result<bool> {
+        if std::mem::take(&mut self.woken) {
+            return Ok(true);
+        }
+        self.ensure_connected()?;
+        let max = self.config.max_message;
+        let deadline = Instant::now() + timeout;
+        let conn = self.conn.as_mut().ok_or_else(|| Error::Io {
+            endpoint: String::new(),
+            source: io::ErrorKind::NotConnected.into(),
+        })?;
+        loop {
+            match conn.next_op(max, Some(deadline)) {
+                Ok(ServerOp::Msg(m)) if m.sid >= WATCH_SID => return Ok(true),
+                // A late answer to a request that timed out.
+                Ok(_) => {}
+                Err(Error::Timeout { .. }) => return Ok(false),
+                Err(e) => {
+                    self.conn = None;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
     /// Connects (again) if there is no connection.
     fn ensure_connected(&mut self) -> Result<()> {
         if self.conn.is_some() {
@@ -212,7 +282,7 @@ impl Nats {
         }
         let mut last = None;
         for server in &self.servers {
-            match Conn::open(server, &self.config, &self.inbox) {
+            match Conn::open(server, &self.config, &self.inbox, &self.watched) {
                 Ok(c) => {
                     self.conn = Some(c);
                     return Ok(());
@@ -231,10 +301,19 @@ impl Nats {
     }
 }
 
+/// The SUB lines of `subjects`, sids from `first` on.
+fn watch_subs(subjects: &[String], first: u64) -> String {
+    subjects
+        .iter()
+        .zip(first..)
+        .map(|(s, sid)| format!("SUB {s} {sid}\r\n"))
+        .collect()
+}
+
 impl Conn {
     /// Connects, reads INFO, sends CONNECT, subscribes the inbox and waits
     /// for the PONG that proves the server took all of it.
-    fn open(server: &str, config: &NatsConfig, inbox: &str) -> Result<Self> {
+    fn open(server: &str, config: &NatsConfig, inbox: &str, watched: &[String]) -> Result<Self> {
         let io_err = |e| crate::http::conn::io_error(server, e);
         let stream = connect_any(server, config.connect_timeout).map_err(|source| Error::Io {
             endpoint: server.to_owned(),
@@ -274,7 +353,10 @@ impl Conn {
             "verbose": false, "pedantic": false, "headers": true, "no_responders": true,
             "lang": "rust", "version": env!("CARGO_PKG_VERSION"), "protocol": 1, "name": config.name,
         });
-        let hello = format!("CONNECT {connect}\r\nSUB {inbox}.* {INBOX_SID}\r\nPING\r\n");
+        let hello = format!(
+            "CONNECT {connect}\r\nSUB {inbox}.* {INBOX_SID}\r\n{}PING\r\n",
+            watch_subs(watched, WATCH_SID)
+        );
         c.write(hello.as_bytes())?;
         loop {
             match c.next_op(config.max_message, Some(deadline))? {

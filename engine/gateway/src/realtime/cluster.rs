@@ -59,8 +59,11 @@ const MAX_INPUTS: usize = 4096;
 /// whose events only the log holds is reset.
 const MAX_READS: usize = 256;
 
-/// The follower's longest sleep when no stream has anything new: the
-/// bound of the delay before another gateway's event is seen here.
+/// The follower's longest wait when no stream has anything new: the bound
+/// of the delay before another gateway's event is seen here. The follower
+/// watches the streams' subjects, so a publication ends the wait at once;
+/// the bound is for a notice missed (and when the watch could not be set
+/// up, the follower sleeps, backing off up to it).
 const FOLLOW_IDLE_MAX: Duration = Duration::from_millis(20);
 
 /// How often an idle follower checks that its streams are still the ones
@@ -546,6 +549,17 @@ impl Worker {
 
     /// The follower: every stream from its last seen sequence, in order.
     fn follow(self, mut js: JetStream, mut streams: Vec<Followee>, stop: &AtomicBool) {
+        let subjects: Vec<&str> = streams
+            .iter()
+            .flat_map(|s| s.config.subjects.iter().map(String::as_str))
+            .collect();
+        let watching = match js.nats().watch(&subjects) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "realtime follower: cannot watch the subjects: polling");
+                false
+            }
+        };
         let mut idle = Duration::from_millis(1);
         let mut checked = Instant::now();
         while !stop.load(Ordering::Relaxed) {
@@ -585,6 +599,12 @@ impl Worker {
             }
             if failed {
                 std::thread::sleep(RETRY_AFTER);
+                continue;
+            }
+            if watching {
+                // A publication on any stream's subject ends the wait; a
+                // failure is seen by the next read.
+                let _ = js.nats().wait_watched(FOLLOW_IDLE_MAX);
                 continue;
             }
             std::thread::sleep(idle);
