@@ -158,7 +158,9 @@ async function sseItem(rt, sub, gen, item, limits) {
  * One `realtime.v1` WebSocket for the subscriptions of channel `ch` (SPEC
  * RT-9). Resolves when it closed, to `{ failure, hintMs }`: `hintMs` is
  * the server's CLOSE `retryAfterMs`, the only hint that lets an
- * OVERLOADED close be retried (SPEC RT-7; without it, DEGRADED).
+ * OVERLOADED close be retried (SPEC RT-7; without it, DEGRADED). A
+ * socket that closed before WELCOME without a CLOSE ends AUTH_REQUIRED
+ * when `sessionRefused` says the gateway refuses its cookie, else OFFLINE.
  */
 export function runWs(rt, ch, signal) {
   const env = rt.env;
@@ -240,8 +242,8 @@ export async function sessionRefused(rt, stream, signal) {
   const deadline = env.setTimeout(stop, rt.connectTimeoutMs);
   try {
     const r = await env.fetch(rt.url(`/v1/streams/${encodeURIComponent(stream)}/snapshot`), {
-      headers: { Accept: "application/json" }, signal: probe.signal, credentials: "same-origin", redirect: "error", cache: "no-store",
-      referrerPolicy: "no-referrer",
+      headers: { Accept: "application/json" }, signal: probe.signal, credentials: "same-origin", redirect: "error",
+      cache: "no-store", referrerPolicy: "no-referrer",
     });
     cancel(r);
     return r.status === 401;
