@@ -55,7 +55,7 @@ window.__block = (url) => {
 };
 window.__follow = (name, transport, stream, token) => {
   const f = (F[name] = { n: 0, last: null, first: null, bad: [], snapshots: [], skipped: 0, statuses: [], controls: [], state: "connecting", failure: null, degraded: null,
-    hint: null, overloaded: [] });
+    hint: null, overloaded: [], logins: 0 });
   const client = (C[name] = createClient({ transport, headers: () => ({ Authorization: "Bearer " + token }),
     reconnect: { baseMs: 250, maxDelayMs: 2000, maxAttempts: 10 } }));
   client.subscribe(stream, {
@@ -70,6 +70,12 @@ window.__follow = (name, transport, stream, token) => {
       if (f.first === null) f.first = s;
       f.last = s;
       f.n++;
+    },
+    // The WebSocket's credential is the session cookie: a restarted
+    // gateway refuses it, and the page logs in again, once.
+    async onAuthRequired() {
+      f.logins++;
+      if ((await window.__login(token)) !== 204) throw new Error("login refused");
     },
     onControl(c) {
       f.controls.push(c.type + ":" + (c.reason ?? c.category ?? ""));
@@ -312,17 +318,21 @@ try {
   await outsider.close();
 
   // The gateway restarts (same port): both reconnect and follow on.
+  const logins = (await feeds(page)).ws.logins;
   console.log("RESTART");
   await lines.next();
   // The new gateway knows no session cookie of the old one (the
-  // WebSocket's credential): the page logs in again, as an application
-  // must; SSE and snapshots send the token itself.
-  check("login again after the restart", (await page.evaluate((t) => window.__login(t), DEMO)) === 204);
+  // WebSocket's credential): the refused upgrade looks like a lost
+  // network to the browser, the client's probe tells AUTH_REQUIRED, and
+  // the page's onAuthRequired logs in again; SSE and snapshots send the
+  // token itself.
   head = 0;
   await sleep(300);
   await publish(5);
   f = await until(page, "after a gateway restart both follow the new stream", atHead, 30000);
   noBad(await feeds(page), "restart");
+  check("ws: the stale cookie was recovered by one login, not by spending the budget", f && f.ws.logins === logins + 1,
+    f && { logins: f.ws.logins - logins, statuses: f.ws.statuses.slice(-12) });
 
   // The gateway stops for good: budgets spent, DEGRADED, then quiet.
   console.log("STOP");

@@ -13,11 +13,12 @@
 //! applied event follows the one or the snapshot before it: no gap, no
 //! duplicate.
 //!
-//! After the restart the page logs in again: the WebSocket's credential
-//! is the session cookie, which a restarted gateway no longer knows, and a
-//! refused upgrade looks like a lost network to a browser (1006), so the
-//! client would spend its budget and end DEGRADED; SSE and snapshots send
-//! the token itself and recover alone.
+//! After the restart the WebSocket's credential, the session cookie, is
+//! one the restarted gateway no longer knows; its refused upgrade looks
+//! like a lost network to a browser (1006), so the client asks the gateway
+//! with the cookie alone, reads the 401 as AUTH_REQUIRED and recovers
+//! through the page's `onAuthRequired` (one login) instead of spending its
+//! budget; SSE and snapshots send the token itself and recover alone.
 
 #![allow(
     clippy::unwrap_used,

@@ -85,7 +85,20 @@ export interface Handlers<E = FeatureEvent, S = unknown> {
   onSnapshot?: (state: S, ctx: EventContext) => void | Promise<void>;
   onStatus?: (status: Status) => void;
   onControl?: (control: Control) => void;
-  /** AUTH_REQUIRED: recover the session once (single flight); the client then tries once more. */
+  /**
+   * AUTH_REQUIRED (a 401, a CLOSE AUTH_REQUIRED, or a WebSocket upgrade the
+   * gateway refused): recover the session once, e.g. `POST /v1/login` again
+   * for a fresh cookie; the client then tries once more. Single flight: one
+   * recovery runs at a time per client, and one per subscription until its
+   * connection has been open a stable while. Without it, or when it rejects
+   * or the next attempt is refused again, the subscription stops with
+   * AUTH_REQUIRED (never retried).
+   *
+   * A browser's WebSocket sees a refused upgrade only as a close 1006, as
+   * for a lost network: when the socket closes before WELCOME, the client
+   * asks `GET /v1/streams/{stream}/snapshot` once with the page's cookie and
+   * no `headers()` (what the upgrade carried), and a 401 there is AUTH_REQUIRED.
+   */
   onAuthRequired?: () => Promise<void>;
 }
 

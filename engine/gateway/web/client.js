@@ -22,7 +22,10 @@
 // never sooner than the server's hint, then DEGRADED; an OVERLOADED close
 // (a WebSocket that fell behind) is retried only with its `retryAfterMs`
 // hint, resuming from the last committed cursor; FORBIDDEN,
-// PROTOCOL_MISMATCH and malformed streams are never retried. Polling is a
+// PROTOCOL_MISMATCH and malformed streams are never retried; AUTH_REQUIRED
+// (a WebSocket closed before WELCOME is told from a lost network by one
+// snapshot request with the cookie alone: 401) calls the subscription's
+// `onAuthRequired` once, single flight, and tries once more. Polling is a
 // lease: conditional GETs at least 5 s apart, one in flight, at most 120
 // or 30 minutes. Hidden pages stop polling and, after a grace period,
 // close live connections; offline stops every attempt until online.

@@ -158,7 +158,9 @@ async function sseItem(rt, sub, gen, item, limits) {
  * One `realtime.v1` WebSocket for the subscriptions of channel `ch` (SPEC
  * RT-9). Resolves when it closed, to `{ failure, hintMs }`: `hintMs` is
  * the server's CLOSE `retryAfterMs`, the only hint that lets an
- * OVERLOADED close be retried (SPEC RT-7; without it, DEGRADED).
+ * OVERLOADED close be retried (SPEC RT-7; without it, DEGRADED). A
+ * socket that closed before WELCOME without a CLOSE ends AUTH_REQUIRED
+ * when `sessionRefused` says the gateway refuses its cookie, else OFFLINE.
  */
 export function runWs(rt, ch, signal) {
   const env = rt.env;
@@ -206,10 +208,51 @@ export function runWs(rt, ch, signal) {
     ws.onclose = (e) => {
       if (s.category === null) s.lastWord();
       const category = s.category ?? closeCategory(e.code);
-      finish(s.ending ?? CATEGORY_FAILURE[category], s.ending ? null : s.retryAfterMs);
+      const failure = s.ending ?? CATEGORY_FAILURE[category];
+      const hintMs = s.ending ? null : s.retryAfterMs;
+      const stream = ch.subs[0]?.stream;
+      if (s.welcome !== null || s.ending !== null || s.category !== null || failure !== "OFFLINE" || !stream) {
+        return finish(failure, hintMs);
+      }
+      // Gone before WELCOME without a word: a refused upgrade looks the
+      // same as a lost network to a browser (1006). Ask the gateway.
+      s.stop(); // no open deadline while the probe runs: it has its own
+      sessionRefused(rt, stream, signal).then((refused) => finish(refused ? "AUTH_REQUIRED" : failure, hintMs));
+      return undefined;
     };
     ws.onerror = () => {};
   });
+}
+
+/**
+ * Whether the gateway refuses the credentials a WebSocket upgrade carries
+ * (SPEC RT-7): after an upgrade that failed before WELCOME, one GET of
+ * `stream`'s snapshot with the page's cookie only (no `headers()`: a
+ * browser's WebSocket cannot send them), answered 401 exactly when the
+ * session is not authenticated (say, a cookie a restarted gateway no
+ * longer knows). The answer's body is not read. Resolves to true on a 401;
+ * to false on any other answer, a network failure, an abort, or no
+ * answer's head within connectTimeoutMs.
+ */
+export async function sessionRefused(rt, stream, signal) {
+  const env = rt.env;
+  const probe = new AbortController();
+  const stop = () => probe.abort();
+  signal.addEventListener("abort", stop);
+  const deadline = env.setTimeout(stop, rt.connectTimeoutMs);
+  try {
+    const r = await env.fetch(rt.url(`/v1/streams/${encodeURIComponent(stream)}/snapshot`), {
+      headers: { Accept: "application/json" }, signal: probe.signal, credentials: "same-origin", redirect: "error",
+      cache: "no-store", referrerPolicy: "no-referrer",
+    });
+    cancel(r);
+    return r.status === 401;
+  } catch {
+    return false;
+  } finally {
+    env.clearTimeout(deadline);
+    signal.removeEventListener("abort", stop);
+  }
 }
 
 /** The state of one WebSocket session: pending, live and tombstoned subscriptions. */

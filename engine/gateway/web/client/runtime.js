@@ -62,6 +62,7 @@ export class RealtimeClient {
     this.subs = new Set();
     this.sessions = new Set();
     this.ws = null; // the WebSocket channel, shared by every subscription
+    this.authFlight = null; // the auth recovery running, if any (single flight)
     this.closed = false;
     this.lifecycle = this.listen();
   }
@@ -186,7 +187,7 @@ export class RealtimeClient {
       if (sub) {
         sub.authTried = true;
         try {
-          await sub.handlers.onAuthRequired();
+          await this.recoverAuth(sub.handlers.onAuthRequired);
           return this.connect(ch);
         } catch {
           // recovery failed: AUTH_REQUIRED below
@@ -212,6 +213,20 @@ export class RealtimeClient {
     }
     ch.stopped = failure; // never retried; only a new subscription starts again
     return this.state(ch, failure === "CLOSED" ? "closed" : "stopped", { failure });
+  }
+
+  /**
+   * Runs the embedder's auth recovery `hook` single flight: while one
+   * recovery runs, every channel that fails AUTH_REQUIRED waits for the
+   * same one (and shares its outcome) instead of starting another.
+   */
+  recoverAuth(hook) {
+    this.authFlight ??= Promise.resolve()
+      .then(() => hook())
+      .finally(() => {
+        this.authFlight = null;
+      });
+    return this.authFlight;
   }
 
   /** Channel `ch`'s connection opened (SSE: its 200 head; WebSocket: WELCOME). */
