@@ -262,9 +262,11 @@ struct SimCli {
     json: Option<PathBuf>,
     /// Simulate several gateways sharing resources through a linearizable
     /// store with leases instead (three nodes, three resources, message
-    /// delays, partitions, crashes and restarts; the real occupancy code
-    /// over a model of etcd): after every step, no resource is held by two
-    /// gateways and the store lists at most one exclusive occupant.
+    /// delays, partitions, crashes, restarts, handovers through
+    /// reservations, wall clocks up to 500 ms apart; the real occupancy
+    /// code over a model of etcd): after every step, no resource is held by
+    /// two gateways, the store lists at most one exclusive occupant, and no
+    /// gateway took a reservation its clock said was live for another.
     #[arg(long)]
     cluster: bool,
 }
@@ -985,22 +987,34 @@ fn run_sim(a: SimCli) -> Result<bool, CliError> {
 /// `dtp sim --cluster`: prints one line per seed with a violation and a
 /// summary; true when no seed broke an invariant.
 fn run_cluster_sim(a: &SimCli) -> bool {
-    use dtp_cluster::sim::{Model, Sim};
-    let (mut grants, mut busy, mut fences, mut crashes, mut broken) = (0, 0, 0, 0, 0);
+    use dtp_cluster::sim::{Model, Outcome, Sim};
+    let mut sum = Outcome::default();
+    let mut broken = 0;
     for seed in a.seed..a.seed.saturating_add(a.seeds) {
         let o = Sim::new(Model::default(), seed).run(a.steps);
         if let Some(v) = &o.violation {
             println!("seed {seed}: violation after {} steps: {v}", o.steps);
             broken += 1;
         }
-        grants += o.grants;
-        busy += o.busy;
-        fences += o.fences;
-        crashes += o.crashes;
+        sum.grants += o.grants;
+        sum.busy += o.busy;
+        sum.fences += o.fences;
+        sum.crashes += o.crashes;
+        sum.handovers += o.handovers;
+        sum.handed += o.handed;
+        sum.taken_early += o.taken_early;
     }
     println!(
-        "cluster: {} seeds × {} steps: {grants} grants, {busy} refused busy, {fences} fences, {crashes} crashes; {broken} seeds with a violation",
-        a.seeds, a.steps
+        "cluster: {} seeds × {} steps: {} grants, {} refused busy, {} fences, {} crashes, {} handovers ({} reached their target, {} reservations lost to a skewed clock); {broken} seeds with a violation",
+        a.seeds,
+        a.steps,
+        sum.grants,
+        sum.busy,
+        sum.fences,
+        sum.crashes,
+        sum.handovers,
+        sum.handed,
+        sum.taken_early
     );
     broken == 0
 }

@@ -239,7 +239,8 @@ fn the_cluster_simulation_is_clean_and_replays() {
     let text = stdout(&first);
     assert!(
         text.starts_with("cluster: 4 seeds × 1000 steps: ")
-            && text.trim_end().ends_with("0 seeds with a violation"),
+            && text.contains(" handovers (")
+            && text.trim_end().ends_with("; 0 seeds with a violation"),
         "{text}"
     );
     assert_eq!(stdout(&dtp(&args)), text, "the same seeds, the same run");

@@ -7,197 +7,35 @@
 //! Each step moves the clock and applies one random input: a node asks for
 //! a resource (enter the table, then hold it), lets one go (leave, then
 //! stop holding), refreshes its lease, is cut off from the store or joined
-//! again, crashes (its memory gone, its lease left to expire) or restarts.
+//! again, crashes (its memory gone, its lease left to expire) or restarts,
+//! or hands a resource over to a target on any node ([`handover`]: the
+//! source stops holding and its entry becomes a reservation, which the
+//! target's node later takes over, as a gateway's T1–T4 do).
 //! A node follows the rule its lease keeper follows in the gateway: with
 //! no successful refresh for two thirds of the TTL it gives up everything
 //! it holds (self-fencing). Messages to and from the store take up to
 //! [`Model::max_delay_ms`] each way, so a node learns of a refresh some
 //! time after the store counted it.
 //!
+//! Each node's wall clock is off the store's by up to
+//! [`Model::max_skew_ms`]: reservations carry wall-clock times, and a
+//! skewed clock may only cost a handover its target, never give a resource
+//! two controllers.
+//!
 //! After every step, [`Sim::check`] asserts the invariants: no resource is
 //! held by two live nodes at once (what a node believes it controls), and
-//! the store never lists two exclusive occupants of one resource.
+//! the store never lists two exclusive occupants of one resource. An
+//! admission that takes a reservation its own node's clock says is still
+//! live, for someone other than its target, is a violation too.
 
-use std::collections::{BTreeMap, HashMap};
+mod handover;
+mod mem_kv;
 
-use crate::etcd::{CompareOp, CompareTarget, KeyValue, OpResponse, Txn, TxnOp, TxnResponse};
-use crate::occupancy::{Kv, Occupancy, Occupant};
-use crate::{Error, Result};
+use std::collections::BTreeMap;
 
-/// A model of etcd: keys with create/mod revisions and versions, one
-/// revision per write transaction, leases that delete their keys when they
-/// expire (at [`MemKv::advance`]).
-#[derive(Debug, Default)]
-pub struct MemKv {
-    keys: BTreeMap<Vec<u8>, KeyValue>,
-    revision: i64,
-    /// Lease id → its expiry, virtual ms.
-    leases: HashMap<i64, u64>,
-    next_lease: i64,
-    now: u64,
-}
-
-impl MemKv {
-    /// Moves the store's clock to `now` (never back) and expires leases.
-    pub fn advance(&mut self, now: u64) {
-        self.now = self.now.max(now);
-        let expired: Vec<i64> = self
-            .leases
-            .iter()
-            .filter(|(_, at)| **at <= self.now)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in expired {
-            self.leases.remove(&id);
-            let doomed: Vec<Vec<u8>> = self
-                .keys
-                .iter()
-                .filter(|(_, kv)| kv.lease == Some(id))
-                .map(|(k, _)| k.clone())
-                .collect();
-            if !doomed.is_empty() {
-                self.revision += 1;
-                for k in doomed {
-                    self.keys.remove(&k);
-                }
-            }
-        }
-    }
-
-    /// Grants a lease of `ttl_ms` from the store's clock.
-    pub fn lease_grant(&mut self, ttl_ms: u64) -> i64 {
-        self.next_lease += 1;
-        self.leases.insert(self.next_lease, self.now + ttl_ms);
-        self.next_lease
-    }
-
-    /// Refreshes lease `id` for `ttl_ms`; [`Error::LeaseNotFound`] once it
-    /// expired.
-    pub fn lease_keepalive(&mut self, id: i64, ttl_ms: u64) -> Result<()> {
-        let now = self.now;
-        let at = self.leases.get_mut(&id).ok_or(Error::LeaseNotFound(id))?;
-        *at = now + ttl_ms;
-        Ok(())
-    }
-
-    /// Every key from `from` (inclusive) to `to` (exclusive).
-    fn range(&self, from: &[u8], to: &[u8]) -> Vec<KeyValue> {
-        self.keys
-            .range(from.to_vec()..to.to_vec())
-            .map(|(_, kv)| kv.clone())
-            .collect()
-    }
-
-    fn holds(&self, c: &crate::etcd::Compare) -> bool {
-        let kv = self.keys.get(&c.key);
-        let ord = |a: i64, b: i64| match c.op {
-            CompareOp::Equal => a == b,
-            CompareOp::Greater => a > b,
-            CompareOp::Less => a < b,
-            CompareOp::NotEqual => a != b,
-        };
-        match &c.target {
-            CompareTarget::Version(v) => ord(kv.map_or(0, |k| k.version), *v),
-            CompareTarget::CreateRevision(v) => ord(kv.map_or(0, |k| k.create_revision), *v),
-            CompareTarget::ModRevision(v) => ord(kv.map_or(0, |k| k.mod_revision), *v),
-            CompareTarget::Lease(v) => ord(kv.and_then(|k| k.lease).unwrap_or(0), *v),
-            CompareTarget::Value(v) => kv.is_some_and(|k| match c.op {
-                CompareOp::Equal => &k.value == v,
-                CompareOp::NotEqual => &k.value != v,
-                CompareOp::Greater => k.value > *v,
-                CompareOp::Less => k.value < *v,
-            }),
-        }
-    }
-}
-
-impl Kv for MemKv {
-    fn txn(&mut self, txn: &Txn) -> Result<TxnResponse> {
-        let succeeded = txn.compare.iter().all(|c| self.holds(c));
-        let ops = if succeeded { &txn.then } else { &txn.otherwise };
-        let writes = ops
-            .iter()
-            .any(|op| !matches!(op, TxnOp::Get { .. } | TxnOp::Range { .. }));
-        if writes {
-            self.revision += 1;
-        }
-        let revision = self.revision;
-        let mut responses = Vec::with_capacity(ops.len());
-        for op in ops {
-            responses.push(match op {
-                TxnOp::Put { key, value, lease } => {
-                    if let Some(id) = lease
-                        && !self.leases.contains_key(id)
-                    {
-                        return Err(Error::LeaseNotFound(*id));
-                    }
-                    let old = self.keys.get(key);
-                    let kv = KeyValue {
-                        key: key.clone(),
-                        value: value.clone(),
-                        create_revision: old.map_or(revision, |o| o.create_revision),
-                        mod_revision: revision,
-                        version: old.map_or(1, |o| o.version + 1),
-                        lease: *lease,
-                    };
-                    self.keys.insert(key.clone(), kv);
-                    OpResponse::Put { revision }
-                }
-                TxnOp::Delete { key } => OpResponse::Delete {
-                    deleted: i64::from(self.keys.remove(key).is_some()),
-                },
-                TxnOp::Get { key } => OpResponse::Get {
-                    kvs: self.keys.get(key).cloned().into_iter().collect(),
-                },
-                TxnOp::Range { key, range_end } => OpResponse::Get {
-                    kvs: self.range(key, range_end),
-                },
-            });
-        }
-        Ok(TxnResponse {
-            succeeded,
-            revision,
-            responses,
-        })
-    }
-
-    fn delete(&mut self, key: &[u8]) -> Result<(i64, i64)> {
-        if self.keys.remove(key).is_some() {
-            self.revision += 1;
-            return Ok((1, self.revision));
-        }
-        Ok((0, self.revision))
-    }
-}
-
-/// The store as one node reaches it: not at all while cut off.
-struct Reach<'a> {
-    store: &'a mut MemKv,
-    cut: bool,
-}
-
-impl Kv for Reach<'_> {
-    fn txn(&mut self, txn: &Txn) -> Result<TxnResponse> {
-        if self.cut {
-            return Err(unreachable());
-        }
-        self.store.txn(txn)
-    }
-
-    fn delete(&mut self, key: &[u8]) -> Result<(i64, i64)> {
-        if self.cut {
-            return Err(unreachable());
-        }
-        self.store.delete(key)
-    }
-}
-
-fn unreachable() -> Error {
-    Error::Unavailable {
-        tried: 1,
-        last: std::io::Error::other("cut off (simulated)"),
-    }
-}
+use crate::occupancy::{Occupancy, Occupant};
+pub use mem_kv::MemKv;
+use mem_kv::Reach;
 
 /// The model's parameters.
 #[derive(Clone, Copy, Debug)]
@@ -214,6 +52,8 @@ pub struct Model {
     /// A node gives everything up after this long without learning of a
     /// refresh, ms: two thirds of the TTL, as the gateway's keeper.
     pub fence_after_ms: u64,
+    /// The most a node's wall clock is off the store's, either way, ms.
+    pub max_skew_ms: u64,
 }
 
 impl Default for Model {
@@ -224,6 +64,7 @@ impl Default for Model {
             ttl_ms: 3_000,
             max_delay_ms: 300,
             fence_after_ms: 2_000,
+            max_skew_ms: 500,
         }
     }
 }
@@ -239,6 +80,8 @@ struct Node {
     last_try: u64,
     /// Resource → the session it holds there.
     held: BTreeMap<usize, String>,
+    /// Its wall clock minus the store's, ms.
+    skew: i64,
 }
 
 /// What a run found.
@@ -254,6 +97,15 @@ pub struct Outcome {
     pub fences: u64,
     /// Crashes.
     pub crashes: u64,
+    /// Handovers started: the source's entry made a reservation.
+    pub handovers: u64,
+    /// Handovers whose target's node took the reservation over.
+    pub handed: u64,
+    /// Handovers whose target was refused or whose node was gone.
+    pub lapsed: u64,
+    /// Reservations another node took because its clock ran ahead of the
+    /// reserving node's (a lost handover, not two controllers).
+    pub taken_early: u64,
     /// The first invariant broken, if any.
     pub violation: Option<String>,
 }
@@ -267,6 +119,10 @@ pub struct Sim {
     now: u64,
     rng: u64,
     next_session: u64,
+    /// Handovers between their reservation and their target's admission.
+    pending: Vec<handover::Pending>,
+    /// An invariant an input broke, reported by the next check.
+    broken: Option<String>,
     outcome: Outcome,
 }
 
@@ -280,6 +136,8 @@ impl Sim {
             now: 0,
             rng: seed ^ 0x9e37_79b9_7f4a_7c15,
             next_session: 0,
+            pending: Vec::new(),
+            broken: None,
             outcome: Outcome::default(),
         };
         for i in 0..model.nodes {
@@ -296,8 +154,21 @@ impl Sim {
         self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % below.max(1)
     }
 
+    /// A one-way delay to or from the store.
+    fn delay(&mut self) -> u64 {
+        self.draw(self.model.max_delay_ms + 1)
+    }
+
+    /// Node `i`'s wall clock.
+    fn clock(&self, i: usize) -> u64 {
+        self.now.saturating_add_signed(self.nodes[i].skew)
+    }
+
     fn start(&mut self, i: usize) {
         let lease = self.store.lease_grant(self.model.ttl_ms);
+        let span = self.model.max_skew_ms;
+        let skew =
+            i64::try_from(self.draw(2 * span + 1)).unwrap_or(0) - i64::try_from(span).unwrap_or(0);
         self.nodes[i] = Node {
             alive: true,
             cut: false,
@@ -305,6 +176,7 @@ impl Sim {
             last_ok: self.now,
             last_try: self.now,
             held: BTreeMap::new(),
+            skew,
         };
     }
 
@@ -328,8 +200,10 @@ impl Sim {
         let i = usize::try_from(self.draw(self.model.nodes as u64)).unwrap_or(0);
         self.fence_if_stale(i);
         match self.draw(100) {
-            0..=49 => self.ask(i),
-            50..=79 => self.release(i),
+            0..=34 => self.ask(i),
+            35..=54 => self.release(i),
+            55..=64 => self.handover(i),
+            65..=79 => self.complete_handover(),
             80..=91 => {
                 if self.nodes[i].alive {
                     self.nodes[i].cut = !self.nodes[i].cut;
@@ -412,23 +286,37 @@ impl Sim {
             return;
         };
         let r = usize::try_from(self.draw(self.model.resources as u64)).unwrap_or(0);
-        if self.nodes[i].held.contains_key(&r) {
+        // A node's terminal serialises its own handover: the resource is
+        // its target's until the handover ends.
+        if self.nodes[i].held.contains_key(&r)
+            || self.pending.iter().any(|p| p.from == i && p.resource == r)
+        {
             return;
         }
         self.next_session += 1;
         let session = format!("s{}", self.next_session);
+        if self.admit(i, r, &session, "fay", lease) {
+            self.outcome.grants += 1;
+        }
+    }
+
+    /// Node `i` enters `session` of `holder` into resource `r`'s table on
+    /// `lease` and, if the answer finds it still on that lease, holds it.
+    /// Whether it holds it now; a refusal is counted busy. A reservation
+    /// taken that the node's own clock said was live, by anyone but its
+    /// node or target, is recorded as a violation.
+    fn admit(&mut self, i: usize, r: usize, session: &str, holder: &str, lease: i64) -> bool {
         let who = Occupant {
             node: format!("n{i}"),
-            holder: "fay".into(),
+            holder: holder.to_owned(),
             exclusive: true,
             reserved_until: None,
             reserved_for: None,
         };
-        let (up, down) = (
-            self.draw(self.model.max_delay_ms + 1),
-            self.draw(self.model.max_delay_ms + 1),
-        );
+        let (up, down) = (self.delay(), self.delay());
         self.store.advance(self.now + up);
+        let reservations = self.reservations(r);
+        let clock = self.clock(i);
         let cut = self.nodes[i].cut;
         let mut reach = Reach {
             store: &mut self.store,
@@ -436,11 +324,14 @@ impl Sim {
         };
         let entered = Occupancy::new(&mut reach, "sim").enter(
             &r.to_string(),
-            &session,
+            session,
             &who,
             Some(lease),
-            self.now,
+            clock,
         );
+        if matches!(entered, Ok(Ok(_))) {
+            self.taken(&who, r, &reservations, clock, self.now + up);
+        }
         self.now += up + down;
         self.store.advance(self.now);
         // The answer arrives now: a node that fenced meanwhile does not take
@@ -448,11 +339,14 @@ impl Sim {
         self.fence_if_stale(i);
         match entered {
             Ok(Ok(_)) if self.nodes[i].lease == Some(lease) => {
-                self.nodes[i].held.insert(r, session);
-                self.outcome.grants += 1;
+                self.nodes[i].held.insert(r, session.to_owned());
+                true
             }
-            Ok(Err(_)) => self.outcome.busy += 1,
-            _ => {}
+            Ok(Err(_)) => {
+                self.outcome.busy += 1;
+                false
+            }
+            _ => false,
         }
     }
 
@@ -476,6 +370,9 @@ impl Sim {
 
     /// The invariants (see the module doc).
     pub fn check(&mut self) -> std::result::Result<(), String> {
+        if let Some(v) = self.broken.take() {
+            return Err(v);
+        }
         for r in 0..self.model.resources {
             let holders: Vec<usize> = (0..self.nodes.len())
                 .filter(|&n| self.nodes[n].alive && self.nodes[n].held.contains_key(&r))
@@ -529,5 +426,65 @@ mod tests {
         let broken = (0..300).find_map(|seed| Sim::new(late, seed).run(3_000).violation);
         let why = broken.expect("no seed broke the invariant with a late keeper");
         assert!(why.contains("held by nodes"), "{why}");
+    }
+
+    /// Handovers run in every model; with exact clocks no reservation is
+    /// ever lost to another node, with clocks far apart some are — and in
+    /// neither does a resource get two controllers.
+    #[test]
+    fn handovers_reach_their_targets_and_skewed_clocks_only_lose_some() {
+        let run = |model: Model| {
+            let mut sum = Outcome::default();
+            for seed in 0..20 {
+                let o = Sim::new(model, seed).run(3_000);
+                assert_eq!(o.violation, None, "seed {seed}");
+                sum.handovers += o.handovers;
+                sum.handed += o.handed;
+                sum.lapsed += o.lapsed;
+                sum.taken_early += o.taken_early;
+            }
+            sum
+        };
+        let default = run(Model::default());
+        assert!(default.handed > 100 && default.lapsed > 0, "{default:?}");
+        assert!(default.handed + default.lapsed <= default.handovers);
+        let exact = run(Model {
+            max_skew_ms: 0,
+            ..Model::default()
+        });
+        assert_eq!(exact.taken_early, 0, "{exact:?}");
+        let wide = run(Model {
+            max_skew_ms: 2_500,
+            ..Model::default()
+        });
+        assert!(wide.taken_early > 0, "{wide:?}");
+    }
+
+    /// The reservation check can fail: another node taking a reservation
+    /// its own clock says is live is reported at the next check; its
+    /// target, its own node, or anyone after its time may take it.
+    #[test]
+    fn taking_a_live_reservation_for_someone_else_is_caught() {
+        let mut sim = Sim::new(Model::default(), 1);
+        let occupant = |node: &str, holder: &str| Occupant {
+            node: node.into(),
+            holder: holder.into(),
+            exclusive: true,
+            reserved_until: None,
+            reserved_for: None,
+        };
+        let reservation = Occupant {
+            reserved_until: Some(5_000),
+            reserved_for: Some("t1".into()),
+            ..occupant("n0", "")
+        };
+        let kept = std::slice::from_ref(&reservation);
+        sim.taken(&occupant("n1", "t1"), 0, kept, 4_999, 4_999);
+        sim.taken(&occupant("n0", "fay"), 0, kept, 4_999, 4_999);
+        sim.taken(&occupant("n1", "fay"), 0, kept, 5_000, 5_000);
+        assert_eq!(sim.check(), Ok(()));
+        sim.taken(&occupant("n2", "fay"), 0, kept, 4_999, 4_999);
+        let why = sim.check().unwrap_err();
+        assert!(why.contains("n2 took resource 0's reservation"), "{why}");
     }
 }
