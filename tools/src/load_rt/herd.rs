@@ -78,6 +78,16 @@ impl Ending {
         class: FailureClass::Network,
         hint: None,
     };
+
+    /// A CLOSE of `category` with the server's `retryAfterMs`, if any: an
+    /// OVERLOADED close is retried no sooner than its hint, and without one
+    /// the client degrades (SPEC RT-7, RT-10).
+    pub(crate) fn close(category: CloseCategory, retry_after_ms: Option<u32>) -> Self {
+        Self {
+            class: close_class(category),
+            hint: retry_after_ms.map(|ms| Duration::from_millis(u64::from(ms))),
+        }
+    }
 }
 
 /// The class of a CLOSE category (seed §7.4's reconnect column).
@@ -269,5 +279,28 @@ mod tests {
                 hint: Some(Duration::from_secs(3))
             }
         );
+    }
+
+    #[test]
+    fn an_overloaded_close_is_retried_no_sooner_than_its_hint_and_degrades_without_one() {
+        let (mut timers, mut t, now) = (Timers::new(9), Tally::new(), Instant::now());
+        for i in 0..50 {
+            let mut c = client(ReconnectConfig::default());
+            let how = Ending::close(CloseCategory::Overloaded, Some(1_500));
+            timers.ended(&mut c, i, how, now, &mut t);
+            assert_eq!(c.stage, Stage::Waiting);
+        }
+        assert!(timers.pop_due(now + Duration::from_millis(1_499)).is_none());
+        assert_eq!(t.reconnects, 50);
+        assert!(t.spread().min >= 1_500, "{:?}", t.spread());
+        let mut c = client(ReconnectConfig::default());
+        timers.ended(
+            &mut c,
+            50,
+            Ending::close(CloseCategory::Overloaded, None),
+            now,
+            &mut t,
+        );
+        assert_eq!((c.stage, t.degraded), (Stage::Degraded, 1));
     }
 }

@@ -13,7 +13,7 @@ use dtp_codec::ws::{FrameError, Message, Opcode, Role, encode_frame};
 use dtp_engine::Outbox;
 use dtp_realtime::{Observed, Verdict};
 
-use super::herd::{close_class, reset_class};
+use super::herd::{Ending, close_class, reset_class};
 use super::sub::{Phase, Sub, Subs};
 
 /// The largest chunk of an SSE stream a subscriber accepts (the server's
@@ -219,7 +219,10 @@ impl Subs {
                     }
                     self.local.resets += 1;
                 }
-                Ok(ServerMessage::Close { category, .. }) => s.ending.class = close_class(category),
+                Ok(ServerMessage::Close {
+                    category,
+                    retry_after_ms,
+                }) => s.ending = Ending::close(category, retry_after_ms),
                 Ok(_) => {}
                 Err(_) => self.local.conflicts += 1,
             }
