@@ -3,12 +3,15 @@
 //! ended, never sent a later event with an earlier one skipped, while a
 //! well-behaved subscriber of the same stream gets every event.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::client::{Http, bearer, eventually, publication, publish_ticks};
+use crate::client::{Http, PATIENCE, bearer, eventually, publication, publish_ticks};
 use crate::server::{ADMIN, BACKENDS, Server, start_default};
 use crate::ssec::{Sse, envelope, reset_event, sequences};
 use crate::wsc::Ws;
@@ -17,10 +20,30 @@ use crate::wsc::Ws;
 /// kernel's socket buffers absorb several MB of ~32 KiB events first.
 const CAP: u64 = 4000;
 
+/// How many events the well-behaved subscriber may lag behind the
+/// publisher: 4 × 32 KiB stays under the 256 KiB outbound ceiling even with
+/// no socket buffer at all, so a starved reader thread on a loaded machine
+/// is never taken for a slow consumer.
+const LAG: u64 = 4;
+
+/// Waits until the well-behaved subscriber has `n` events.
+fn wait_for_reader(progress: &AtomicU64, n: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    while progress.load(Relaxed) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the well-behaved subscriber stopped at {} of {n}",
+            progress.load(Relaxed)
+        );
+        thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// Publishes ~32 KiB events on `ticks` over one kept connection until a
 /// subscriber was ended as a slow consumer, then one last event marked
-/// `"last":true`; returns how many were published.
-fn publish_until_overflow(srv: &Server) -> u64 {
+/// `"last":true`; returns how many were published. It keeps at most
+/// [`LAG`] events ahead of the well-behaved subscriber's `progress`.
+fn publish_until_overflow(srv: &Server, progress: &AtomicU64) -> u64 {
     let mut c = Http::open(srv.addr);
     let head = format!(
         "POST /v1/streams/ticks/events HTTP/1.1\r\n{}Content-Type: application/json",
@@ -32,6 +55,7 @@ fn publish_until_overflow(srv: &Server) -> u64 {
         let done = srv.metrics.queue_overflows.load(Relaxed) > 0;
         n += 1;
         assert!(n <= CAP, "no slow consumer was ended after {CAP} events");
+        wait_for_reader(progress, n.saturating_sub(LAG + 1));
         let payload = if done {
             json!({"n": n, "last": true})
         } else {
@@ -49,14 +73,18 @@ fn is_last(env: &Value) -> bool {
     env["payload"]["last"] == true
 }
 
-/// Reads a well-behaved SSE subscriber on a thread until the last event.
-fn read_sse_until_last(mut sse: Sse) -> thread::JoinHandle<Sse> {
+/// Reads a well-behaved SSE subscriber on a thread until the last event,
+/// counting what it has in `progress`.
+fn read_sse_until_last(mut sse: Sse, progress: Arc<AtomicU64>) -> thread::JoinHandle<Sse> {
     thread::spawn(move || {
         loop {
             let n = sse.events.len();
-            let events = sse.wait_for(n + 1);
+            sse.wait_for(n + 1);
+            assert!(!sse.ended, "the well-behaved subscriber was ended");
+            let events = &sse.events;
             let last = &events[events.len() - 1];
             let env: Value = serde_json::from_str(&last.data).unwrap();
+            progress.store(events.len() as u64, Relaxed);
             if is_last(&env) {
                 return sse;
             }
@@ -69,8 +97,9 @@ fn a_slow_sse_subscriber_gets_queue_overflow_and_nothing_skipped() {
     for backend in BACKENDS {
         let srv = start_default(backend);
         let mut slow = Sse::ticks(srv.addr, "");
-        let good = read_sse_until_last(Sse::ticks(srv.addr, ""));
-        let n = publish_until_overflow(&srv);
+        let progress = Arc::new(AtomicU64::new(0));
+        let good = read_sse_until_last(Sse::ticks(srv.addr, ""), progress.clone());
+        let n = publish_until_overflow(&srv, &progress);
         let good = good.join().unwrap();
         assert_eq!(
             sequences(&good.events),
@@ -108,6 +137,8 @@ fn a_slow_websocket_subscriber_gets_close_overloaded_and_nothing_skipped() {
         slow.subscribe_ticks("slow", 1);
         let (mut good, _) = Ws::realtime(srv.addr, crate::server::READER);
         good.subscribe_ticks("good", 1);
+        let progress = Arc::new(AtomicU64::new(0));
+        let seen = progress.clone();
         let good = thread::spawn(move || {
             let mut seqs = Vec::new();
             loop {
@@ -123,12 +154,13 @@ fn a_slow_websocket_subscriber_gets_close_overloaded_and_nothing_skipped() {
                         .parse::<u64>()
                         .unwrap(),
                 );
+                seen.store(seqs.len() as u64, Relaxed);
                 if is_last(&v["envelope"]) {
                     return seqs;
                 }
             }
         });
-        let n = publish_until_overflow(&srv);
+        let n = publish_until_overflow(&srv, &progress);
         assert_eq!(
             good.join().unwrap(),
             (1..=n).collect::<Vec<_>>(),
