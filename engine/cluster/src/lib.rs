@@ -8,6 +8,11 @@
 //! - [`nats`]: NATS JetStream — per-stream sequences, acknowledged and
 //!   deduplicated publishes, reads by sequence and replay (SPEC RT-6; the
 //!   session state of SPEC SES-2/3 fits the same streams).
+//! - [`occupancy`]: who occupies each resource across gateways (SPEC TS-9,
+//!   HO-4), admissions serialised by etcd, each with its fencing token, and
+//!   reservations that keep a handed-over resource for its target.
+//! - [`sim`]: the occupancy code over a model of etcd, with seeded
+//!   partitions, crashes, handovers and skewed clocks (`dtp sim --cluster`).
 //!
 //! Every call blocks for at most its configured timeouts (std sockets, no
 //! async runtime); every answer is bounded in size; bytes a server sends
