@@ -514,7 +514,7 @@ impl Config {
             max_send_queue: self.io.max_send_queue,
             max_connections: self.io.max_connections,
             nodelay: self.io.nodelay,
-            tcp_congestion: crate::congestion_name(&self.io.tcp_congestion),
+            tcp_congestion: crate::load_cmd::congestion_name(&self.io.tcp_congestion),
             batch: self.io.batch,
             batch_wait_us: self.io.batch_wait_us,
             send_zc_threshold: self.io.send_zc_threshold,

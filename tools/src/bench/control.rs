@@ -215,7 +215,7 @@ fn measure_run(server: &Server, r: &Run<'_>, plan: ControlPlan) -> Result<Contro
         rate: None,
         window: 512,
         shards: r.shards,
-        driver: crate::load_driver(r.fays, 0, crate::LOAD_CONGESTION),
+        driver: crate::load_cmd::load_driver(r.fays, 0, crate::load_cmd::LOAD_CONGESTION),
         payload: None,
         quic: None,
     };

@@ -85,7 +85,7 @@ pub(super) fn measure(
         warmup: r.warmup,
         duration: r.duration,
         shards: r.shards,
-        driver: crate::load_driver(r.subscribers, 0, crate::LOAD_CONGESTION),
+        driver: crate::load_cmd::load_driver(r.subscribers, 0, crate::load_cmd::LOAD_CONGESTION),
         policy: dtp_realtime::ReconnectConfig::default(),
         kick: false,
     };

@@ -250,7 +250,7 @@ fn load_side(ctx: &Ctx<'_>, bw: BenchWorkload, side: &str) -> Result<Figures, St
         driver: if w == Workload::Idle {
             idle_driver(plan.idle_connections)
         } else {
-            crate::load_driver(32 * 1024, 0, crate::LOAD_CONGESTION)
+            crate::load_cmd::load_driver(32 * 1024, 0, crate::load_cmd::LOAD_CONGESTION)
         },
         staged: w == Workload::Idle,
         payload: None,
@@ -371,7 +371,7 @@ fn idle_driver(connections: usize) -> dtp_transports::DriverConfig {
         bind_sources: (0..sources)
             .map(|i| std::net::IpAddr::from([127, 0, 0, 2 + i as u8]))
             .collect(),
-        ..crate::load_driver(connections, 0, crate::LOAD_CONGESTION)
+        ..crate::load_cmd::load_driver(connections, 0, crate::load_cmd::LOAD_CONGESTION)
     }
 }
 
@@ -583,7 +583,7 @@ const AEAD_LIMIT: &str = "aead (AES-256-GCM, one core)";
 
 /// The load generator's congestion control, for the limits.
 fn congestion() -> Option<String> {
-    crate::congestion_name(crate::LOAD_CONGESTION)
+    crate::load_cmd::congestion_name(crate::load_cmd::LOAD_CONGESTION)
 }
 
 /// The loopback limit over `connections` connections with the load
