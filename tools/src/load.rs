@@ -7,6 +7,7 @@
 //! frames per connection, goodput measured by the server's acks) and `idle`
 //! (one round trip per connection, then nothing).
 
+mod progress;
 pub(crate) mod status;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +22,7 @@ use dtp_codec::{ErrorCode, LogicalFrame};
 use dtp_engine::{Ctl, Engine, EngineConfig, Frame, FrameService, Framed, Origin, Outbox};
 use dtp_transports::{CloseReason, ConnId, DriverConfig, Endpoint};
 
+pub(crate) use progress::Progress;
 pub(crate) use status::{DEFAULT_MIN_SUCCESS, Failures, Share, connect_failure};
 
 /// What to run.

@@ -226,30 +226,10 @@ pub(crate) fn run_load(a: LoadCli) -> Result<(), CliError> {
         );
     }
     let total = a.warmup + duration;
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let b = indicatif::ProgressBar::new((total * 10.0) as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {elapsed}/{duration} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
-    } else {
-        None
-    };
-    let result = load::run(
-        &spec,
-        |secs, ops| {
-            if let Some(b) = &bar {
-                b.set_position((secs * 10.0) as u64);
-                b.set_message(format!("{ops} ops"));
-            }
-        },
-        |_| {},
-    )
-    .map_err(CliError::Io)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let bar = load::Progress::new(total);
+    let result =
+        load::run(&spec, |secs, ops| bar.update(secs, ops), |_| {}).map_err(CliError::Io)?;
+    bar.finish();
     let l = &result.latency;
     println!(
         "{} · {} · {:.1} s · backend {}",

@@ -13,7 +13,7 @@ use dtp_gateway::dtp::{EndpointConfig, FayConfig};
 
 use super::{DtpLoadResult, DtpSpec};
 use crate::cli_error::CliError;
-use crate::load::LoadSpec;
+use crate::load::{LoadSpec, Progress};
 use crate::text::plural;
 
 /// Largest key or credential file read (they are a few hundred bytes).
@@ -80,31 +80,10 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: DtpCliArgs) -> Result<(), CliError> {
         disconnect_every: a.disconnect_every,
     };
     let total = (spec.warmup + spec.duration).as_secs_f64();
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let b = indicatif::ProgressBar::new((total * 10.0) as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {elapsed}/{duration} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
-    } else {
-        None
-    };
-    let result = super::run(
-        spec,
-        &dtp,
-        |secs, ops| {
-            if let Some(b) = &bar {
-                b.set_position((secs * 10.0) as u64);
-                b.set_message(format!("{ops} ops"));
-            }
-        },
-        |_| {},
-    )
-    .map_err(CliError::Io)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let bar = Progress::new(total);
+    let result =
+        super::run(spec, &dtp, |secs, ops| bar.update(secs, ops), |_| {}).map_err(CliError::Io)?;
+    bar.finish();
     print!("{}", text_report(workload.name(), &dtp, &result));
     if let Some(path) = a.json {
         let v = json_report(workload.name(), &dtp, &result);
