@@ -21,7 +21,7 @@
 //! receiver tells its sender how many bytes it has received, in an 8-byte
 //! datagram every [`ACK_EVERY`] bytes, and the sender keeps at most
 //! [`WINDOW`] bytes (our QUIC receive window) beyond that in flight; a
-//! window with no answer for [`ACK_WAIT`] is written off as dropped. This
+//! window with no answer for `ACK_WAIT` is written off as dropped. This
 //! is the least a QUIC sender does (flow control and acks, without the
 //! encryption, the congestion control or the per-packet work), so the
 //! figure bounds `dtp-stream-quic` the way the TCP loopback limit

@@ -247,7 +247,7 @@ impl Region {
     }
 
     /// A guard that keeps the backing mapped while it lives, even after the
-    /// region is dropped (see [`MappingGuard`]).
+    /// region is dropped (see `MappingGuard`).
     pub fn mapping_guard(&self) -> crate::MappingGuard {
         self.backing.mapping_guard()
     }

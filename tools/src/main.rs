@@ -256,7 +256,7 @@ struct ServeCli {
     /// Listen on this endpoint instead of the configured ones: `HOST:PORT`
     /// (TCP), `unix:PATH`, `ws:HOST:PORT/PATH` (DTP frames as WebSocket
     /// binary messages, subprotocol dtp.v1), `rtsp:HOST:PORT`
-    /// (RTSP-interleaved), `quic:HOST:PORT` (see [quic] in the config),
+    /// (RTSP-interleaved), `quic:HOST:PORT` (see `[quic]` in the config),
     /// `ble:ADDR/psm/N[?mtu=M]` (Bluetooth LE L2CAP channel; needs a host
     /// with Bluetooth) or `ble-sim:PATH[?mtu=M]` (the BLE link simulated on
     /// a Unix seqpacket socket, SDUs of at most M bytes, default 247).

@@ -128,7 +128,7 @@
 //! - **Receive: no copy.** The frame's buffer ([`dtp_codec::FrameBuf`]) is
 //!   decrypted in place
 //!   ([`Opener::open_frame`](dtp_crypto::aead::Opener::open_frame)) and the
-//!   delivered payload is a slice of it. Under [`DtpGateway`] that buffer is
+//!   delivered payload is a slice of it. Under `dtp_gateway::dtp::DtpGateway` that buffer is
 //!   the pool chunk the kernel received the frame into (a
 //!   `dtp_transports::RecvBuf`) whenever the frame lies wholly inside one
 //!   read; only a frame straddling two reads is assembled (copied) first.
@@ -174,7 +174,7 @@
 //! suspended session a versioned, checksummed byte form (layout and what is
 //! persisted: `persist.rs`; no key material — a resume always runs a new
 //! CAP handshake under a higher key version), read back under the resuming
-//! endpoint's ceilings. [`DirSessionStore`] keeps them in a directory, one
+//! endpoint's ceilings. `dtp_gateway::dtp::DirSessionStore` keeps them in a directory, one
 //! atomically written file each, behind the same [`SuspendedSessions`]
 //! trait as the registry.
 

@@ -71,10 +71,9 @@ impl Session {
 /// [`SuspendedSession::to_bytes`] / [`SuspendedSession::from_bytes`] turn
 /// it into bytes and back for storage that outlives the process (SES-2,
 /// SES-3; the format is in `dtp/persist.rs`, a directory store in
-/// [`DirSessionStore`]).
+/// `dtp_gateway::dtp::DirSessionStore`).
 ///
 /// [`SessionRegistry`]: super::SessionRegistry
-/// [`DirSessionStore`]: super::DirSessionStore
 pub struct SuspendedSession {
     pub(super) session_id: SessionId,
     pub(super) role: Role,

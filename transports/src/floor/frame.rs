@@ -2,8 +2,8 @@
 //! the 16-byte header and the 18 bytes of data fields are read, the payload
 //! is echoed (`pingpong`) or skipped (`stream`) without being looked at.
 //!
-//! Sans-IO: [`Cutter::feed`] takes whatever bytes one receive delivered and
-//! writes the answers into a [`Sink`]; it never needs the whole frame in one
+//! Sans-IO: `Cutter::feed` takes whatever bytes one receive delivered and
+//! writes the answers into a `Sink`; it never needs the whole frame in one
 //! buffer, so a frame split across any number of receives costs nothing but
 //! the 34-byte carry of a prefix that straddles two buffers.
 

@@ -8,7 +8,7 @@
 //! a resource (enter the table, then hold it), lets one go (leave, then
 //! stop holding), refreshes its lease, is cut off from the store or joined
 //! again, crashes (its memory gone, its lease left to expire) or restarts,
-//! or hands a resource over to a target on any node ([`handover`]: the
+//! or hands a resource over to a target on any node (`handover.rs`: the
 //! source stops holding and its entry becomes a reservation, which the
 //! target's node later takes over, as a gateway's T1–T4 do).
 //! A node follows the rule its lease keeper follows in the gateway: with

@@ -3,10 +3,10 @@
 //!
 //! | # | direction | Noise tokens | payload |
 //! |---|---|---|---|
-//! | 1 | Fay → terminal | `e` | [`Offer`], in clear but bound by the handshake hash |
+//! | 1 | Fay → terminal | `e` | `Offer`, in clear but bound by the handshake hash |
 //! | 2 | terminal → Fay | `e, ee, s, es` | empty (encrypted; reserved) |
 //! | 3 | Fay → terminal | `s, se` | the Fay's credential ([`crate::cred::wire`]), encrypted |
-//! | 4 | terminal → Fay | — | [`Outcome`], sealed with the outcome key |
+//! | 4 | terminal → Fay | — | `Outcome`, sealed with the outcome key |
 //!
 //! Offer: `version u8 (1)`, `count u8 (1–8)`, `count` algorithm ids
 //! (`dtp_codec::AeadAlgorithm` bytes; unknown ids are skipped so a newer

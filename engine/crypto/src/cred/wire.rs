@@ -8,7 +8,7 @@
 //! | 0 | magic `"DTPC"` | 4 bytes; also the signature's domain separator |
 //! | 4 | version `u8` | `1` |
 //! | 5 | `descriptor_id` | 16 bytes, a UUID v4 (RFC 4122 variant) |
-//! | 21 | `issuer_key_id` | 8 bytes, see [`KeyId`](super::KeyId) |
+//! | 21 | `issuer_key_id` | 8 bytes, see [`super::KeyId`] |
 //! | 29 | `noise_key` | 32 bytes, the Fay's X25519 Noise static public key |
 //! | 61 | `not_before` `u64` | Unix seconds, inclusive |
 //! | 69 | `not_after` `u64` | Unix seconds, exclusive; must be > `not_before` |

@@ -1,17 +1,17 @@
 //! The admin port: Prometheus `/metrics`, the `/healthz` and `/readyz`
-//! probes ([`health`]) and, when `[terminal]` runs, the `/v1` admin
-//! endpoints ([`api`]), over plain HTTP/1.1 on threads of their own so a
+//! probes (`health`) and, when `[terminal]` runs, the `/v1` admin
+//! endpoints (`api`), over plain HTTP/1.1 on threads of their own so a
 //! slow client never touches a core shard or the control thread (a plane
 //! call waits at most the handle's 2 s).
 //!
-//! Each connection carries one request (bounded: [`http::MAX_HEAD`],
-//! [`http::MAX_BODY`], 5 s to send it) and gets one answer; at most
+//! Each connection carries one request (bounded: `http::MAX_HEAD`,
+//! `http::MAX_BODY`, 5 s to send it) and gets one answer; at most
 //! [`MAX_CONNECTIONS`] are served at once, more get 503 at once. With a
 //! token (`[admin] token_file`) every `/v1` request needs
 //! `Authorization: Bearer <token>`; without one the port must stay on
 //! loopback (`dtp serve` refuses otherwise when `[terminal]` is on).
 //! `/metrics`, `/healthz` and `/readyz` never need the token. `/console`
-//! is the operator console ([`console`]): static files whose every `/v1`
+//! is the operator console (`console`): static files whose every `/v1`
 //! call needs the token.
 
 mod api;

@@ -28,7 +28,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use super::drive::{EndpointHandler, drive_endpoint};
 use super::{DtpEndpoint, DtpError, DtpEvent, FayConfig, SuspendedSession};
 
-/// Flows started per [`Service::tick`] at most, so that a large count does
+/// Flows started per [`dtp_engine::Service::tick`] at most, so that a large count does
 /// not flood the listener's backlog.
 pub const WAVE: usize = 256;
 

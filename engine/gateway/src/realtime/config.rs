@@ -195,7 +195,7 @@ impl RtConfig {
     /// Records where the front end listens (the bound addresses, port
     /// resolved), so that the demo page it serves there may open a
     /// WebSocket: `http://ADDR` for each loopback address, and
-    /// `http://localhost:PORT` beside 127.0.0.1 and [::1]. A listener on
+    /// `http://localhost:PORT` beside 127.0.0.1 and `[::1]`. A listener on
     /// any other address derives nothing: list its origins. Only the first
     /// call counts.
     pub fn serve_at(&self, addrs: &[SocketAddr]) {

@@ -205,7 +205,7 @@ pub(crate) fn run_cli(spec: &LoadSpec, a: ControlCli, o: ControlArgs) -> Result<
         .map_err(CliError::Io)
 }
 
-/// `--control hold`: the Fay from its files or minted, then [`hold::run`].
+/// `--control hold`: the Fay from its files or minted, then `hold::run`.
 fn run_hold(
     spec: &LoadSpec,
     a: &ControlCli,

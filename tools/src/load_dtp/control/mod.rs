@@ -7,7 +7,7 @@
 //! whole run (`idle`: the soak's many quiet sessions). The rules are
 //! `dtp_bench::control_workload`'s.
 //!
-//! **Owns**: the engine [`Service`] that drives one [`flow::ControlFlow`]
+//! **Owns**: the engine [`dtp_engine::Service`] that drives one [`flow::ControlFlow`]
 //! per Fay, the run loop, the Fays' configurations minted from an issuer
 //! key, and the control counters. **Never touches**: the terminal's rules,
 //! the other load modes (it reuses `crate::load`'s `LoadSpec`, `Tally`,

@@ -88,7 +88,7 @@ pub struct RealtimeMetrics {
     pub refused: std::sync::atomic::AtomicU64,
 }
 
-/// The realtime plane (a [`ControlPlane`] for [`Request::Realtime`]).
+/// The realtime plane (a [`ControlPlane`] for [`GatewayUp::Realtime`]).
 pub struct RealtimePlane<C: Clock = SystemClock> {
     registry: StreamRegistry<Stored>,
     streams: Vec<Stream>,
