@@ -55,5 +55,8 @@ mod tests {
         send::<crate::Error>();
         fn sync<T: Sync>() {}
         sync::<crate::Error>();
+        // The lease keeper and the workers share one token.
+        send::<crate::etcd::EtcdAuth>();
+        sync::<crate::etcd::EtcdAuth>();
     }
 }

@@ -57,9 +57,18 @@ impl Conn {
         open && self.stream.set_nonblocking(false).is_ok()
     }
 
-    pub(crate) fn send_post(&mut self, path: &str, body: &[u8]) -> Result<()> {
+    /// Writes a POST of `body` to `path`, with `Authorization: <token>`
+    /// if given (a token from [`crate::etcd::EtcdAuth`], checked there to
+    /// hold no byte that could end the header).
+    pub(crate) fn send_post(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> Result<()> {
+        let auth = authorization.map_or_else(String::new, |t| format!("Authorization: {t}\r\n"));
         let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
             self.endpoint,
             body.len()
         )

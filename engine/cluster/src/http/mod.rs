@@ -28,6 +28,10 @@ pub struct HttpConfig {
     pub io_timeout: Duration,
     /// The largest response body accepted (bytes).
     pub max_body: usize,
+    /// etcd credentials, if the cluster requires them. Clones of one
+    /// config share one token: every client made from them authenticates
+    /// once between them, not once each (see [`crate::etcd::EtcdAuth`]).
+    pub auth: Option<crate::etcd::EtcdAuth>,
 }
 
 impl Default for HttpConfig {
@@ -36,6 +40,7 @@ impl Default for HttpConfig {
             connect_timeout: Duration::from_secs(2),
             io_timeout: Duration::from_secs(5),
             max_body: 4 * 1024 * 1024,
+            auth: None,
         }
     }
 }
@@ -54,6 +59,14 @@ pub(crate) enum Retry {
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,
+}
+
+/// One POST, as [`HttpClient::post`] sends it (to each endpoint tried).
+struct Request<'a> {
+    path: &'a str,
+    body: &'a [u8],
+    authorization: Option<&'a str>,
+    retry: Retry,
 }
 
 /// The endpoints and the one kept-alive connection.
@@ -96,8 +109,21 @@ impl HttpClient {
     }
 
     /// POSTs `body` (JSON) to `path` and reads the whole answer, trying the
-    /// endpoints in turn from the last one that answered.
-    pub(crate) fn post(&mut self, path: &str, body: &[u8], retry: Retry) -> Result<Answer> {
+    /// endpoints in turn from the last one that answered, with
+    /// `Authorization: <authorization>` if given.
+    pub(crate) fn post(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+        retry: Retry,
+    ) -> Result<Answer> {
+        let req = Request {
+            path,
+            body,
+            authorization,
+            retry,
+        };
         let n = self.endpoints.len();
         let mut last_connect = None;
         for attempt in 0..n {
@@ -115,12 +141,12 @@ impl HttpClient {
                 }
             };
             self.current = at;
-            let mut result = self.exchange(conn, path, body, retry);
+            let mut result = self.exchange(conn, &req);
             // A kept-alive connection the server closed after our check:
             // an idempotent request goes once more on a fresh connection.
             if reused && retry == Retry::Idempotent && matches!(result, Err(Error::Io { .. })) {
                 result = match self.connect(at) {
-                    Ok(conn) => self.exchange(conn, path, body, retry),
+                    Ok(conn) => self.exchange(conn, &req),
                     Err(e) => {
                         last_connect = Some(e);
                         continue;
@@ -149,14 +175,9 @@ impl HttpClient {
         Conn::connect(&self.endpoints[at], at, &self.config)
     }
 
-    fn exchange(
-        &mut self,
-        mut conn: Conn,
-        path: &str,
-        body: &[u8],
-        retry: Retry,
-    ) -> Result<Answer> {
-        let sent = conn.send_post(path, body);
+    fn exchange(&mut self, mut conn: Conn, req: &Request<'_>) -> Result<Answer> {
+        let retry = req.retry;
+        let sent = conn.send_post(req.path, req.body, req.authorization);
         let answer = sent.and_then(|()| conn.read_answer(self.config.max_body));
         match answer {
             Ok((answer, keep)) => {
@@ -180,14 +201,19 @@ impl HttpClient {
 
     /// Opens a streaming POST (a watch) on a connection of its own, from
     /// the first endpoint that accepts a connection.
-    pub(crate) fn open_stream(&mut self, path: &str, body: &[u8]) -> Result<Stream> {
+    pub(crate) fn open_stream(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> Result<Stream> {
         let n = self.endpoints.len();
         let mut last = None;
         for attempt in 0..n {
             let at = (self.current + attempt) % n;
             match Conn::connect(&self.endpoints[at], at, &self.config) {
                 Ok(mut conn) => {
-                    conn.send_post(path, body)?;
+                    conn.send_post(path, body, authorization)?;
                     return conn.into_stream(self.config.max_body);
                 }
                 Err(e) => last = Some(e),

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::auth::{self, NatsAuth};
 use super::headers::{self, Headers};
 use super::proto::{self, Limits, ServerOp, parse_op, valid_subject};
 use crate::error::{Error, Result, server_text};
@@ -32,6 +33,8 @@ pub struct NatsConfig {
     pub max_message: usize,
     /// The name the connection shows in the server's monitoring.
     pub name: String,
+    /// Credentials, sent in CONNECT on every connection.
+    pub auth: Option<NatsAuth>,
 }
 
 impl Default for NatsConfig {
@@ -41,6 +44,7 @@ impl Default for NatsConfig {
             request_timeout: Duration::from_secs(5),
             max_message: 8 * 1024 * 1024,
             name: "dtp".into(),
+            auth: None,
         }
     }
 }
@@ -349,17 +353,22 @@ impl Conn {
         } else {
             info.max_payload
         };
-        let connect = serde_json::json!({
+        let mut connect = serde_json::json!({
             "verbose": false, "pedantic": false, "headers": true, "no_responders": true,
             "lang": "rust", "version": env!("CARGO_PKG_VERSION"), "protocol": 1, "name": config.name,
         });
+        if let Some(auth) = &config.auth {
+            auth.add_to(&mut connect);
+        }
         let hello = format!(
             "CONNECT {connect}\r\nSUB {inbox}.* {INBOX_SID}\r\n{}PING\r\n",
             watch_subs(watched, WATCH_SID)
         );
         c.write(hello.as_bytes())?;
+        let credentials = config.auth.is_some();
         loop {
-            match c.next_op(config.max_message, Some(deadline))? {
+            let op = c.next_op(config.max_message, Some(deadline));
+            match op.map_err(|e| auth::refusal(e, server, credentials))? {
                 ServerOp::Pong => break,
                 ServerOp::Err(e) => return Err(Error::Nats(server_text(&e))),
                 _ => {}
