@@ -6,7 +6,8 @@
 //!
 //! Every key is checked at start-up (one-line errors naming the key);
 //! `nats`, `node_id` and `secret_file` are used by the realtime plane,
-//! `etcd` and `lease_ttl_secs` are read for the ownership seam.
+//! `etcd` and `lease_ttl_secs` are read for the ownership seam; the
+//! credentials to both are read by `cluster_auth`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -32,6 +33,16 @@ pub(crate) struct ClusterSection {
     pub(crate) timeout_ms: u64,
     /// Lifetime of an ownership lease in etcd (s); renewed every third.
     pub(crate) lease_ttl_secs: u64,
+    /// The etcd user to authenticate as; empty: none.
+    pub(crate) etcd_user: String,
+    /// A file whose first line is `etcd_user`'s password.
+    pub(crate) etcd_password_file: String,
+    /// The NATS user to authenticate as; empty: none.
+    pub(crate) nats_user: String,
+    /// A file whose first line is `nats_user`'s password.
+    pub(crate) nats_password_file: String,
+    /// A file whose first line is the NATS token (instead of a user).
+    pub(crate) nats_token_file: String,
 }
 
 impl Default for ClusterSection {
@@ -43,6 +54,11 @@ impl Default for ClusterSection {
             secret_file: String::new(),
             timeout_ms: 2_000,
             lease_ttl_secs: 10,
+            etcd_user: String::new(),
+            etcd_password_file: String::new(),
+            nats_user: String::new(),
+            nats_password_file: String::new(),
+            nats_token_file: String::new(),
         }
     }
 }
@@ -67,13 +83,24 @@ pub(crate) struct Cluster {
     pub(crate) lease_ttl: Duration,
     /// The realtime cursor key (with `nats`).
     cursor_key: Option<[u8; 32]>,
+    /// etcd's credentials, if set.
+    etcd_auth: Option<dtp_cluster::etcd::EtcdAuth>,
+    /// NATS's credentials, if set.
+    nats_auth: Option<dtp_cluster::nats::NatsAuth>,
 }
 
 impl ClusterSection {
-    /// Makes `secret_file` relative to `base` (the configuration's folder).
+    /// Makes the file keys relative to `base` (the configuration's folder).
     pub(crate) fn resolve_paths(&mut self, base: &Path) {
-        if !self.secret_file.is_empty() && Path::new(&self.secret_file).is_relative() {
-            self.secret_file = base.join(&self.secret_file).display().to_string();
+        for file in [
+            &mut self.secret_file,
+            &mut self.etcd_password_file,
+            &mut self.nats_password_file,
+            &mut self.nats_token_file,
+        ] {
+            if !file.is_empty() && Path::new(file.as_str()).is_relative() {
+                *file = base.join(file.as_str()).display().to_string();
+            }
         }
     }
 
@@ -137,6 +164,18 @@ impl ClusterSection {
             }
             (Some(_), file) => Some(cursor_key(file)?),
         };
+        let etcd_auth = crate::cluster_auth::etcd(&self.etcd_user, &self.etcd_password_file)?;
+        if etcd_auth.is_some() && etcd.is_empty() {
+            return Err("cluster.etcd_user: set without etcd".into());
+        }
+        let nats_auth = crate::cluster_auth::nats(
+            &self.nats_user,
+            &self.nats_password_file,
+            &self.nats_token_file,
+        )?;
+        if nats_auth.is_some() && nats.is_none() {
+            return Err("cluster: NATS credentials set without nats".into());
+        }
         Ok(Cluster {
             node_id: id.clone(),
             etcd,
@@ -144,6 +183,8 @@ impl ClusterSection {
             timeout: Duration::from_millis(self.timeout_ms),
             lease_ttl: Duration::from_secs(self.lease_ttl_secs),
             cursor_key,
+            etcd_auth,
+            nats_auth,
         })
     }
 }
@@ -169,6 +210,7 @@ impl Cluster {
         dtp_cluster::HttpConfig {
             connect_timeout: self.timeout,
             io_timeout: self.timeout,
+            auth: self.etcd_auth.clone(),
             ..dtp_cluster::HttpConfig::default()
         }
     }
@@ -181,6 +223,7 @@ impl Cluster {
             node_id: self.node_id.clone(),
             timeout: self.timeout,
             cursor_key: key,
+            auth: self.nats_auth.clone(),
         })
     }
 }
@@ -302,6 +345,39 @@ mod tests {
             err.contains("fewer than 16 bytes") && !err.contains("tiny"),
             "{err}"
         );
+        // Credentials for an engine that is not set are a mistake.
+        let pw = secret("pw", b"a password of sixteen bytes or more\n");
+        for (text, want) in [
+            (
+                format!(
+                    "node_id = \"a\"\nnats = \"nats://h:1\"\nsecret_file = {pw:?}\netcd_user = \"u\"\netcd_password_file = {pw:?}"
+                ),
+                "cluster.etcd_user: set without etcd",
+            ),
+            (
+                format!("node_id = \"a\"\netcd = [\"http://h:1\"]\nnats_token_file = {pw:?}"),
+                "NATS credentials set without nats",
+            ),
+        ] {
+            let err = section(&text).unwrap().check().unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        // Set, they reach the clients' configs.
+        let both = format!(
+            "node_id = \"a\"\netcd = [\"http://h:1\"]\nnats = \"nats://h:2\"\nsecret_file = {pw:?}\netcd_user = \"u\"\netcd_password_file = {pw:?}\nnats_token_file = {pw:?}"
+        );
+        let c = section(&both).unwrap().check().unwrap();
+        assert_eq!(
+            c.http().auth.map(|a| a.user().to_owned()).as_deref(),
+            Some("u")
+        );
+        assert_eq!(
+            c.realtime().unwrap().auth,
+            Some(dtp_cluster::nats::NatsAuth::Token(
+                "a password of sixteen bytes or more".into()
+            ))
+        );
+        let _ = std::fs::remove_file(pw);
         assert!(section("nodeid = \"a\"").is_err(), "unknown keys refused");
         // etcd alone needs no secret.
         section("node_id = \"a\"\netcd = [\"http://h:1\"]")

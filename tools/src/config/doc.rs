@@ -352,6 +352,26 @@ const DOCS: &[(&str, &str)] = &[
         "Lifetime of an ownership lease in etcd (s, 2-3600), renewed every third of it.",
     ),
     (
+        "cluster.etcd_user",
+        "The etcd user the gateway authenticates as (etcd's user/password auth); needs `etcd_password_file`. Its token goes with every request and is earned again when etcd forgets it. Empty: no authentication.",
+    ),
+    (
+        "cluster.etcd_password_file",
+        "A file whose first line is `etcd_user`'s password (never logged or printed).",
+    ),
+    (
+        "cluster.nats_user",
+        "The NATS user the gateway connects as (nats-server `--user`/`--pass` or an accounts block); needs `nats_password_file`. Empty: no user.",
+    ),
+    (
+        "cluster.nats_password_file",
+        "A file whose first line is `nats_user`'s password (never logged or printed).",
+    ),
+    (
+        "cluster.nats_token_file",
+        "A file whose first line is the NATS token (nats-server `--auth`); instead of `nats_user`, not with it.",
+    ),
+    (
         "terminal",
         "The terminal control plane (SPEC §2–3; needs [dtp] enabled): sessions, liveness, handover, audit.",
     ),
@@ -745,6 +765,10 @@ node_id = "gw-1"
 etcd = ["http://127.0.0.1:2379"]
 nats = "nats://127.0.0.1:4222"
 secret_file = "cluster.secret"
+etcd_user = "dtp"
+etcd_password_file = "etcd.password"
+nats_user = "dtp"
+nats_password_file = "nats.password"
 
 [terminal]
 [terminal.control]
