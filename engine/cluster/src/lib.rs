@@ -25,6 +25,15 @@
 //! refreshed by the worker ([`etcd::Etcd::lease_keepalive_once`] every
 //! third of the TTL); [`Error::LeaseNotFound`] means every claim on the
 //! lease is gone and must be reported as lost.
+//!
+//! # Credentials
+//!
+//! [`HttpConfig::auth`] (etcd user and password) and
+//! [`nats::NatsConfig::auth`] (NATS user and password, or token) are sent
+//! on every connection; the etcd token is shared by every client made
+//! from clones of one config and renewed once when etcd refuses it. A
+//! server refusing the credentials is [`Error::AuthRefused`]. Neither a
+//! password nor a token appears in `Debug` output or an error.
 #![forbid(unsafe_code)]
 
 mod error;
