@@ -1,11 +1,14 @@
 //! `[cluster]` credentials: etcd's `etcd_user` and `etcd_password_file`;
-//! NATS's `nats_user` and `nats_password_file`, or `nats_token_file`.
+//! NATS's `nats_user` and `nats_password_file`, or `nats_token_file`; and
+//! `ca_file`, the CA that `https://` etcd and `tls://` NATS servers'
+//! certificates are checked against.
 //!
 //! A secret is the first line of its file (a trailing CR dropped), read at
 //! start; a missing file or an empty first line is a one-line config
 //! error naming the key and the file. Secrets are never shown: not in an
 //! error, a log line or `--print-config` (which shows file names only).
 
+use dtp_cluster::ClusterTls;
 use dtp_cluster::etcd::EtcdAuth;
 use dtp_cluster::nats::NatsAuth;
 
@@ -45,6 +48,22 @@ pub(crate) fn nats(
             user: user.to_owned(),
             password: first_line("cluster.nats_password_file", file)?,
         })),
+    }
+}
+
+/// The CA of `ca_file`, needed exactly when some endpoint speaks TLS
+/// (`https://` etcd, `tls://` NATS).
+pub(crate) fn tls(ca_file: &str, endpoints_tls: bool) -> Result<Option<ClusterTls>, String> {
+    match (ca_file, endpoints_tls) {
+        ("", false) => Ok(None),
+        ("", true) => Err("cluster.ca_file: needed with https:// or tls:// endpoints".into()),
+        (_, false) => Err("cluster.ca_file: set, but no endpoint is https:// or tls://".into()),
+        (file, true) => {
+            let pem = std::fs::read(file).map_err(|e| format!("cluster.ca_file: {file}: {e}"))?;
+            ClusterTls::from_ca_pem(&pem)
+                .map(Some)
+                .map_err(|e| format!("cluster.ca_file: {file}: {e}"))
+        }
     }
 }
 

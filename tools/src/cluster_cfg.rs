@@ -43,6 +43,8 @@ pub(crate) struct ClusterSection {
     pub(crate) nats_password_file: String,
     /// A file whose first line is the NATS token (instead of a user).
     pub(crate) nats_token_file: String,
+    /// The CA (PEM) of `https://` etcd and `tls://` NATS servers.
+    pub(crate) ca_file: String,
 }
 
 impl Default for ClusterSection {
@@ -59,6 +61,7 @@ impl Default for ClusterSection {
             nats_user: String::new(),
             nats_password_file: String::new(),
             nats_token_file: String::new(),
+            ca_file: String::new(),
         }
     }
 }
@@ -73,7 +76,7 @@ const MIN_SECRET: usize = 16;
 pub(crate) struct Cluster {
     /// This gateway's name.
     pub(crate) node_id: String,
-    /// etcd endpoints (`host:port`).
+    /// etcd endpoints (`host:port`, or `https://host:port`).
     pub(crate) etcd: Vec<String>,
     /// The NATS server (`nats://host:port`), if the ledgers are shared.
     pub(crate) nats: Option<String>,
@@ -87,6 +90,10 @@ pub(crate) struct Cluster {
     etcd_auth: Option<dtp_cluster::etcd::EtcdAuth>,
     /// NATS's credentials, if set.
     nats_auth: Option<dtp_cluster::nats::NatsAuth>,
+    /// The CA of TLS endpoints, if any.
+    tls: Option<dtp_cluster::ClusterTls>,
+    /// Whether the NATS server is `tls://`.
+    nats_tls: bool,
 }
 
 impl ClusterSection {
@@ -97,6 +104,7 @@ impl ClusterSection {
             &mut self.etcd_password_file,
             &mut self.nats_password_file,
             &mut self.nats_token_file,
+            &mut self.ca_file,
         ] {
             if !file.is_empty() && Path::new(file.as_str()).is_relative() {
                 *file = base.join(file.as_str()).display().to_string();
@@ -117,18 +125,38 @@ impl ClusterSection {
             ));
         }
         let mut etcd = Vec::new();
+        let etcd_https = self
+            .etcd
+            .iter()
+            .filter(|e| e.starts_with("https://"))
+            .count();
+        if etcd_https != 0 && etcd_https != self.etcd.len() {
+            return Err("cluster.etcd: all https:// or all http://".into());
+        }
         for (i, e) in self.etcd.iter().enumerate() {
-            let at = host_port(e, "http://")
-                .ok_or_else(|| format!("cluster.etcd[{i}]: {e:?} is not http://HOST:PORT"))?;
+            let at = match host_port(e, "https://") {
+                Some(at) => format!("https://{at}"),
+                None => host_port(e, "http://").ok_or_else(|| {
+                    format!("cluster.etcd[{i}]: {e:?} is not http(s)://HOST:PORT")
+                })?,
+            };
             etcd.push(at);
         }
         let nats = if self.nats.is_empty() {
             None
         } else {
             host_port(&self.nats, "nats://")
-                .ok_or_else(|| format!("cluster.nats: {:?} is not nats://HOST:PORT", self.nats))?;
+                .or_else(|| host_port(&self.nats, "tls://"))
+                .ok_or_else(|| {
+                    format!(
+                        "cluster.nats: {:?} is not nats:// or tls://HOST:PORT",
+                        self.nats
+                    )
+                })?;
             Some(self.nats.clone())
         };
+        let nats_tls = self.nats.starts_with("tls://");
+        let tls = crate::cluster_auth::tls(&self.ca_file, etcd_https > 0 || nats_tls)?;
         if etcd.is_empty() && nats.is_none() {
             return Err(
                 "cluster: neither etcd nor nats is set; remove [cluster] or set one".into(),
@@ -185,6 +213,8 @@ impl ClusterSection {
             cursor_key,
             etcd_auth,
             nats_auth,
+            tls,
+            nats_tls,
         })
     }
 }
@@ -211,6 +241,7 @@ impl Cluster {
             connect_timeout: self.timeout,
             io_timeout: self.timeout,
             auth: self.etcd_auth.clone(),
+            tls: self.tls.clone(),
             ..dtp_cluster::HttpConfig::default()
         }
     }
@@ -224,6 +255,7 @@ impl Cluster {
             timeout: self.timeout,
             cursor_key: key,
             auth: self.nats_auth.clone(),
+            tls: self.tls.clone().filter(|_| self.nats_tls),
         })
     }
 }
@@ -378,6 +410,27 @@ mod tests {
             ))
         );
         let _ = std::fs::remove_file(pw);
+        for (text, want) in [
+            (
+                "node_id = \"a\"\netcd = [\"https://h:1\", \"http://h:2\"]",
+                "all https:// or all http://",
+            ),
+            (
+                "node_id = \"a\"\netcd = [\"https://h:1\"]",
+                "cluster.ca_file: needed",
+            ),
+            (
+                "node_id = \"a\"\netcd = [\"http://h:1\"]\nca_file = \"ca.pem\"",
+                "no endpoint is https:// or tls://",
+            ),
+            (
+                "node_id = \"a\"\netcd = [\"https://h:1\"]\nca_file = \"/nonexistent/ca.pem\"",
+                "cluster.ca_file: /nonexistent/ca.pem",
+            ),
+        ] {
+            let err = section(text).unwrap().check().unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
         assert!(section("nodeid = \"a\"").is_err(), "unknown keys refused");
         // etcd alone needs no secret.
         section("node_id = \"a\"\netcd = [\"http://h:1\"]")

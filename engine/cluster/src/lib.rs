@@ -34,6 +34,13 @@
 //! from clones of one config and renewed once when etcd refuses it. A
 //! server refusing the credentials is [`Error::AuthRefused`]. Neither a
 //! password nor a token appears in `Debug` output or an error.
+//!
+//! # TLS
+//!
+//! With a [`ClusterTls`] (the deployment's CA) in [`HttpConfig::tls`],
+//! `https://` etcd endpoints are reached over TLS; in
+//! [`nats::NatsConfig::tls`], every NATS connection is upgraded to TLS
+//! after the server's INFO. No client certificate is sent.
 #![forbid(unsafe_code)]
 
 mod error;
@@ -43,6 +50,7 @@ pub mod nats;
 pub mod occupancy;
 pub mod ownership;
 pub mod sim;
+mod tls;
 
 pub use error::{
     Error, JS_NO_MESSAGE_FOUND, JS_STREAM_NAME_IN_USE, JS_STREAM_NOT_FOUND, JS_WRONG_LAST_SEQUENCE,
@@ -51,6 +59,7 @@ pub use error::{
 pub use http::HttpConfig;
 pub use occupancy::{Busy, Entered, Occupancy, Occupant};
 pub use ownership::{Claim, Ownership, Released, Stale, Taken};
+pub use tls::ClusterTls;
 
 #[cfg(test)]
 mod tests {

@@ -61,6 +61,7 @@ fn settings(nats: &NatsServer, node: &str) -> ClusterSettings {
         timeout: Duration::from_secs(2),
         cursor_key: [0x5a; 32],
         auth: nats.auth.clone(),
+        tls: nats.tls.as_ref().map(servers::Tls::client),
     }
 }
 

@@ -333,11 +333,11 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "cluster.etcd",
-        "etcd endpoints, `http://HOST:PORT` (ownership leases, SPEC HO-4, TS-8).",
+        "etcd endpoints, `http://HOST:PORT`, or all `https://HOST:PORT` for TLS (with `ca_file`) (ownership leases, SPEC HO-4, TS-8).",
     ),
     (
         "cluster.nats",
-        "The NATS server, `nats://HOST:PORT`: every realtime stream is a JetStream stream shared by the gateways (SPEC RT-6 scale-out); a publication is answered and fanned out only after JetStream stored it, and refused (503, PROVIDER_UNAVAILABLE) while the server cannot be reached. Needs `secret_file`. Empty: the ledgers stay in the process.",
+        "The NATS server, `nats://HOST:PORT` (`tls://HOST:PORT` for TLS, with `ca_file`): every realtime stream is a JetStream stream shared by the gateways (SPEC RT-6 scale-out); a publication is answered and fanned out only after JetStream stored it, and refused (503, PROVIDER_UNAVAILABLE) while the server cannot be reached. Needs `secret_file`. Empty: the ledgers stay in the process.",
     ),
     (
         "cluster.secret_file",
@@ -370,6 +370,10 @@ const DOCS: &[(&str, &str)] = &[
     (
         "cluster.nats_token_file",
         "A file whose first line is the NATS token (nats-server `--auth`); instead of `nats_user`, not with it.",
+    ),
+    (
+        "cluster.ca_file",
+        "The CA certificate(s), PEM, that `https://` etcd and `tls://` NATS servers' certificates are checked against (only these, not the system's); needed exactly when an endpoint is `https://` or `tls://`. No client certificates are sent.",
     ),
     (
         "terminal",

@@ -32,6 +32,9 @@ pub struct HttpConfig {
     /// config share one token: every client made from them authenticates
     /// once between them, not once each (see [`crate::etcd::EtcdAuth`]).
     pub auth: Option<crate::etcd::EtcdAuth>,
+    /// TLS to `https://` endpoints: the CA their certificates are checked
+    /// against. Needed when the endpoints are `https://`.
+    pub tls: Option<crate::ClusterTls>,
 }
 
 impl Default for HttpConfig {
@@ -41,6 +44,7 @@ impl Default for HttpConfig {
             io_timeout: Duration::from_secs(5),
             max_body: 4 * 1024 * 1024,
             auth: None,
+            tls: None,
         }
     }
 }
@@ -77,22 +81,44 @@ pub(crate) struct HttpClient {
     current: usize,
     conn: Option<Conn>,
     config: HttpConfig,
+    /// Set when the endpoints are `https://`.
+    tls: Option<crate::ClusterTls>,
 }
 
 impl HttpClient {
-    /// A client of `endpoints` (`host:port` each, or `http://host:port`).
+    /// A client of `endpoints` (`host:port` each, `http://host:port`, or
+    /// all `https://host:port`, which needs `config.tls`).
     pub(crate) fn new(endpoints: &[&str], config: HttpConfig) -> Result<Self> {
+        let https = endpoints
+            .iter()
+            .filter(|e| e.starts_with("https://"))
+            .count();
+        if https != 0 && https != endpoints.len() {
+            return Err(Error::InvalidRequest(
+                "endpoints are all https:// or none".into(),
+            ));
+        }
+        let tls = match (https, &config.tls) {
+            (0, _) => None,
+            (_, Some(tls)) => Some(tls.clone()),
+            (_, None) => {
+                return Err(Error::InvalidRequest(
+                    "https:// endpoints need a CA to check them against".into(),
+                ));
+            }
+        };
         let endpoints: Vec<String> = endpoints
             .iter()
             .map(|e| {
                 e.trim_start_matches("http://")
+                    .trim_start_matches("https://")
                     .trim_end_matches('/')
                     .to_owned()
             })
             .collect();
         if endpoints.is_empty() || endpoints.iter().any(|e| e.is_empty() || e.contains('/')) {
             return Err(Error::InvalidRequest(
-                "endpoints are host:port or http://host:port, at least one".into(),
+                "endpoints are host:port or http(s)://host:port, at least one".into(),
             ));
         }
         Ok(Self {
@@ -100,6 +126,7 @@ impl HttpClient {
             current: 0,
             conn: None,
             config,
+            tls,
         })
     }
 
@@ -172,7 +199,7 @@ impl HttpClient {
     }
 
     fn connect(&self, at: usize) -> std::io::Result<Conn> {
-        Conn::connect(&self.endpoints[at], at, &self.config)
+        Conn::connect(&self.endpoints[at], at, &self.config, self.tls.as_ref())
     }
 
     fn exchange(&mut self, mut conn: Conn, req: &Request<'_>) -> Result<Answer> {
@@ -211,7 +238,7 @@ impl HttpClient {
         let mut last = None;
         for attempt in 0..n {
             let at = (self.current + attempt) % n;
-            match Conn::connect(&self.endpoints[at], at, &self.config) {
+            match self.connect(at) {
                 Ok(mut conn) => {
                     conn.send_post(path, body, authorization)?;
                     return conn.into_stream(self.config.max_body);

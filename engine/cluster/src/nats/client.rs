@@ -10,7 +10,6 @@
 //! `Nats-Msg-Id`, see [`super::JetStream::publish`]).
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -20,6 +19,7 @@ use super::headers::{self, Headers};
 use super::proto::{self, Limits, ServerOp, parse_op, valid_subject};
 use crate::error::{Error, Result, server_text};
 use crate::http::conn::connect_any;
+use crate::tls::Transport;
 
 /// Timeouts and ceilings of a NATS client.
 #[derive(Clone, Debug)]
@@ -35,6 +35,11 @@ pub struct NatsConfig {
     pub name: String,
     /// Credentials, sent in CONNECT on every connection.
     pub auth: Option<NatsAuth>,
+    /// TLS: the CA the servers' certificates are checked against. With
+    /// it, every connection is upgraded to TLS after the server's INFO
+    /// (a server that offers no TLS is refused); without it, a server
+    /// that requires TLS is refused.
+    pub tls: Option<crate::ClusterTls>,
 }
 
 impl Default for NatsConfig {
@@ -45,6 +50,7 @@ impl Default for NatsConfig {
             max_message: 8 * 1024 * 1024,
             name: "dtp".into(),
             auth: None,
+            tls: None,
         }
     }
 }
@@ -85,7 +91,7 @@ pub struct Nats {
 
 #[derive(Debug)]
 struct Conn {
-    stream: TcpStream,
+    stream: Transport,
     server: String,
     buf: Vec<u8>,
     /// The server's `max_payload`.
@@ -98,15 +104,24 @@ struct Info {
     max_payload: usize,
     #[serde(default)]
     headers: bool,
+    #[serde(default)]
+    tls_required: bool,
+    #[serde(default)]
+    tls_available: bool,
 }
 
 impl Nats {
-    /// A client of `servers` (`host:port` or `nats://host:port`), connected
+    /// A client of `servers` (`host:port`, `nats://host:port` or
+    /// `tls://host:port`; TLS is [`NatsConfig::tls`]'s word), connected
     /// to the first that accepts.
     pub fn connect(servers: &[&str], config: NatsConfig) -> Result<Self> {
         let servers: Vec<String> = servers
             .iter()
-            .map(|s| s.trim_start_matches("nats://").to_owned())
+            .map(|s| {
+                s.trim_start_matches("nats://")
+                    .trim_start_matches("tls://")
+                    .to_owned()
+            })
             .collect();
         if servers.is_empty() || servers.iter().any(|s| s.is_empty() || s.contains('/')) {
             return Err(Error::InvalidRequest(
@@ -328,7 +343,7 @@ impl Conn {
             .set_write_timeout(Some(config.connect_timeout))
             .map_err(io_err)?;
         let mut c = Self {
-            stream,
+            stream: Transport::Plain(stream),
             server: server.to_owned(),
             buf: Vec::new(),
             max_payload: 0,
@@ -348,6 +363,19 @@ impl Conn {
                 "the server does not support headers (NATS 2.2+ needed)",
             ));
         }
+        c.stream = match (c.stream, &config.tls) {
+            (Transport::Plain(tcp), Some(tls)) if info.tls_required || info.tls_available => {
+                Transport::tls(tcp, tls, server).map_err(io_err)?
+            }
+            (_, Some(_)) => return Err(Error::protocol(server, "the server offers no TLS")),
+            (_, None) if info.tls_required => {
+                return Err(Error::protocol(
+                    server,
+                    "the server requires TLS and no CA is set",
+                ));
+            }
+            (stream, None) => stream,
+        };
         c.max_payload = if info.max_payload == 0 {
             1024 * 1024
         } else {
@@ -378,10 +406,13 @@ impl Conn {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.stream.write_all(bytes).map_err(|source| Error::Io {
-            endpoint: self.server.clone(),
-            source,
-        })
+        let written = self.stream.write_all(bytes);
+        written
+            .and_then(|()| self.stream.flush())
+            .map_err(|source| Error::Io {
+                endpoint: self.server.clone(),
+                source,
+            })
     }
 
     /// The next operation other than PING (answered here) and +OK, read
@@ -422,7 +453,7 @@ impl Conn {
             });
         }
         let io_err = |e| crate::http::conn::io_error(&self.server, e);
-        self.stream.set_read_timeout(left).map_err(io_err)?;
+        self.stream.tcp().set_read_timeout(left).map_err(io_err)?;
         let mut tmp = [0u8; 16 * 1024];
         match self.stream.read(&mut tmp) {
             Ok(0) => Err(Error::Io {

@@ -22,6 +22,10 @@ use dtp_cluster::etcd::{Etcd, EtcdAuth};
 use dtp_cluster::nats::{JetStream, Nats, NatsAuth, NatsConfig};
 use dtp_cluster::{Error, HttpConfig};
 
+mod tls;
+
+pub use tls::Tls;
+
 /// How long a server may take to become ready.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
@@ -139,17 +143,26 @@ pub struct EtcdServer {
     token_ttl: Option<u32>,
     /// The root user's credentials, once auth is enabled.
     pub auth: Option<EtcdAuth>,
+    /// Its certificates, when it serves clients over TLS.
+    pub tls: Option<Tls>,
 }
 
 impl EtcdServer {
     pub fn start() -> Self {
-        Self::start_with(None)
+        Self::start_with(None, false)
     }
 
-    fn start_with(token_ttl: Option<u32>) -> Self {
+    /// An etcd that serves its clients over TLS only (`https://`), with a
+    /// certificate for 127.0.0.1 from a CA of its own ([`Self::tls`]).
+    pub fn start_tls() -> Self {
+        Self::start_with(None, true)
+    }
+
+    fn start_with(token_ttl: Option<u32>, tls: bool) -> Self {
         let dir = TempDir::new("etcd");
         let ports = (free_port(), free_port());
-        let proc = Self::spawn(&dir, ports, token_ttl);
+        let tls = tls.then(|| Tls::new(dir.path()));
+        let proc = Self::spawn(&dir, ports, token_ttl, tls.as_ref());
         let mut s = Self {
             proc,
             ports,
@@ -157,6 +170,7 @@ impl EtcdServer {
             dir,
             token_ttl,
             auth: None,
+            tls,
         };
         s.wait();
         s
@@ -166,7 +180,7 @@ impl EtcdServer {
     /// with `password`, granted role `root`, then `auth/enable`. Its
     /// tokens expire after `token_ttl_secs` without use.
     pub fn start_auth(password: &str, token_ttl_secs: u32) -> Self {
-        let mut s = Self::start_with(Some(token_ttl_secs));
+        let mut s = Self::start_with(Some(token_ttl_secs), false);
         let name = serde_json::json!("root");
         let steps = [
             (
@@ -187,8 +201,14 @@ impl EtcdServer {
         s
     }
 
-    fn spawn(dir: &TempDir, (client, peer): (u16, u16), token_ttl: Option<u32>) -> Process {
-        let client_url = format!("http://127.0.0.1:{client}");
+    fn spawn(
+        dir: &TempDir,
+        (client, peer): (u16, u16),
+        token_ttl: Option<u32>,
+        tls: Option<&Tls>,
+    ) -> Process {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new(binary("etcd"));
         cmd.arg("--name=t")
@@ -201,13 +221,21 @@ impl EtcdServer {
         if let Some(ttl) = token_ttl {
             cmd.arg(format!("--auth-token-ttl={ttl}"));
         }
+        if let Some(tls) = tls {
+            cmd.arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()));
+        }
         Process::spawn(&mut cmd, dir.path().join("etcd.log"))
     }
 
     /// Ready: it answers, with a value or by refusing us for want of
     /// credentials.
     fn wait(&mut self) {
-        let mut probe = Etcd::new(&[&self.addr], quick_http()).expect("client");
+        let config = HttpConfig {
+            tls: self.tls.as_ref().map(Tls::client),
+            ..quick_http()
+        };
+        let mut probe = Etcd::new(&[&self.url()], config).expect("client");
         wait_ready(&mut self.proc, "etcd", || {
             matches!(probe.get(b"ready?"), Ok(_) | Err(Error::AuthRefused { .. }))
         });
@@ -227,17 +255,25 @@ impl EtcdServer {
 
     /// Starts a killed server again on the same ports and data.
     pub fn restart(&mut self) {
-        self.proc = Self::spawn(&self.dir, self.ports, self.token_ttl);
+        self.proc = Self::spawn(&self.dir, self.ports, self.token_ttl, self.tls.as_ref());
         self.wait();
     }
 
-    /// A fresh client of this server (with its credentials, if it has).
+    /// A fresh client of this server (with its credentials and CA, if it
+    /// has them).
     pub fn client(&self) -> Etcd {
         let config = HttpConfig {
             auth: self.auth.clone(),
+            tls: self.tls.as_ref().map(Tls::client),
             ..HttpConfig::default()
         };
-        Etcd::new(&[&self.addr], config).expect("etcd client")
+        Etcd::new(&[&self.url()], config).expect("etcd client")
+    }
+
+    /// `http://` or `https://` and [`Self::addr`].
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Its log so far (to check that a secret never shows there).
@@ -281,6 +317,8 @@ pub struct NatsServer {
     dir: TempDir,
     /// The credentials it requires, if any.
     pub auth: Option<NatsAuth>,
+    /// Its certificates, when it requires TLS.
+    pub tls: Option<Tls>,
 }
 
 impl NatsServer {
@@ -290,21 +328,33 @@ impl NatsServer {
 
     /// A nats-server that requires `auth` (`--user`/`--pass` or `--auth`).
     pub fn start_with(auth: Option<NatsAuth>) -> Self {
+        Self::start_full(auth, false)
+    }
+
+    /// A nats-server that requires TLS, with a certificate for 127.0.0.1
+    /// from a CA of its own ([`Self::tls`]).
+    pub fn start_tls() -> Self {
+        Self::start_full(None, true)
+    }
+
+    fn start_full(auth: Option<NatsAuth>, tls: bool) -> Self {
         let dir = TempDir::new("nats");
         let port = free_port();
-        let proc = Self::spawn(&dir, port, auth.as_ref());
+        let tls = tls.then(|| Tls::new(dir.path()));
+        let proc = Self::spawn(&dir, port, auth.as_ref(), tls.as_ref());
         let mut s = Self {
             proc,
             port,
             addr: format!("127.0.0.1:{port}"),
             dir,
             auth,
+            tls,
         };
         s.wait();
         s
     }
 
-    fn spawn(dir: &TempDir, port: u16, auth: Option<&NatsAuth>) -> Process {
+    fn spawn(dir: &TempDir, port: u16, auth: Option<&NatsAuth>, tls: Option<&Tls>) -> Process {
         let mut cmd = Command::new(binary("nats-server"));
         cmd.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(dir.path().join("store"));
@@ -315,6 +365,13 @@ impl NatsServer {
             Some(NatsAuth::Token(token)) => cmd.args(["--auth", token]),
             None => &mut cmd,
         };
+        if let Some(tls) = tls {
+            cmd.arg("--tls")
+                .arg("--tlscert")
+                .arg(&tls.cert)
+                .arg("--tlskey")
+                .arg(&tls.key);
+        }
         Process::spawn(&mut cmd, dir.path().join("nats.log"))
     }
 
@@ -323,6 +380,7 @@ impl NatsServer {
         let addr = self.addr.clone();
         let config = NatsConfig {
             auth: self.auth.clone(),
+            tls: self.tls.as_ref().map(Tls::client),
             ..quick_nats()
         };
         wait_ready(&mut self.proc, "nats-server", || {
@@ -336,7 +394,7 @@ impl NatsServer {
     /// the same port with the same store directory.
     pub fn kill_and_restart(&mut self) {
         self.proc.kill();
-        self.proc = Self::spawn(&self.dir, self.port, self.auth.as_ref());
+        self.proc = Self::spawn(&self.dir, self.port, self.auth.as_ref(), self.tls.as_ref());
         self.wait();
     }
 
@@ -347,7 +405,7 @@ impl NatsServer {
 
     /// Starts a killed server again on the same port with the same store.
     pub fn restart(&mut self) {
-        self.proc = Self::spawn(&self.dir, self.port, self.auth.as_ref());
+        self.proc = Self::spawn(&self.dir, self.port, self.auth.as_ref(), self.tls.as_ref());
         self.wait();
     }
 
@@ -355,6 +413,7 @@ impl NatsServer {
     pub fn jetstream(&self) -> JetStream {
         let config = NatsConfig {
             auth: self.auth.clone(),
+            tls: self.tls.as_ref().map(Tls::client),
             ..NatsConfig::default()
         };
         JetStream::new(Nats::connect(&[&self.addr], config).expect("nats client"))

@@ -87,6 +87,8 @@ pub struct ClusterSettings {
     pub cursor_key: [u8; 32],
     /// Credentials, sent on every connection (each worker's own).
     pub auth: Option<NatsAuth>,
+    /// TLS to the servers: the CA their certificates are checked against.
+    pub tls: Option<dtp_cluster::ClusterTls>,
 }
 
 /// The JetStream stream name of realtime stream `id` (its bytes in hex: a
@@ -266,6 +268,7 @@ fn nats_config(s: &ClusterSettings, what: &str) -> NatsConfig {
         request_timeout: s.timeout,
         name: format!("dtp-{}-{what}", s.node_id),
         auth: s.auth.clone(),
+        tls: s.tls.clone(),
         ..NatsConfig::default()
     }
 }
