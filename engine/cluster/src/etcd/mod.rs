@@ -46,8 +46,10 @@ pub struct Etcd {
 }
 
 impl Etcd {
-    /// A client of `endpoints` (`host:port` or `http://host:port`), tried in
-    /// order. Connects lazily, on the first request.
+    /// A client of `endpoints` (`host:port`, `http://host:port`, or all
+    /// `https://host:port` with [`HttpConfig::tls`]), tried in order, with
+    /// [`HttpConfig::auth`]'s credentials if set. Connects lazily, on the
+    /// first request.
     pub fn new(endpoints: &[&str], config: HttpConfig) -> Result<Self> {
         let auth = config.auth.clone();
         Ok(Self {
