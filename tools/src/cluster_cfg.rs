@@ -6,7 +6,8 @@
 //!
 //! Every key is checked at start-up (one-line errors naming the key);
 //! `nats`, `node_id` and `secret_file` are used by the realtime plane,
-//! `etcd` and `lease_ttl_secs` are read for the ownership seam.
+//! `etcd` and `lease_ttl_secs` are read for the ownership seam; the
+//! credentials to both are read by `cluster_auth`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -32,6 +33,18 @@ pub(crate) struct ClusterSection {
     pub(crate) timeout_ms: u64,
     /// Lifetime of an ownership lease in etcd (s); renewed every third.
     pub(crate) lease_ttl_secs: u64,
+    /// The etcd user to authenticate as; empty: none.
+    pub(crate) etcd_user: String,
+    /// A file whose first line is `etcd_user`'s password.
+    pub(crate) etcd_password_file: String,
+    /// The NATS user to authenticate as; empty: none.
+    pub(crate) nats_user: String,
+    /// A file whose first line is `nats_user`'s password.
+    pub(crate) nats_password_file: String,
+    /// A file whose first line is the NATS token (instead of a user).
+    pub(crate) nats_token_file: String,
+    /// The CA (PEM) of `https://` etcd and `tls://` NATS servers.
+    pub(crate) ca_file: String,
 }
 
 impl Default for ClusterSection {
@@ -43,6 +56,12 @@ impl Default for ClusterSection {
             secret_file: String::new(),
             timeout_ms: 2_000,
             lease_ttl_secs: 10,
+            etcd_user: String::new(),
+            etcd_password_file: String::new(),
+            nats_user: String::new(),
+            nats_password_file: String::new(),
+            nats_token_file: String::new(),
+            ca_file: String::new(),
         }
     }
 }
@@ -57,7 +76,7 @@ const MIN_SECRET: usize = 16;
 pub(crate) struct Cluster {
     /// This gateway's name.
     pub(crate) node_id: String,
-    /// etcd endpoints (`host:port`).
+    /// etcd endpoints (`host:port`, or `https://host:port`).
     pub(crate) etcd: Vec<String>,
     /// The NATS server (`nats://host:port`), if the ledgers are shared.
     pub(crate) nats: Option<String>,
@@ -67,13 +86,29 @@ pub(crate) struct Cluster {
     pub(crate) lease_ttl: Duration,
     /// The realtime cursor key (with `nats`).
     cursor_key: Option<[u8; 32]>,
+    /// etcd's credentials, if set.
+    etcd_auth: Option<dtp_cluster::etcd::EtcdAuth>,
+    /// NATS's credentials, if set.
+    nats_auth: Option<dtp_cluster::nats::NatsAuth>,
+    /// The CA of TLS endpoints, if any.
+    tls: Option<dtp_cluster::ClusterTls>,
+    /// Whether the NATS server is `tls://`.
+    nats_tls: bool,
 }
 
 impl ClusterSection {
-    /// Makes `secret_file` relative to `base` (the configuration's folder).
+    /// Makes the file keys relative to `base` (the configuration's folder).
     pub(crate) fn resolve_paths(&mut self, base: &Path) {
-        if !self.secret_file.is_empty() && Path::new(&self.secret_file).is_relative() {
-            self.secret_file = base.join(&self.secret_file).display().to_string();
+        for file in [
+            &mut self.secret_file,
+            &mut self.etcd_password_file,
+            &mut self.nats_password_file,
+            &mut self.nats_token_file,
+            &mut self.ca_file,
+        ] {
+            if !file.is_empty() && Path::new(file.as_str()).is_relative() {
+                *file = base.join(file.as_str()).display().to_string();
+            }
         }
     }
 
@@ -90,18 +125,38 @@ impl ClusterSection {
             ));
         }
         let mut etcd = Vec::new();
+        let etcd_https = self
+            .etcd
+            .iter()
+            .filter(|e| e.starts_with("https://"))
+            .count();
+        if etcd_https != 0 && etcd_https != self.etcd.len() {
+            return Err("cluster.etcd: all https:// or all http://".into());
+        }
         for (i, e) in self.etcd.iter().enumerate() {
-            let at = host_port(e, "http://")
-                .ok_or_else(|| format!("cluster.etcd[{i}]: {e:?} is not http://HOST:PORT"))?;
+            let at = match host_port(e, "https://") {
+                Some(at) => format!("https://{at}"),
+                None => host_port(e, "http://").ok_or_else(|| {
+                    format!("cluster.etcd[{i}]: {e:?} is not http(s)://HOST:PORT")
+                })?,
+            };
             etcd.push(at);
         }
         let nats = if self.nats.is_empty() {
             None
         } else {
             host_port(&self.nats, "nats://")
-                .ok_or_else(|| format!("cluster.nats: {:?} is not nats://HOST:PORT", self.nats))?;
+                .or_else(|| host_port(&self.nats, "tls://"))
+                .ok_or_else(|| {
+                    format!(
+                        "cluster.nats: {:?} is not nats:// or tls://HOST:PORT",
+                        self.nats
+                    )
+                })?;
             Some(self.nats.clone())
         };
+        let nats_tls = self.nats.starts_with("tls://");
+        let tls = crate::cluster_auth::tls(&self.ca_file, etcd_https > 0 || nats_tls)?;
         if etcd.is_empty() && nats.is_none() {
             return Err(
                 "cluster: neither etcd nor nats is set; remove [cluster] or set one".into(),
@@ -137,6 +192,18 @@ impl ClusterSection {
             }
             (Some(_), file) => Some(cursor_key(file)?),
         };
+        let etcd_auth = crate::cluster_auth::etcd(&self.etcd_user, &self.etcd_password_file)?;
+        if etcd_auth.is_some() && etcd.is_empty() {
+            return Err("cluster.etcd_user: set without etcd".into());
+        }
+        let nats_auth = crate::cluster_auth::nats(
+            &self.nats_user,
+            &self.nats_password_file,
+            &self.nats_token_file,
+        )?;
+        if nats_auth.is_some() && nats.is_none() {
+            return Err("cluster: NATS credentials set without nats".into());
+        }
         Ok(Cluster {
             node_id: id.clone(),
             etcd,
@@ -144,6 +211,10 @@ impl ClusterSection {
             timeout: Duration::from_millis(self.timeout_ms),
             lease_ttl: Duration::from_secs(self.lease_ttl_secs),
             cursor_key,
+            etcd_auth,
+            nats_auth,
+            tls,
+            nats_tls,
         })
     }
 }
@@ -169,6 +240,8 @@ impl Cluster {
         dtp_cluster::HttpConfig {
             connect_timeout: self.timeout,
             io_timeout: self.timeout,
+            auth: self.etcd_auth.clone(),
+            tls: self.tls.clone(),
             ..dtp_cluster::HttpConfig::default()
         }
     }
@@ -181,6 +254,8 @@ impl Cluster {
             node_id: self.node_id.clone(),
             timeout: self.timeout,
             cursor_key: key,
+            auth: self.nats_auth.clone(),
+            tls: self.tls.clone().filter(|_| self.nats_tls),
         })
     }
 }
@@ -302,6 +377,60 @@ mod tests {
             err.contains("fewer than 16 bytes") && !err.contains("tiny"),
             "{err}"
         );
+        // Credentials for an engine that is not set are a mistake.
+        let pw = secret("pw", b"a password of sixteen bytes or more\n");
+        for (text, want) in [
+            (
+                format!(
+                    "node_id = \"a\"\nnats = \"nats://h:1\"\nsecret_file = {pw:?}\netcd_user = \"u\"\netcd_password_file = {pw:?}"
+                ),
+                "cluster.etcd_user: set without etcd",
+            ),
+            (
+                format!("node_id = \"a\"\netcd = [\"http://h:1\"]\nnats_token_file = {pw:?}"),
+                "NATS credentials set without nats",
+            ),
+        ] {
+            let err = section(&text).unwrap().check().unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        // Set, they reach the clients' configs.
+        let both = format!(
+            "node_id = \"a\"\netcd = [\"http://h:1\"]\nnats = \"nats://h:2\"\nsecret_file = {pw:?}\netcd_user = \"u\"\netcd_password_file = {pw:?}\nnats_token_file = {pw:?}"
+        );
+        let c = section(&both).unwrap().check().unwrap();
+        assert_eq!(
+            c.http().auth.map(|a| a.user().to_owned()).as_deref(),
+            Some("u")
+        );
+        assert_eq!(
+            c.realtime().unwrap().auth,
+            Some(dtp_cluster::nats::NatsAuth::Token(
+                "a password of sixteen bytes or more".into()
+            ))
+        );
+        let _ = std::fs::remove_file(pw);
+        for (text, want) in [
+            (
+                "node_id = \"a\"\netcd = [\"https://h:1\", \"http://h:2\"]",
+                "all https:// or all http://",
+            ),
+            (
+                "node_id = \"a\"\netcd = [\"https://h:1\"]",
+                "cluster.ca_file: needed",
+            ),
+            (
+                "node_id = \"a\"\netcd = [\"http://h:1\"]\nca_file = \"ca.pem\"",
+                "no endpoint is https:// or tls://",
+            ),
+            (
+                "node_id = \"a\"\netcd = [\"https://h:1\"]\nca_file = \"/nonexistent/ca.pem\"",
+                "cluster.ca_file: /nonexistent/ca.pem",
+            ),
+        ] {
+            let err = section(text).unwrap().check().unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
         assert!(section("nodeid = \"a\"").is_err(), "unknown keys refused");
         // etcd alone needs no secret.
         section("node_id = \"a\"\netcd = [\"http://h:1\"]")

@@ -7,6 +7,7 @@
 mod audit_cmd;
 mod bench;
 mod cli_error;
+mod cluster_auth;
 mod cluster_cfg;
 mod config;
 mod cred_cmd;

@@ -95,6 +95,17 @@ pub enum Error {
         /// The attempts made.
         attempts: u32,
     },
+    /// The server refused to let us in: wrong user or password (etcd,
+    /// NATS), no credentials where it requires them, or credentials it
+    /// still refuses after authenticating again. Trying again with the
+    /// same credentials will not help. Never carries a password or token.
+    #[error("authentication refused by {endpoint}: {message}")]
+    AuthRefused {
+        /// `host:port` of the server.
+        endpoint: String,
+        /// What the server said, cut to [`MAX_SERVER_TEXT`] bytes.
+        message: String,
+    },
     /// NATS sent `-ERR` (the connection is closed by the server after most).
     #[error("NATS server error: {0}")]
     Nats(String),

@@ -30,6 +30,22 @@
 //! refreshed by the worker ([`etcd::Etcd::lease_keepalive_once`] every
 //! third of the TTL); [`Error::LeaseNotFound`] means every claim on the
 //! lease is gone and must be reported as lost.
+//!
+//! # Credentials
+//!
+//! [`HttpConfig::auth`] (etcd user and password) and
+//! [`nats::NatsConfig::auth`] (NATS user and password, or token) are sent
+//! on every connection; the etcd token is shared by every client made
+//! from clones of one config and renewed once when etcd refuses it. A
+//! server refusing the credentials is [`Error::AuthRefused`]. Neither a
+//! password nor a token appears in `Debug` output or an error.
+//!
+//! # TLS
+//!
+//! With a [`ClusterTls`] (the deployment's CA) in [`HttpConfig::tls`],
+//! `https://` etcd endpoints are reached over TLS; in
+//! [`nats::NatsConfig::tls`], every NATS connection is upgraded to TLS
+//! after the server's INFO. No client certificate is sent.
 #![forbid(unsafe_code)]
 
 mod error;
@@ -39,6 +55,7 @@ pub mod nats;
 pub mod occupancy;
 pub mod ownership;
 pub mod sim;
+mod tls;
 
 pub use error::{
     Error, JS_NO_MESSAGE_FOUND, JS_STREAM_NAME_IN_USE, JS_STREAM_NOT_FOUND, JS_WRONG_LAST_SEQUENCE,
@@ -47,6 +64,7 @@ pub use error::{
 pub use http::HttpConfig;
 pub use occupancy::{Busy, Entered, Occupancy, Occupant};
 pub use ownership::{Claim, Ownership, Released, Stale, Taken};
+pub use tls::ClusterTls;
 
 #[cfg(test)]
 mod tests {
@@ -60,5 +78,8 @@ mod tests {
         send::<crate::Error>();
         fn sync<T: Sync>() {}
         sync::<crate::Error>();
+        // The lease keeper and the workers share one token.
+        send::<crate::etcd::EtcdAuth>();
+        sync::<crate::etcd::EtcdAuth>();
     }
 }

@@ -60,6 +60,8 @@ fn settings(nats: &NatsServer, node: &str) -> ClusterSettings {
         node_id: node.into(),
         timeout: Duration::from_secs(2),
         cursor_key: [0x5a; 32],
+        auth: nats.auth.clone(),
+        tls: nats.tls.as_ref().map(servers::Tls::client),
     }
 }
 

@@ -333,11 +333,11 @@ const DOCS: &[(&str, &str)] = &[
     ),
     (
         "cluster.etcd",
-        "etcd endpoints, `http://HOST:PORT` (ownership leases, SPEC HO-4, TS-8).",
+        "etcd endpoints, `http://HOST:PORT`, or all `https://HOST:PORT` for TLS (with `ca_file`) (ownership leases, SPEC HO-4, TS-8).",
     ),
     (
         "cluster.nats",
-        "The NATS server, `nats://HOST:PORT`: every realtime stream is a JetStream stream shared by the gateways (SPEC RT-6 scale-out); a publication is answered and fanned out only after JetStream stored it, and refused (503, PROVIDER_UNAVAILABLE) while the server cannot be reached. Needs `secret_file`. Empty: the ledgers stay in the process.",
+        "The NATS server, `nats://HOST:PORT` (`tls://HOST:PORT` for TLS, with `ca_file`): every realtime stream is a JetStream stream shared by the gateways (SPEC RT-6 scale-out); a publication is answered and fanned out only after JetStream stored it, and refused (503, PROVIDER_UNAVAILABLE) while the server cannot be reached. Needs `secret_file`. Empty: the ledgers stay in the process.",
     ),
     (
         "cluster.secret_file",
@@ -350,6 +350,30 @@ const DOCS: &[(&str, &str)] = &[
     (
         "cluster.lease_ttl_secs",
         "Lifetime of an ownership lease in etcd (s, 2-3600), renewed every third of it.",
+    ),
+    (
+        "cluster.etcd_user",
+        "The etcd user the gateway authenticates as (etcd's user/password auth); needs `etcd_password_file`. Its token goes with every request and is earned again when etcd forgets it. Empty: no authentication.",
+    ),
+    (
+        "cluster.etcd_password_file",
+        "A file whose first line is `etcd_user`'s password (never logged or printed).",
+    ),
+    (
+        "cluster.nats_user",
+        "The NATS user the gateway connects as (nats-server `--user`/`--pass` or an accounts block); needs `nats_password_file`. Empty: no user.",
+    ),
+    (
+        "cluster.nats_password_file",
+        "A file whose first line is `nats_user`'s password (never logged or printed).",
+    ),
+    (
+        "cluster.nats_token_file",
+        "A file whose first line is the NATS token (nats-server `--auth`); instead of `nats_user`, not with it.",
+    ),
+    (
+        "cluster.ca_file",
+        "The CA certificate(s), PEM, that `https://` etcd and `tls://` NATS servers' certificates are checked against (only these, not the system's); needed exactly when an endpoint is `https://` or `tls://`. No client certificates are sent.",
     ),
     (
         "terminal",
@@ -745,6 +769,10 @@ node_id = "gw-1"
 etcd = ["http://127.0.0.1:2379"]
 nats = "nats://127.0.0.1:4222"
 secret_file = "cluster.secret"
+etcd_user = "dtp"
+etcd_password_file = "etcd.password"
+nats_user = "dtp"
+nats_password_file = "nats.password"
 
 [terminal]
 [terminal.control]

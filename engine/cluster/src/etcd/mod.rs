@@ -6,13 +6,24 @@
 //! mid-way is tried on the next endpoint; a write that fails after it was
 //! sent is [`Error::OutcomeUnknown`]: read the key back to learn whether it
 //! was applied.
+//!
+//! With credentials ([`HttpConfig::auth`]) every request — watches and
+//! lease keep-alives too — carries a token, earned on the first request
+//! and shared by the clients of one config (see [`EtcdAuth`]). When etcd
+//! refuses a token (unused for its `--auth-token-ttl`, or lost in a
+//! restart), the client authenticates again once and sends the request
+//! once more: etcd checks the token before it applies anything, so even a
+//! write is not applied twice. Wrong credentials are
+//! [`Error::AuthRefused`].
 
+mod auth;
 mod types;
 mod watch;
 pub(crate) mod wire;
 
 use serde_json::{Value, json};
 
+pub use auth::EtcdAuth;
 pub use types::{
     Compare, CompareOp, CompareTarget, EventKind, Get, KeyValue, Lease, OpResponse, Range, Txn,
     TxnOp, TxnResponse, WatchEvent, prefix_end,
@@ -21,6 +32,7 @@ pub use watch::Watch;
 
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpConfig, Retry};
+use auth::Bearer;
 use wire::{WDelete, WLease, WPut, WRange, WStreamed, WTxn};
 
 /// etcd's gRPC code for "not found" (a lease that does not exist).
@@ -30,14 +42,19 @@ const GRPC_NOT_FOUND: i64 = 5;
 #[derive(Debug)]
 pub struct Etcd {
     http: HttpClient,
+    auth: Option<EtcdAuth>,
 }
 
 impl Etcd {
-    /// A client of `endpoints` (`host:port` or `http://host:port`), tried in
-    /// order. Connects lazily, on the first request.
+    /// A client of `endpoints` (`host:port`, `http://host:port`, or all
+    /// `https://host:port` with [`HttpConfig::tls`]), tried in order, with
+    /// [`HttpConfig::auth`]'s credentials if set. Connects lazily, on the
+    /// first request.
     pub fn new(endpoints: &[&str], config: HttpConfig) -> Result<Self> {
+        let auth = config.auth.clone();
         Ok(Self {
             http: HttpClient::new(endpoints, config)?,
+            auth,
         })
     }
 
@@ -152,26 +169,37 @@ impl Etcd {
     /// within the TTL (a third of it is usual).
     pub fn lease_keepalive_once(&mut self, lease: i64) -> Result<i64> {
         let req = json!({ "ID": wire::int(lease) });
-        let (endpoint, body) = self.call("/v3/lease/keepalive", req, Retry::Idempotent)?;
-        // A streamed answer: one `{"result": …}` line for our one request.
-        let line = body
-            .split(|&b| b == b'\n')
-            .find(|l| !l.is_empty())
-            .unwrap_or_default();
-        let msg: WStreamed<WLease> = wire::parse(&endpoint, line)?;
-        match (msg.result, msg.error) {
-            (_, Some(e)) if e.code == GRPC_NOT_FOUND => Err(Error::LeaseNotFound(lease)),
-            (_, Some(e)) => Err(Error::Etcd {
-                code: e.code,
-                message: crate::error::server_text(&e.message),
-            }),
+        let body = to_body(&req)?;
+        let path = "/v3/lease/keepalive";
+        let answer = self.with_token(|http, token| {
+            let (endpoint, body) = post(http, path, &body, token, Retry::Idempotent)?;
+            // A streamed answer: one `{"result": …}` line for our one request.
+            let line = body
+                .split(|&b| b == b'\n')
+                .find(|l| !l.is_empty())
+                .unwrap_or_default();
+            let msg: WStreamed<WLease> = wire::parse(&endpoint, line)?;
+            match (msg.result, msg.error) {
+                (_, Some(e)) => Err(Error::Etcd {
+                    code: e.code,
+                    message: crate::error::server_text(&e.message),
+                }),
+                (Some(l), None) => Ok(l.ttl),
+                (None, None) => Err(Error::protocol(
+                    &endpoint,
+                    "keepalive answer without a result",
+                )),
+            }
+        });
+        match answer {
             // etcd answers a lease it does not know with no TTL.
-            (Some(l), None) if l.ttl > 0 => Ok(l.ttl),
-            (Some(_), None) => Err(Error::LeaseNotFound(lease)),
-            (None, None) => Err(Error::protocol(
-                &endpoint,
-                "keepalive answer without a result",
-            )),
+            Ok(ttl) if ttl > 0 => Ok(ttl),
+            Ok(_)
+            | Err(Error::Etcd {
+                code: GRPC_NOT_FOUND,
+                ..
+            }) => Err(Error::LeaseNotFound(lease)),
+            Err(e) => Err(e),
         }
     }
 
@@ -201,21 +229,59 @@ impl Etcd {
             create["start_revision"] = wire::int(start_revision);
         }
         let req = json!({ "create_request": create });
-        let body = serde_json::to_vec(&req).map_err(|e| Error::InvalidRequest(e.to_string()))?;
-        let stream = self.http.open_stream("/v3/watch", &body)?;
-        Watch::start(stream)
+        let body = to_body(&req)?;
+        // etcd refuses a watch's token by cancelling it as it is created.
+        self.with_token(|http, token| Watch::start(http.open_stream("/v3/watch", &body, token)?))
     }
 
     /// POSTs `req`; a 200's body, or the answer's error.
     fn call(&mut self, path: &str, req: Value, retry: Retry) -> Result<(String, Vec<u8>)> {
-        let body = serde_json::to_vec(&req).map_err(|e| Error::InvalidRequest(e.to_string()))?;
-        let answer = self.http.post(path, &body, retry)?;
-        let endpoint = self.http.current_endpoint().to_owned();
-        if answer.status != 200 {
-            return Err(wire::error(&endpoint, answer.status, &answer.body));
-        }
-        Ok((endpoint, answer.body))
+        let body = to_body(&req)?;
+        self.with_token(|http, token| post(http, path, &body, token, retry))
     }
+
+    /// Runs `op` with the current token (none without credentials); if
+    /// etcd refuses the token, once more with a fresh one. A refusal that
+    /// remains is [`Error::AuthRefused`].
+    fn with_token<T>(
+        &mut self,
+        mut op: impl FnMut(&mut HttpClient, Option<&str>) -> Result<T>,
+    ) -> Result<T> {
+        let bearer = match &self.auth {
+            Some(auth) => auth.bearer(&mut self.http, None)?,
+            None => Bearer::none(),
+        };
+        let result = match (op(&mut self.http, bearer.header()), &self.auth) {
+            (Err(e), Some(auth)) if auth::token_refused(&e) => {
+                let fresh = auth.bearer(&mut self.http, Some(bearer.generation()))?;
+                op(&mut self.http, fresh.header())
+            }
+            (r, _) => r,
+        };
+        let credentials = self.auth.is_some();
+        result.map_err(|e| auth::refusal(e, self.http.current_endpoint(), credentials))
+    }
+}
+
+/// `req` as a request body.
+fn to_body(req: &Value) -> Result<Vec<u8>> {
+    serde_json::to_vec(req).map_err(|e| Error::InvalidRequest(e.to_string()))
+}
+
+/// POSTs `body`; the endpoint and a 200's body, or the answer's error.
+fn post(
+    http: &mut HttpClient,
+    path: &str,
+    body: &[u8],
+    token: Option<&str>,
+    retry: Retry,
+) -> Result<(String, Vec<u8>)> {
+    let answer = http.post(path, body, token, retry)?;
+    let endpoint = http.current_endpoint().to_owned();
+    if answer.status != 200 {
+        return Err(wire::error(&endpoint, answer.status, &answer.body));
+    }
+    Ok((endpoint, answer.body))
 }
 
 /// etcd's "lease not found" for a write naming `lease`, as

@@ -42,6 +42,11 @@ impl Watch {
             return Err(wire::error(&endpoint, w.stream.status(), &body));
         }
         let created = w.read_message()?;
+        // A watch etcd refuses (a bad token, no permission) is created and
+        // cancelled in one message, with the reason.
+        if created.canceled && !created.cancel_reason.is_empty() {
+            return Err(wire::cancel_error(&created.cancel_reason));
+        }
         if !created.created {
             return Err(Error::protocol(
                 w.stream.endpoint(),

@@ -91,6 +91,30 @@ pub(crate) fn error(endpoint: &str, status: u16, body: &[u8]) -> Error {
     }
 }
 
+/// A watch's `cancel_reason` (`rpc error: code = Unauthenticated desc =
+/// etcdserver: invalid auth token`) as [`Error::Etcd`] with the code's
+/// number (2, Unknown, for a name not listed).
+pub(crate) fn cancel_error(reason: &str) -> Error {
+    const CODES: [(&str, i64); 6] = [
+        ("InvalidArgument", 3),
+        ("NotFound", 5),
+        ("PermissionDenied", 7),
+        ("FailedPrecondition", 9),
+        ("Unavailable", 14),
+        ("Unauthenticated", 16),
+    ];
+    let rest = reason.strip_prefix("rpc error: code = ").unwrap_or(reason);
+    let (name, desc) = rest.split_once(" desc = ").unwrap_or(("", rest));
+    let code = CODES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(2, |(_, c)| *c);
+    Error::Etcd {
+        code,
+        message: server_text(desc),
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct WError {
@@ -205,6 +229,8 @@ pub(crate) struct WWatch {
     pub(crate) canceled: bool,
     #[serde(deserialize_with = "de_i64")]
     pub(crate) compact_revision: i64,
+    /// Why etcd cancelled the watch: a gRPC status as text.
+    pub(crate) cancel_reason: String,
     pub(crate) events: Vec<WEvent>,
 }
 
@@ -289,6 +315,17 @@ mod tests {
         let body = br#"{"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5}"#;
         assert!(matches!(error("e", 404, body), Error::Etcd { code: 5, .. }));
         assert!(matches!(error("e", 502, b"<html>"), Error::Protocol { .. }));
+    }
+
+    #[test]
+    fn cancel_reasons_keep_their_code() {
+        let e =
+            cancel_error("rpc error: code = Unauthenticated desc = etcdserver: invalid auth token");
+        assert!(
+            matches!(&e, Error::Etcd { code: 16, message } if message == "etcdserver: invalid auth token"),
+            "{e}"
+        );
+        assert!(matches!(cancel_error("odd"), Error::Etcd { code: 2, .. }));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use dtp_codec::http::{BodyFraming, ResponseLimits, Version, parse_response_head}
 
 use super::{Answer, ChunkedDecoder, HttpConfig};
 use crate::error::{Error, Result};
+use crate::tls::{ClusterTls, Transport};
 
 /// Interim (1xx) answers skipped before the final one.
 const MAX_INTERIM: usize = 8;
@@ -18,7 +19,7 @@ const READ_CHUNK: usize = 16 * 1024;
 /// A connection and the bytes read past the last answer.
 #[derive(Debug)]
 pub(crate) struct Conn {
-    stream: TcpStream,
+    stream: Transport,
     endpoint: String,
     index: usize,
     buf: Vec<u8>,
@@ -26,12 +27,21 @@ pub(crate) struct Conn {
 
 impl Conn {
     /// Connects to `endpoint` (`host:port`), trying each address it
-    /// resolves to within `config.connect_timeout`.
-    pub(crate) fn connect(endpoint: &str, index: usize, config: &HttpConfig) -> io::Result<Self> {
-        let stream = connect_any(endpoint, config.connect_timeout)?;
-        stream.set_read_timeout(Some(config.io_timeout))?;
-        stream.set_write_timeout(Some(config.io_timeout))?;
-        stream.set_nodelay(true)?;
+    /// resolves to within `config.connect_timeout`; over TLS with `tls`.
+    pub(crate) fn connect(
+        endpoint: &str,
+        index: usize,
+        config: &HttpConfig,
+        tls: Option<&ClusterTls>,
+    ) -> io::Result<Self> {
+        let tcp = connect_any(endpoint, config.connect_timeout)?;
+        tcp.set_read_timeout(Some(config.io_timeout))?;
+        tcp.set_write_timeout(Some(config.io_timeout))?;
+        tcp.set_nodelay(true)?;
+        let stream = match tls {
+            Some(tls) => Transport::tls(tcp, tls, endpoint)?,
+            None => Transport::Plain(tcp),
+        };
         Ok(Self {
             stream,
             endpoint: endpoint.to_owned(),
@@ -48,18 +58,27 @@ impl Conn {
     /// closed it and sent nothing unasked (either makes the next answer
     /// unreadable).
     pub(crate) fn looks_open(&self) -> bool {
-        if !self.buf.is_empty() || self.stream.set_nonblocking(true).is_err() {
+        let tcp = self.stream.tcp();
+        if !self.buf.is_empty() || tcp.set_nonblocking(true).is_err() {
             return false;
         }
         let mut probe = [0u8; 1];
-        let open =
-            matches!(self.stream.peek(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-        open && self.stream.set_nonblocking(false).is_ok()
+        let open = matches!(tcp.peek(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        open && tcp.set_nonblocking(false).is_ok()
     }
 
-    pub(crate) fn send_post(&mut self, path: &str, body: &[u8]) -> Result<()> {
+    /// Writes a POST of `body` to `path`, with `Authorization: <token>`
+    /// if given (a token from [`crate::etcd::EtcdAuth`], checked there to
+    /// hold no byte that could end the header).
+    pub(crate) fn send_post(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> Result<()> {
+        let auth = authorization.map_or_else(String::new, |t| format!("Authorization: {t}\r\n"));
         let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
             self.endpoint,
             body.len()
         )
@@ -67,6 +86,7 @@ impl Conn {
         req.extend_from_slice(body);
         self.stream
             .write_all(&req)
+            .and_then(|()| self.stream.flush())
             .map_err(|e| io_error(&self.endpoint, e))
     }
 
@@ -222,6 +242,7 @@ impl Stream {
     pub(crate) fn set_read_timeout(&self, t: Option<std::time::Duration>) -> Result<()> {
         self.conn
             .stream
+            .tcp()
             .set_read_timeout(t)
             .map_err(|e| io_error(&self.conn.endpoint, e))
     }

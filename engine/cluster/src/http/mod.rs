@@ -28,6 +28,13 @@ pub struct HttpConfig {
     pub io_timeout: Duration,
     /// The largest response body accepted (bytes).
     pub max_body: usize,
+    /// etcd credentials, if the cluster requires them. Clones of one
+    /// config share one token: every client made from them authenticates
+    /// once between them, not once each (see [`crate::etcd::EtcdAuth`]).
+    pub auth: Option<crate::etcd::EtcdAuth>,
+    /// TLS to `https://` endpoints: the CA their certificates are checked
+    /// against. Needed when the endpoints are `https://`.
+    pub tls: Option<crate::ClusterTls>,
 }
 
 impl Default for HttpConfig {
@@ -36,6 +43,8 @@ impl Default for HttpConfig {
             connect_timeout: Duration::from_secs(2),
             io_timeout: Duration::from_secs(5),
             max_body: 4 * 1024 * 1024,
+            auth: None,
+            tls: None,
         }
     }
 }
@@ -56,6 +65,14 @@ pub(crate) struct Answer {
     pub(crate) body: Vec<u8>,
 }
 
+/// One POST, as [`HttpClient::post`] sends it (to each endpoint tried).
+struct Request<'a> {
+    path: &'a str,
+    body: &'a [u8],
+    authorization: Option<&'a str>,
+    retry: Retry,
+}
+
 /// The endpoints and the one kept-alive connection.
 #[derive(Debug)]
 pub(crate) struct HttpClient {
@@ -64,22 +81,44 @@ pub(crate) struct HttpClient {
     current: usize,
     conn: Option<Conn>,
     config: HttpConfig,
+    /// Set when the endpoints are `https://`.
+    tls: Option<crate::ClusterTls>,
 }
 
 impl HttpClient {
-    /// A client of `endpoints` (`host:port` each, or `http://host:port`).
+    /// A client of `endpoints` (`host:port` each, `http://host:port`, or
+    /// all `https://host:port`, which needs `config.tls`).
     pub(crate) fn new(endpoints: &[&str], config: HttpConfig) -> Result<Self> {
+        let https = endpoints
+            .iter()
+            .filter(|e| e.starts_with("https://"))
+            .count();
+        if https != 0 && https != endpoints.len() {
+            return Err(Error::InvalidRequest(
+                "endpoints are all https:// or none".into(),
+            ));
+        }
+        let tls = match (https, &config.tls) {
+            (0, _) => None,
+            (_, Some(tls)) => Some(tls.clone()),
+            (_, None) => {
+                return Err(Error::InvalidRequest(
+                    "https:// endpoints need a CA to check them against".into(),
+                ));
+            }
+        };
         let endpoints: Vec<String> = endpoints
             .iter()
             .map(|e| {
                 e.trim_start_matches("http://")
+                    .trim_start_matches("https://")
                     .trim_end_matches('/')
                     .to_owned()
             })
             .collect();
         if endpoints.is_empty() || endpoints.iter().any(|e| e.is_empty() || e.contains('/')) {
             return Err(Error::InvalidRequest(
-                "endpoints are host:port or http://host:port, at least one".into(),
+                "endpoints are host:port or http(s)://host:port, at least one".into(),
             ));
         }
         Ok(Self {
@@ -87,6 +126,7 @@ impl HttpClient {
             current: 0,
             conn: None,
             config,
+            tls,
         })
     }
 
@@ -96,8 +136,21 @@ impl HttpClient {
     }
 
     /// POSTs `body` (JSON) to `path` and reads the whole answer, trying the
-    /// endpoints in turn from the last one that answered.
-    pub(crate) fn post(&mut self, path: &str, body: &[u8], retry: Retry) -> Result<Answer> {
+    /// endpoints in turn from the last one that answered, with
+    /// `Authorization: <authorization>` if given.
+    pub(crate) fn post(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+        retry: Retry,
+    ) -> Result<Answer> {
+        let req = Request {
+            path,
+            body,
+            authorization,
+            retry,
+        };
         let n = self.endpoints.len();
         let mut last_connect = None;
         for attempt in 0..n {
@@ -115,12 +168,12 @@ impl HttpClient {
                 }
             };
             self.current = at;
-            let mut result = self.exchange(conn, path, body, retry);
+            let mut result = self.exchange(conn, &req);
             // A kept-alive connection the server closed after our check:
             // an idempotent request goes once more on a fresh connection.
             if reused && retry == Retry::Idempotent && matches!(result, Err(Error::Io { .. })) {
                 result = match self.connect(at) {
-                    Ok(conn) => self.exchange(conn, path, body, retry),
+                    Ok(conn) => self.exchange(conn, &req),
                     Err(e) => {
                         last_connect = Some(e);
                         continue;
@@ -146,17 +199,12 @@ impl HttpClient {
     }
 
     fn connect(&self, at: usize) -> std::io::Result<Conn> {
-        Conn::connect(&self.endpoints[at], at, &self.config)
+        Conn::connect(&self.endpoints[at], at, &self.config, self.tls.as_ref())
     }
 
-    fn exchange(
-        &mut self,
-        mut conn: Conn,
-        path: &str,
-        body: &[u8],
-        retry: Retry,
-    ) -> Result<Answer> {
-        let sent = conn.send_post(path, body);
+    fn exchange(&mut self, mut conn: Conn, req: &Request<'_>) -> Result<Answer> {
+        let retry = req.retry;
+        let sent = conn.send_post(req.path, req.body, req.authorization);
         let answer = sent.and_then(|()| conn.read_answer(self.config.max_body));
         match answer {
             Ok((answer, keep)) => {
@@ -180,14 +228,19 @@ impl HttpClient {
 
     /// Opens a streaming POST (a watch) on a connection of its own, from
     /// the first endpoint that accepts a connection.
-    pub(crate) fn open_stream(&mut self, path: &str, body: &[u8]) -> Result<Stream> {
+    pub(crate) fn open_stream(
+        &mut self,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> Result<Stream> {
         let n = self.endpoints.len();
         let mut last = None;
         for attempt in 0..n {
             let at = (self.current + attempt) % n;
-            match Conn::connect(&self.endpoints[at], at, &self.config) {
+            match self.connect(at) {
                 Ok(mut conn) => {
-                    conn.send_post(path, body)?;
+                    conn.send_post(path, body, authorization)?;
                     return conn.into_stream(self.config.max_body);
                 }
                 Err(e) => last = Some(e),

@@ -46,12 +46,12 @@ fn framings_and_keep_alive() {
         b"HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\nnope",
     ]);
     let mut c = client(&addr);
-    let a = c.post("/a", b"{}", Retry::Once).unwrap();
+    let a = c.post("/a", b"{}", None, Retry::Once).unwrap();
     assert_eq!((a.status, a.body.as_slice()), (200, &b"ok"[..]));
-    let b = c.post("/b", b"{}", Retry::Once).unwrap();
+    let b = c.post("/b", b"{}", None, Retry::Once).unwrap();
     assert_eq!(b.body, b"abc");
     // The same connection served all three (the fake accepts only one).
-    let closed = c.post("/c", b"{}", Retry::Once).unwrap();
+    let closed = c.post("/c", b"{}", None, Retry::Once).unwrap();
     assert_eq!((closed.status, closed.body.as_slice()), (404, &b"nope"[..]));
     h.join().unwrap();
 }
@@ -73,7 +73,7 @@ fn bad_answers_are_errors() {
     for (i, answer) in cases.into_iter().enumerate() {
         let (addr, h) = serve(vec![answer]);
         let err = client(&addr)
-            .post("/", b"{}", Retry::Idempotent)
+            .post("/", b"{}", None, Retry::Idempotent)
             .unwrap_err();
         let ok = match i {
             0..=2 => matches!(err, Error::Protocol { .. }),
@@ -87,13 +87,15 @@ fn bad_answers_are_errors() {
 #[test]
 fn a_write_cut_mid_answer_has_an_unknown_outcome() {
     let (addr, h) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]);
-    let err = client(&addr).post("/", b"{}", Retry::Once).unwrap_err();
+    let err = client(&addr)
+        .post("/", b"{}", None, Retry::Once)
+        .unwrap_err();
     assert!(matches!(err, Error::OutcomeUnknown { .. }), "{err:?}");
     h.join().unwrap();
     // The same cut on a read is a plain connection error.
     let (addr, h) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]);
     let err = client(&addr)
-        .post("/", b"{}", Retry::Idempotent)
+        .post("/", b"{}", None, Retry::Idempotent)
         .unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err:?}");
     h.join().unwrap();

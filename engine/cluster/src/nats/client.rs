@@ -10,15 +10,16 @@
 //! `Nats-Msg-Id`, see [`super::JetStream::publish`]).
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::auth::{self, NatsAuth};
 use super::headers::{self, Headers};
 use super::proto::{self, Limits, ServerOp, parse_op, valid_subject};
 use crate::error::{Error, Result, server_text};
 use crate::http::conn::connect_any;
+use crate::tls::Transport;
 
 /// Timeouts and ceilings of a NATS client.
 #[derive(Clone, Debug)]
@@ -32,6 +33,13 @@ pub struct NatsConfig {
     pub max_message: usize,
     /// The name the connection shows in the server's monitoring.
     pub name: String,
+    /// Credentials, sent in CONNECT on every connection.
+    pub auth: Option<NatsAuth>,
+    /// TLS: the CA the servers' certificates are checked against. With
+    /// it, every connection is upgraded to TLS after the server's INFO
+    /// (a server that offers no TLS is refused); without it, a server
+    /// that requires TLS is refused.
+    pub tls: Option<crate::ClusterTls>,
 }
 
 impl Default for NatsConfig {
@@ -41,6 +49,8 @@ impl Default for NatsConfig {
             request_timeout: Duration::from_secs(5),
             max_message: 8 * 1024 * 1024,
             name: "dtp".into(),
+            auth: None,
+            tls: None,
         }
     }
 }
@@ -81,7 +91,7 @@ pub struct Nats {
 
 #[derive(Debug)]
 struct Conn {
-    stream: TcpStream,
+    stream: Transport,
     server: String,
     buf: Vec<u8>,
     /// The server's `max_payload`.
@@ -94,15 +104,24 @@ struct Info {
     max_payload: usize,
     #[serde(default)]
     headers: bool,
+    #[serde(default)]
+    tls_required: bool,
+    #[serde(default)]
+    tls_available: bool,
 }
 
 impl Nats {
-    /// A client of `servers` (`host:port` or `nats://host:port`), connected
+    /// A client of `servers` (`host:port`, `nats://host:port` or
+    /// `tls://host:port`; TLS is [`NatsConfig::tls`]'s word), connected
     /// to the first that accepts.
     pub fn connect(servers: &[&str], config: NatsConfig) -> Result<Self> {
         let servers: Vec<String> = servers
             .iter()
-            .map(|s| s.trim_start_matches("nats://").to_owned())
+            .map(|s| {
+                s.trim_start_matches("nats://")
+                    .trim_start_matches("tls://")
+                    .to_owned()
+            })
             .collect();
         if servers.is_empty() || servers.iter().any(|s| s.is_empty() || s.contains('/')) {
             return Err(Error::InvalidRequest(
@@ -324,7 +343,7 @@ impl Conn {
             .set_write_timeout(Some(config.connect_timeout))
             .map_err(io_err)?;
         let mut c = Self {
-            stream,
+            stream: Transport::Plain(stream),
             server: server.to_owned(),
             buf: Vec::new(),
             max_payload: 0,
@@ -344,22 +363,40 @@ impl Conn {
                 "the server does not support headers (NATS 2.2+ needed)",
             ));
         }
+        c.stream = match (c.stream, &config.tls) {
+            (Transport::Plain(tcp), Some(tls)) if info.tls_required || info.tls_available => {
+                Transport::tls(tcp, tls, server).map_err(io_err)?
+            }
+            (_, Some(_)) => return Err(Error::protocol(server, "the server offers no TLS")),
+            (_, None) if info.tls_required => {
+                return Err(Error::protocol(
+                    server,
+                    "the server requires TLS and no CA is set",
+                ));
+            }
+            (stream, None) => stream,
+        };
         c.max_payload = if info.max_payload == 0 {
             1024 * 1024
         } else {
             info.max_payload
         };
-        let connect = serde_json::json!({
+        let mut connect = serde_json::json!({
             "verbose": false, "pedantic": false, "headers": true, "no_responders": true,
             "lang": "rust", "version": env!("CARGO_PKG_VERSION"), "protocol": 1, "name": config.name,
         });
+        if let Some(auth) = &config.auth {
+            auth.add_to(&mut connect);
+        }
         let hello = format!(
             "CONNECT {connect}\r\nSUB {inbox}.* {INBOX_SID}\r\n{}PING\r\n",
             watch_subs(watched, WATCH_SID)
         );
         c.write(hello.as_bytes())?;
+        let credentials = config.auth.is_some();
         loop {
-            match c.next_op(config.max_message, Some(deadline))? {
+            let op = c.next_op(config.max_message, Some(deadline));
+            match op.map_err(|e| auth::refusal(e, server, credentials))? {
                 ServerOp::Pong => break,
                 ServerOp::Err(e) => return Err(Error::Nats(server_text(&e))),
                 _ => {}
@@ -369,10 +406,13 @@ impl Conn {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.stream.write_all(bytes).map_err(|source| Error::Io {
-            endpoint: self.server.clone(),
-            source,
-        })
+        let written = self.stream.write_all(bytes);
+        written
+            .and_then(|()| self.stream.flush())
+            .map_err(|source| Error::Io {
+                endpoint: self.server.clone(),
+                source,
+            })
     }
 
     /// The next operation other than PING (answered here) and +OK, read
@@ -413,7 +453,7 @@ impl Conn {
             });
         }
         let io_err = |e| crate::http::conn::io_error(&self.server, e);
-        self.stream.set_read_timeout(left).map_err(io_err)?;
+        self.stream.tcp().set_read_timeout(left).map_err(io_err)?;
         let mut tmp = [0u8; 16 * 1024];
         match self.stream.read(&mut tmp) {
             Ok(0) => Err(Error::Io {

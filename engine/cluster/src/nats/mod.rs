@@ -5,6 +5,7 @@
 //! - [`JetStream`]: streams, acknowledged publishes with dedupe and
 //!   optimistic concurrency, reads by sequence and replay.
 
+mod auth;
 mod client;
 mod headers;
 mod jetstream;
@@ -13,6 +14,7 @@ mod proto;
 #[cfg(test)]
 mod tests;
 
+pub use auth::NatsAuth;
 pub use client::{Message, Nats, NatsConfig};
 pub use headers::Headers;
 pub use jetstream::{JetStream, Replay, Replayed};

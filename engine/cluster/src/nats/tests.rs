@@ -118,7 +118,7 @@ fn bad_handshakes_and_bad_bytes() {
     });
     assert!(matches!(
         Nats::connect(&[&addr], config()),
-        Err(Error::Nats(_))
+        Err(Error::AuthRefused { .. })
     ));
     h.join().unwrap();
     let (addr, h) = fake(INFO, |s, r| {

@@ -11,15 +11,20 @@
 #![allow(clippy::expect_used, reason = "test helper: a failure fails the test")]
 
 use std::fs;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use dtp_cluster::HttpConfig;
-use dtp_cluster::etcd::Etcd;
-use dtp_cluster::nats::{JetStream, Nats, NatsConfig};
+use dtp_cluster::etcd::{Etcd, EtcdAuth};
+use dtp_cluster::nats::{JetStream, Nats, NatsAuth, NatsConfig};
+use dtp_cluster::{Error, HttpConfig};
+
+mod tls;
+
+pub use tls::Tls;
 
 /// How long a server may take to become ready.
 const READY_WITHIN: Duration = Duration::from_secs(30);
@@ -134,25 +139,76 @@ pub struct EtcdServer {
     /// `127.0.0.1:port` of the client (gateway) listener.
     pub addr: String,
     dir: TempDir,
+    /// `--auth-token-ttl`, if not etcd's default.
+    token_ttl: Option<u32>,
+    /// The root user's credentials, once auth is enabled.
+    pub auth: Option<EtcdAuth>,
+    /// Its certificates, when it serves clients over TLS.
+    pub tls: Option<Tls>,
 }
 
 impl EtcdServer {
     pub fn start() -> Self {
+        Self::start_with(None, false)
+    }
+
+    /// An etcd that serves its clients over TLS only (`https://`), with a
+    /// certificate for 127.0.0.1 from a CA of its own ([`Self::tls`]).
+    pub fn start_tls() -> Self {
+        Self::start_with(None, true)
+    }
+
+    fn start_with(token_ttl: Option<u32>, tls: bool) -> Self {
         let dir = TempDir::new("etcd");
         let ports = (free_port(), free_port());
-        let proc = Self::spawn(&dir, ports);
+        let tls = tls.then(|| Tls::new(dir.path()));
+        let proc = Self::spawn(&dir, ports, token_ttl, tls.as_ref());
         let mut s = Self {
             proc,
             ports,
             addr: format!("127.0.0.1:{}", ports.0),
             dir,
+            token_ttl,
+            auth: None,
+            tls,
         };
         s.wait();
         s
     }
 
-    fn spawn(dir: &TempDir, (client, peer): (u16, u16)) -> Process {
-        let client_url = format!("http://127.0.0.1:{client}");
+    /// An etcd with authentication on, through its own API: user `root`
+    /// with `password`, granted role `root`, then `auth/enable`. Its
+    /// tokens expire after `token_ttl_secs` without use.
+    pub fn start_auth(password: &str, token_ttl_secs: u32) -> Self {
+        let mut s = Self::start_with(Some(token_ttl_secs), false);
+        let name = serde_json::json!("root");
+        let steps = [
+            (
+                "/v3/auth/user/add",
+                serde_json::json!({ "name": name, "password": password }),
+            ),
+            (
+                "/v3/auth/user/grant",
+                serde_json::json!({ "user": name, "role": "root" }),
+            ),
+            ("/v3/auth/enable", serde_json::json!({})),
+        ];
+        for (path, body) in steps {
+            let (status, answer) = post_json(&s.addr, path, &body.to_string());
+            assert_eq!(status, 200, "{path}: {answer}");
+        }
+        s.auth = Some(EtcdAuth::new("root", password).expect("credentials"));
+        s
+    }
+
+    fn spawn(
+        dir: &TempDir,
+        (client, peer): (u16, u16),
+        token_ttl: Option<u32>,
+        tls: Option<&Tls>,
+    ) -> Process {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new(binary("etcd"));
         cmd.arg("--name=t")
@@ -162,12 +218,27 @@ impl EtcdServer {
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=t={peer_url}"));
+        if let Some(ttl) = token_ttl {
+            cmd.arg(format!("--auth-token-ttl={ttl}"));
+        }
+        if let Some(tls) = tls {
+            cmd.arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()));
+        }
         Process::spawn(&mut cmd, dir.path().join("etcd.log"))
     }
 
+    /// Ready: it answers, with a value or by refusing us for want of
+    /// credentials.
     fn wait(&mut self) {
-        let mut probe = Etcd::new(&[&self.addr], quick_http()).expect("client");
-        wait_ready(&mut self.proc, "etcd", || probe.get(b"ready?").is_ok());
+        let config = HttpConfig {
+            tls: self.tls.as_ref().map(Tls::client),
+            ..quick_http()
+        };
+        let mut probe = Etcd::new(&[&self.url()], config).expect("client");
+        wait_ready(&mut self.proc, "etcd", || {
+            matches!(probe.get(b"ready?"), Ok(_) | Err(Error::AuthRefused { .. }))
+        });
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same ports
@@ -184,14 +255,48 @@ impl EtcdServer {
 
     /// Starts a killed server again on the same ports and data.
     pub fn restart(&mut self) {
-        self.proc = Self::spawn(&self.dir, self.ports);
+        self.proc = Self::spawn(&self.dir, self.ports, self.token_ttl, self.tls.as_ref());
         self.wait();
     }
 
-    /// A fresh client of this server.
+    /// A fresh client of this server (with its credentials and CA, if it
+    /// has them).
     pub fn client(&self) -> Etcd {
-        Etcd::new(&[&self.addr], HttpConfig::default()).expect("etcd client")
+        let config = HttpConfig {
+            auth: self.auth.clone(),
+            tls: self.tls.as_ref().map(Tls::client),
+            ..HttpConfig::default()
+        };
+        Etcd::new(&[&self.url()], config).expect("etcd client")
     }
+
+    /// `http://` or `https://` and [`Self::addr`].
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Its log so far (to check that a secret never shows there).
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.proc.log).unwrap_or_default()
+    }
+}
+
+/// One JSON POST on a connection of its own: (status, body).
+fn post_json(addr: &str, path: &str, body: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(addr).expect("connect to etcd");
+    c.set_read_timeout(Some(READY_WITHIN)).expect("timeout");
+    write!(
+        c,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).expect("read the answer");
+    let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
 }
 
 fn quick_http() -> HttpConfig {
@@ -210,35 +315,76 @@ pub struct NatsServer {
     /// `127.0.0.1:port`.
     pub addr: String,
     dir: TempDir,
+    /// The credentials it requires, if any.
+    pub auth: Option<NatsAuth>,
+    /// Its certificates, when it requires TLS.
+    pub tls: Option<Tls>,
 }
 
 impl NatsServer {
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// A nats-server that requires `auth` (`--user`/`--pass` or `--auth`).
+    pub fn start_with(auth: Option<NatsAuth>) -> Self {
+        Self::start_full(auth, false)
+    }
+
+    /// A nats-server that requires TLS, with a certificate for 127.0.0.1
+    /// from a CA of its own ([`Self::tls`]).
+    pub fn start_tls() -> Self {
+        Self::start_full(None, true)
+    }
+
+    fn start_full(auth: Option<NatsAuth>, tls: bool) -> Self {
         let dir = TempDir::new("nats");
         let port = free_port();
-        let proc = Self::spawn(&dir, port);
+        let tls = tls.then(|| Tls::new(dir.path()));
+        let proc = Self::spawn(&dir, port, auth.as_ref(), tls.as_ref());
         let mut s = Self {
             proc,
             port,
             addr: format!("127.0.0.1:{port}"),
             dir,
+            auth,
+            tls,
         };
         s.wait();
         s
     }
 
-    fn spawn(dir: &TempDir, port: u16) -> Process {
+    fn spawn(dir: &TempDir, port: u16, auth: Option<&NatsAuth>, tls: Option<&Tls>) -> Process {
         let mut cmd = Command::new(binary("nats-server"));
         cmd.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(dir.path().join("store"));
+        match auth {
+            Some(NatsAuth::UserPassword { user, password }) => {
+                cmd.args(["--user", user, "--pass", password])
+            }
+            Some(NatsAuth::Token(token)) => cmd.args(["--auth", token]),
+            None => &mut cmd,
+        };
+        if let Some(tls) = tls {
+            cmd.arg("--tls")
+                .arg("--tlscert")
+                .arg(&tls.cert)
+                .arg("--tlskey")
+                .arg(&tls.key);
+        }
         Process::spawn(&mut cmd, dir.path().join("nats.log"))
     }
 
     /// Waits until JetStream answers its account info.
     fn wait(&mut self) {
         let addr = self.addr.clone();
+        let config = NatsConfig {
+            auth: self.auth.clone(),
+            tls: self.tls.as_ref().map(Tls::client),
+            ..quick_nats()
+        };
         wait_ready(&mut self.proc, "nats-server", || {
-            Nats::connect(&[&addr], quick_nats())
+            Nats::connect(&[&addr], config.clone())
                 .and_then(|mut n| n.request("$JS.API.INFO", &[], b""))
                 .is_ok_and(|m| !m.payload.windows(8).any(|w| w == b"\"error\":"))
         });
@@ -248,7 +394,7 @@ impl NatsServer {
     /// the same port with the same store directory.
     pub fn kill_and_restart(&mut self) {
         self.proc.kill();
-        self.proc = Self::spawn(&self.dir, self.port);
+        self.proc = Self::spawn(&self.dir, self.port, self.auth.as_ref(), self.tls.as_ref());
         self.wait();
     }
 
@@ -259,13 +405,18 @@ impl NatsServer {
 
     /// Starts a killed server again on the same port with the same store.
     pub fn restart(&mut self) {
-        self.proc = Self::spawn(&self.dir, self.port);
+        self.proc = Self::spawn(&self.dir, self.port, self.auth.as_ref(), self.tls.as_ref());
         self.wait();
     }
 
-    /// A fresh JetStream client of this server.
+    /// A fresh JetStream client of this server (with its credentials).
     pub fn jetstream(&self) -> JetStream {
-        JetStream::new(Nats::connect(&[&self.addr], NatsConfig::default()).expect("nats client"))
+        let config = NatsConfig {
+            auth: self.auth.clone(),
+            tls: self.tls.as_ref().map(Tls::client),
+            ..NatsConfig::default()
+        };
+        JetStream::new(Nats::connect(&[&self.addr], config).expect("nats client"))
     }
 }
 

@@ -107,9 +107,10 @@ impl ClusterNode {
             plane: Mutex::new(None),
         });
         let mut etcd = shared.client().map_err(|e| format!("cluster.etcd: {e}"))?;
-        let lease = etcd
-            .lease_grant(ttl)
-            .map_err(|e| format!("cluster.etcd: no lease: {e}"))?;
+        let lease = etcd.lease_grant(ttl).map_err(|e| match e {
+            Error::AuthRefused { .. } => format!("cluster.etcd: {e}"),
+            e => format!("cluster.etcd: no lease: {e}"),
+        })?;
         shared.lease.store(lease.id, Ordering::Release);
         let s = shared.clone();
         let keeper = std::thread::Builder::new()

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dtp_cluster::nats::{
-    JetStream, Nats, NatsConfig, Publish, Replayed, StoredMessage, StreamConfig,
+    JetStream, Nats, NatsAuth, NatsConfig, Publish, Replayed, StoredMessage, StreamConfig,
 };
 use dtp_engine::ControlWaker;
 use dtp_realtime::StreamSpec;
@@ -85,6 +85,10 @@ pub struct ClusterSettings {
     /// The cursor key, the same on every gateway (derived from the
     /// cluster's shared secret by the caller).
     pub cursor_key: [u8; 32],
+    /// Credentials, sent on every connection (each worker's own).
+    pub auth: Option<NatsAuth>,
+    /// TLS to the servers: the CA their certificates are checked against.
+    pub tls: Option<dtp_cluster::ClusterTls>,
 }
 
 /// The JetStream stream name of realtime stream `id` (its bytes in hex: a
@@ -263,6 +267,8 @@ fn nats_config(s: &ClusterSettings, what: &str) -> NatsConfig {
         connect_timeout: s.timeout,
         request_timeout: s.timeout,
         name: format!("dtp-{}-{what}", s.node_id),
+        auth: s.auth.clone(),
+        tls: s.tls.clone(),
         ..NatsConfig::default()
     }
 }
