@@ -17,7 +17,12 @@
 //! or a log line. A token is a server's bytes: it is checked to be a
 //! short run of visible ASCII before it goes into a header.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::PoisonError;
+#[cfg(not(loom))]
+use std::sync::{Arc, Mutex};
+
+#[cfg(loom)]
+use loom::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use serde_json::json;
@@ -59,14 +64,14 @@ enum Token {
     /// etcd runs without authentication: nothing to send.
     NotNeeded,
     /// Send this as `Authorization`.
-    Value(Arc<str>),
+    Value(std::sync::Arc<str>),
 }
 
 /// A token a client sends, with the generation it belongs to.
 #[derive(Clone)]
 pub(crate) struct Bearer {
     generation: u64,
-    token: Option<Arc<str>>,
+    token: Option<std::sync::Arc<str>>,
 }
 
 impl Bearer {
@@ -130,6 +135,17 @@ impl EtcdAuth {
     /// the server refused generation `refused` and nobody has replaced it
     /// since — a new one, earned over `http`.
     pub(crate) fn bearer(&self, http: &mut HttpClient, refused: Option<u64>) -> Result<Bearer> {
+        let (user, password) = (&self.inner.user, &self.inner.password);
+        self.bearer_with(refused, || authenticate(http, user, password))
+    }
+
+    /// [`bearer`](Self::bearer) with the authentication round trip given:
+    /// the shared slot's rule alone, which the loom model checks.
+    fn bearer_with(
+        &self,
+        refused: Option<u64>,
+        authenticate: impl FnOnce() -> Result<Token>,
+    ) -> Result<Bearer> {
         let mut slot = self
             .inner
             .slot
@@ -140,7 +156,7 @@ impl EtcdAuth {
             return Ok(bearer(slot.generation, token));
         }
         slot.token = None;
-        let token = authenticate(http, &self.inner.user, &self.inner.password)?;
+        let token = authenticate()?;
         slot.generation += 1;
         slot.token = Some(token.clone());
         Ok(bearer(slot.generation, &token))
@@ -287,5 +303,83 @@ mod tests {
             matches!(&e, Error::AuthRefused { message, .. } if message.contains("requires credentials")),
             "{e}"
         );
+    }
+}
+
+/// The shared token under every interleaving of two clients (loom, on this
+/// very code: `--cfg loom`, see `.ci/run`).
+#[cfg(all(test, loom))]
+#[allow(
+    clippy::unwrap_used,
+    reason = "a model check: a panic is the failure report"
+)]
+mod loom_tests {
+    use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    use super::*;
+
+    /// Credentials that earned their first token, `t1`.
+    fn authenticated() -> EtcdAuth {
+        let auth = EtcdAuth::new("u", "p").unwrap();
+        let first = auth
+            .bearer_with(None, || Ok(Token::Value("t1".into())))
+            .unwrap();
+        assert_eq!((first.generation(), first.header()), (1, Some("t1")));
+        auth
+    }
+
+    /// Two clients refused with the same token at once: exactly one of
+    /// them authenticates again, and both go on with its token.
+    #[test]
+    fn two_clients_refused_at_once_authenticate_once() {
+        loom::model(|| {
+            let auth = authenticated();
+            let calls = Arc::new(AtomicUsize::new(0));
+            let clients: Vec<_> = ["a", "b"]
+                .into_iter()
+                .map(|name| {
+                    let (auth, calls) = (auth.clone(), calls.clone());
+                    loom::thread::spawn(move || {
+                        auth.bearer_with(Some(1), || {
+                            calls.fetch_add(1, SeqCst);
+                            Ok(Token::Value(format!("t2-{name}").into()))
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            let got: Vec<Bearer> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+            assert_eq!(calls.load(SeqCst), 1);
+            assert_eq!(auth.authentications(), 2);
+            assert!(got.iter().all(|b| b.generation() == 2));
+            assert_eq!(got[0].header(), got[1].header());
+        });
+    }
+
+    /// A client whose new authentication fails leaves no token behind: the
+    /// other, refused with the same token, authenticates itself rather
+    /// than being handed the stale one, and a client that comes after a
+    /// success takes the new token without asking etcd.
+    #[test]
+    fn a_failed_authentication_leaves_the_next_client_to_try() {
+        loom::model(|| {
+            let auth = authenticated();
+            let failing = {
+                let auth = auth.clone();
+                loom::thread::spawn(move || {
+                    auth.bearer_with(Some(1), || {
+                        Err(Error::InvalidRequest("etcd unreachable".into()))
+                    })
+                })
+            };
+            let other = auth
+                .bearer_with(Some(1), || Ok(Token::Value("t2".into())))
+                .unwrap();
+            assert_eq!((other.generation(), other.header()), (2, Some("t2")));
+            if let Ok(b) = failing.join().unwrap() {
+                assert_eq!((b.generation(), b.header()), (2, Some("t2")));
+            }
+            assert_eq!(auth.authentications(), 2);
+        });
     }
 }
