@@ -24,6 +24,7 @@
 mod external;
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use external::{Server, run, serve};
@@ -42,7 +43,13 @@ fn herd(
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
         .to_owned();
-    let json = std::env::temp_dir().join(format!("dtp-herd-{mode}-{}.json", std::process::id()));
+    // One file per run: the tests run in parallel, several in one mode.
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    let json = std::env::temp_dir().join(format!(
+        "dtp-herd-{mode}-{}-{}.json",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
     let (passed, out) = run(
         Command::new(env!("CARGO_BIN_EXE_dtp"))
             .args(["load", "--realtime", mode, "--target", &target, "--kick"])
