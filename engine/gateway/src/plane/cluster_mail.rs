@@ -162,10 +162,28 @@ impl Mailbox {
     }
 
     fn deliver(&self, to_plane: &SyncSender<Incoming>, message: Incoming) {
-        // Blocks while the plane is MAIL_QUEUE messages behind: backpressure
-        // on this thread, never on the control thread.
-        if to_plane.send(message).is_ok() {
+        if hand_over(to_plane, message, &self.stop) {
             self.wake();
+        }
+    }
+}
+
+/// How often a thread waiting for room in the plane's queue looks again.
+const FULL_POLL: Duration = Duration::from_millis(1);
+
+/// Hands `message` to the plane; whether it did. While the plane is
+/// [`MAIL_QUEUE`] messages behind it waits — backpressure on this thread,
+/// never on the control thread — but not past `stop`: a gateway shutting
+/// down with its plane behind joins this thread instead of hanging on it.
+fn hand_over<T>(to_plane: &SyncSender<T>, mut message: T, stop: &AtomicBool) -> bool {
+    loop {
+        match to_plane.try_send(message) {
+            Ok(()) => return true,
+            Err(TrySendError::Full(m)) if !stop.load(Ordering::Acquire) => {
+                message = m;
+                std::thread::sleep(FULL_POLL);
+            }
+            Err(_) => return false,
         }
     }
 }
@@ -429,5 +447,40 @@ fn take(mailbox: &Mailbox, etcd: &mut Etcd, to_plane: &SyncSender<Incoming>, kv:
     match message {
         Some(m) => mailbox.deliver(to_plane, m),
         None => tracing::warn!("cluster mail that is not a message, dropped"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full queue holds the thread until the plane takes a message, or
+    /// until the mailbox stops: a shutdown never waits on a plane behind.
+    #[test]
+    fn a_full_queue_waits_for_room_but_not_past_stop() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::sync_channel(1);
+        assert!(hand_over(&tx, 1, &stop));
+        let taker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let first = rx.recv().unwrap();
+            (first, rx)
+        });
+        assert!(hand_over(&tx, 2, &stop), "room made by the plane");
+        let (first, rx) = taker.join().unwrap();
+        assert_eq!((first, rx.try_recv().ok()), (1, Some(2)));
+        assert!(hand_over(&tx, 3, &stop));
+        let stopper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                stop.store(true, Ordering::Release);
+            })
+        };
+        assert!(!hand_over(&tx, 4, &stop), "given up at stop");
+        stopper.join().unwrap();
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [3]);
+        drop(rx);
+        assert!(!hand_over(&tx, 5, &AtomicBool::new(false)), "no plane");
     }
 }
